@@ -1,0 +1,21 @@
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS edge_outbox edge_outbox_wire EXPORT edge_outboxTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ ${PROJECT_SOURCE_DIR}/wire/include/
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT edge_outboxTargets NAMESPACE edge_outbox::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/edge_outbox)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/edge_outboxConfig.cmake.in
+        ${PROJECT_BINARY_DIR}/edge_outboxConfig.cmake
+        INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/edge_outbox)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/edge_outboxConfigVersion.cmake
+        COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/edge_outboxConfig.cmake ${PROJECT_BINARY_DIR}/edge_outboxConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/edge_outbox)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/edge_outbox.pc.in ${PROJECT_BINARY_DIR}/edge_outbox.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/edge_outbox.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,63 @@
+// OutboxOptions configures an Outbox and the Queue a forwarder reads through.
+// Every field has a default that suits a gateway with a few MiB of flash to
+// spare; the comments say what changes when you move one.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <edge_outbox/clock.h>
+#include <edge_outbox/log.h>
+
+namespace edge_outbox {
+
+enum class Durability {
+  // synchronous=FULL: a transaction is on stable storage when transact returns.
+  full,
+  // synchronous=NORMAL: always consistent and never loses a commit to a
+  // process crash, but a power loss may lose the newest commits.
+  normal,
+};
+
+enum class CapacityPolicy {
+  // transact throws Error(storage_full); the application's rows are not written either.
+  reject_new,
+  // Evict the lowest-priority, oldest pending events to make room; critical
+  // events are never evicted. Each eviction is counted and reported by an
+  // "outbox.dropped" event (see README), so the server can explain the gap.
+  drop_oldest,
+};
+
+enum class OpenMode {
+  create,   // create the file and the outbox tables if missing; migrate old schemas
+  existing, // the file must exist; add or migrate the outbox tables
+  inspect,  // read-only: the file must be an edge-outbox database; nothing is created or migrated
+};
+
+struct OutboxOptions {
+  OpenMode mode = OpenMode::create;
+  Durability durability = Durability::full;
+  // How long a writer waits for another connection's lock before Error(busy).
+  std::chrono::milliseconds busy_timeout{10'000};
+  std::size_t max_payload_bytes = 256 * 1024;
+
+  // Storage bounds; 0 means unbounded.
+  std::uint64_t max_pending_events = 0;
+  std::uint64_t max_database_bytes = 0;
+  CapacityPolicy capacity_policy = CapacityPolicy::reject_new;
+  // Topic of the "outbox.dropped" events drop_oldest enqueues.
+  std::string dropped_event_topic = "edge-outbox/dropped";
+
+  // 0: published events are deleted in the transaction that marks them.
+  // Otherwise they are kept this long (for audit) and then deleted.
+  std::chrono::seconds retention{0};
+  // Failed attempts after which a transiently failing event is dead-lettered.
+  int max_attempts = 10;
+
+  LogCallback log;
+  std::shared_ptr<const Clock> clock = system_clock();
+};
+
+}  // namespace edge_outbox

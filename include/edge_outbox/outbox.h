@@ -1,0 +1,113 @@
+// Outbox is a durable, ordered queue of events that lives in the
+// application's own SQLite file, beside the application's tables. The
+// application writes its rows and enqueues events in one transaction
+// (transact); a Forwarder later sends the events and marks them published.
+//
+// Durability: with Durability::full (the default) everything a transact call
+// wrote is on stable storage when it returns; with Durability::normal it
+// survives a process crash but a power loss may take the newest commits.
+// Either way a transaction is atomic: all of its rows and events, or none.
+//
+// Thread rule: one Outbox may be shared by any number of threads. Their
+// transactions run one at a time on the Outbox's connection (SQLite has one
+// writer), so SQLITE_BUSY never surfaces between threads of one process.
+// Other processes may open the same file; a writer there makes transact wait
+// up to busy_timeout, then throw Error(busy). A Forwarder reads the queue
+// through a connection of its own.
+//
+// Ownership: the Outbox owns its connection and closes it on destruction.
+// It must outlive every Forwarder and CommitSubscription made from it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <edge_outbox/event.h>
+#include <edge_outbox/options.h>
+#include <edge_outbox/transaction.h>
+
+namespace edge_outbox {
+
+struct OutboxStats {
+  std::uint64_t pending = 0;
+  std::optional<std::chrono::milliseconds> oldest_pending_age;
+  std::uint64_t dead = 0;
+  std::uint64_t published_total = 0;
+  std::uint64_t dropped_total = 0;  // evicted by drop_oldest, ever
+  std::uint64_t database_bytes = 0;
+  int schema_version = 0;
+};
+
+class CommitSubscription;
+
+class Outbox {
+ public:
+  // Opens or creates the file (created 0600). Throws Error(corrupt) for a
+  // file that is not SQLite or is damaged (the file is left untouched),
+  // Error(schema_too_new), Error(io) for a missing file (OpenMode::existing,
+  // inspect) or an unwritable directory.
+  explicit Outbox(const std::filesystem::path& path, OutboxOptions options = {});
+  ~Outbox();
+  Outbox(const Outbox&) = delete;
+  Outbox& operator=(const Outbox&) = delete;
+
+  // Runs fn inside BEGIN IMMEDIATE. If fn returns, commits and returns the
+  // ids of the events it enqueued, in order. If fn throws, rolls back and
+  // rethrows. Many records in one call share one fsync: this is the
+  // group-commit path for high sensor rates.
+  // Requires: fn does not call back into this Outbox.
+  std::vector<std::string> transact(const std::function<void(Transaction&)>& fn);
+
+  // One event in a transaction of its own; returns its id.
+  std::string enqueue(Event event);
+
+  OutboxStats stats() const;
+  // Random id made when the database was created; travels with every event.
+  std::string stream_id() const;
+  const std::filesystem::path& path() const noexcept;
+
+  // Inspection and repair (edge-outbox-ctl). Oldest first.
+  std::vector<StoredEvent> pending(std::size_t limit) const;
+  std::vector<DeadEvent> dead(std::size_t limit) const;
+  // Moves dead letters back to the queue, with their attempts reset and their
+  // original sequence (so order is kept). Returns how many were requeued;
+  // unknown ids are skipped. An empty list requeues all.
+  std::size_t requeue_dead(const std::vector<std::string>& ids);
+  // Deletes dead letters that died at least older_than ago. Returns the count.
+  std::size_t purge_dead(std::chrono::milliseconds older_than);
+
+  // Calls fn (on the committing thread, after the commit) whenever a
+  // transaction that enqueued events commits. This is how a Forwarder in the
+  // same process wakes at once. fn must not block or call this Outbox.
+  CommitSubscription on_commit(std::function<void()> fn);
+
+ private:
+  friend class Transaction;
+  friend class CommitSubscription;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Unsubscribes on destruction. Movable.
+class CommitSubscription {
+ public:
+  CommitSubscription() = default;
+  CommitSubscription(CommitSubscription&& other) noexcept;
+  CommitSubscription& operator=(CommitSubscription&& other) noexcept;
+  ~CommitSubscription();
+  void reset() noexcept;
+
+ private:
+  friend class Outbox;
+  CommitSubscription(Outbox* outbox, std::uint64_t token) : outbox_(outbox), token_(token) {}
+  Outbox* outbox_ = nullptr;
+  std::uint64_t token_ = 0;
+};
+
+}  // namespace edge_outbox

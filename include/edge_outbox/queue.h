@@ -1,0 +1,67 @@
+// Queue is the consumer side of an outbox file: it reads pending events in
+// commit order and records what became of them. A Forwarder owns one; tools
+// may use one directly. It opens a connection of its own, so it can run in
+// another process than the application that writes the events.
+//
+// Durability: mark_published, record_failure and expire_due commit before
+// they return, with the file's synchronous mode.
+//
+// Thread rule: a Queue is not thread-safe; use it from one thread (the
+// forwarder's). Several Queues on one file are allowed but would send the
+// same events twice: run one forwarder per file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <edge_outbox/event.h>
+#include <edge_outbox/options.h>
+
+namespace edge_outbox {
+
+class Queue {
+ public:
+  // The file must exist (OpenMode is treated as existing); the outbox tables
+  // are created or migrated as by Outbox. Throws like Outbox's constructor.
+  explicit Queue(const std::filesystem::path& path, OutboxOptions options = {});
+  ~Queue();
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
+  // Up to limit pending events with sequence > after_sequence, oldest first,
+  // read with keyset pagination over the pending index (never a scan of the
+  // whole table). Memory is bounded by limit.
+  std::vector<StoredEvent> next_batch(std::int64_t after_sequence, std::size_t limit);
+
+  // Marks these events published in one transaction: deleted at once, or
+  // kept for OutboxOptions::retention. Unknown sequences are ignored (an
+  // event may have been requeued or evicted meanwhile).
+  void mark_published(std::span<const std::int64_t> sequences);
+
+  // Counts a failed attempt with its reason. A permanent failure, or the
+  // max_attempts-th one, moves the event to outbox_dead. Returns true if the
+  // event was dead-lettered.
+  bool record_failure(std::int64_t sequence, std::string_view error, bool permanent);
+
+  // Dead-letters pending events whose TTL ran out (reason "expired"), and
+  // deletes published events past their retention. Returns events expired.
+  std::size_t expire_due();
+
+  // Changes whenever another connection commits to the file (PRAGMA
+  // data_version): a cheap way to notice writes from another process.
+  std::uint64_t data_version();
+
+  bool has_pending();
+  std::string stream_id() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace edge_outbox

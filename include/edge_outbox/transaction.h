@@ -1,0 +1,47 @@
+// Transaction is the handle Outbox::transact passes to the application's
+// function. Through it the application writes its own tables (db()) and
+// enqueues events (enqueue()); all of it commits together when the function
+// returns, or none of it when the function throws.
+//
+// Thread rule: a Transaction belongs to the thread running transact and is
+// valid only during that call. Do not keep it, its db() reference, or
+// statements prepared on it past the call, and do not call Outbox methods
+// from inside the function (they would wait for the lock you hold).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/Database.h>
+
+#include <edge_outbox/event.h>
+
+namespace edge_outbox {
+
+class Outbox;
+
+class Transaction {
+ public:
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  // The application's connection, inside BEGIN IMMEDIATE. Write your own
+  // tables here; the outbox_* tables are the library's.
+  SQLite::Database& db() noexcept { return db_; }
+
+  // Validates and inserts the event; returns its id (generated if empty).
+  // Throws Error(invalid_argument | duplicate_id | storage_full) without
+  // inserting anything; the exception, if not caught, rolls back the whole
+  // transaction. Catching it and going on is allowed: the outbox is unchanged.
+  std::string enqueue(Event event);
+
+ private:
+  friend class Outbox;
+  Transaction(Outbox& outbox, SQLite::Database& db) : outbox_(outbox), db_(db) {}
+
+  Outbox& outbox_;
+  SQLite::Database& db_;
+  std::vector<std::string> ids_;
+};
+
+}  // namespace edge_outbox

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what is missing (as root), configures, builds in build/ and runs
+# the whole test suite. Extra CMake arguments may be given in
+# EDGE_OUTBOX_CMAKE_ARGS (CI passes -DEDGE_OUTBOX_WERROR=ON).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}"
+
+build_dir=${EDGE_OUTBOX_BUILD_DIR:-build}
+jobs=$(nproc)
+# shellcheck disable=SC2086
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${EDGE_OUTBOX_CMAKE_ARGS:-}
+cmake --build "$build_dir" -j "$jobs"
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" ${EDGE_OUTBOX_CTEST_ARGS:-}
