@@ -9,6 +9,10 @@
 // Thread rule: a Queue is not thread-safe; use it from one thread (the
 // forwarder's). Several Queues on one file are allowed but would send the
 // same events twice: run one forwarder per file.
+//
+// Dead letters requeued (Outbox::requeue_dead) keep their original sequence,
+// so a reader whose cursor has moved past it sees them only after it starts
+// again from sequence 0: do so whenever a batch comes back empty.
 #pragma once
 
 #include <cstdint>
