@@ -1,1 +1,294 @@
-// placeholder: implemented by the wire format work
+#include <edge_outbox/cloudevents.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "base64.h"
+#include "utf8.h"
+
+namespace edge_outbox::cloudevents {
+namespace {
+
+using nlohmann::json;
+
+// The attributes the codec writes itself; an extension may not reuse them.
+constexpr std::array<std::string_view, 11> codec_attributes = {
+    "specversion", "id", "source", "type", "time", "datacontenttype",
+    "data", "data_base64", "sequence", "streamid", "priority"};
+
+bool is_codec_attribute(std::string_view name) {
+  return std::find(codec_attributes.begin(), codec_attributes.end(), name) != codec_attributes.end();
+}
+
+void check_encodable(const CloudEvent& event) {
+  if (event.id.empty() || event.source.empty() || event.type.empty())
+    throw std::invalid_argument("CloudEvent needs a non-empty id, source and type");
+  for (const auto& [name, value] : event.extensions) {
+    if (!is_valid_attribute_name(name))
+      throw std::invalid_argument("CloudEvent extension name '" + name + "' is not [a-z0-9]{1,20}");
+    if (is_codec_attribute(name))
+      throw std::invalid_argument("CloudEvent extension name '" + name +
+                                  "' collides with an attribute the codec writes; use the CloudEvent field");
+  }
+}
+
+std::uint64_t parse_sequence(std::string_view text) {
+  std::uint64_t value = 0;
+  bool digits = !text.empty() && text.size() <= 20 &&
+                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  auto [end, ec] = digits ? std::from_chars(text.data(), text.data() + text.size(), value)
+                          : std::from_chars_result{nullptr, std::errc::invalid_argument};
+  if (!digits || ec != std::errc() || end != text.data() + text.size())
+    throw DecodeError("bad sequence '" + std::string(text.substr(0, 40)) +
+                      "': expected 1 to 20 decimal digits within 64 bits");
+  return value;
+}
+
+void require_utf8(std::string_view what, std::string_view text) {
+  if (!detail::is_valid_utf8(text)) throw DecodeError("invalid UTF-8 in " + std::string(what));
+}
+
+void check_required(const CloudEvent& event) {
+  if (event.id.empty()) throw DecodeError("missing attribute 'id'");
+  if (event.source.empty()) throw DecodeError("missing attribute 'source'");
+  if (event.type.empty()) throw DecodeError("missing attribute 'type'");
+}
+
+void check_specversion(const std::optional<std::string>& version) {
+  if (!version) throw DecodeError("missing attribute 'specversion' (expected \"1.0\")");
+  if (*version != spec_version)
+    throw DecodeError("unsupported specversion '" + version->substr(0, 40) + "' (expected \"1.0\")");
+}
+
+// Sets a named attribute from its string form; true if the name is one the
+// codec knows (other than data/data_base64/specversion, handled by callers).
+bool set_attribute(CloudEvent& event, const std::string& name, std::string value) {
+  if (name == "id") event.id = std::move(value);
+  else if (name == "source") event.source = std::move(value);
+  else if (name == "type") event.type = std::move(value);
+  else if (name == "time") event.time = std::move(value);
+  else if (name == "datacontenttype") event.datacontenttype = std::move(value);
+  else if (name == "sequence") event.sequence = parse_sequence(value);
+  else if (name == "streamid") event.streamid = std::move(value);
+  else if (name == "priority") event.priority = std::move(value);
+  else return false;
+  return true;
+}
+
+CloudEvent decode_binary(std::string_view payload, std::string_view content_type,
+                         const UserProperties& user_properties) {
+  CloudEvent event;
+  std::optional<std::string> version;
+  std::map<std::string, bool> seen;
+  for (const auto& [name, value] : user_properties) {
+    require_utf8("user property name", name);
+    require_utf8("attribute '" + name + "'", value);
+    // Properties that cannot be CloudEvents attributes belong to someone else.
+    if (!is_valid_attribute_name(name) && name != "data_base64") continue;
+    if (seen[name]) throw DecodeError("attribute '" + name + "' appears twice");
+    seen[name] = true;
+    if (name == "specversion") version = value;
+    else if (name == "data" || name == "data_base64") continue;
+    else if (!set_attribute(event, name, value)) event.extensions[name] = value;
+  }
+  check_specversion(version);
+  check_required(event);
+  if (!content_type.empty()) {
+    require_utf8("content type", content_type);
+    event.datacontenttype = std::string(content_type);
+  }
+  event.data = std::string(payload);
+  return event;
+}
+
+std::string attribute_string(const std::string& name, const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_integer() || value.is_number_unsigned() || value.is_boolean() || value.is_number_float())
+    return value.dump();
+  throw DecodeError("attribute '" + name + "' must be a string, number or boolean");
+}
+
+CloudEvent decode_structured(std::string_view payload) {
+  json doc;
+  try {
+    doc = json::parse(payload.begin(), payload.end());
+  } catch (const json::parse_error& e) {
+    if (!detail::is_valid_utf8(payload)) throw DecodeError("invalid UTF-8 in the structured-mode event");
+    throw DecodeError(std::string("not a CloudEvent: the payload is not JSON (") + e.what() + ")");
+  }
+  if (!doc.is_object()) throw DecodeError("not a CloudEvent: the JSON payload is not an object");
+
+  CloudEvent event;
+  std::optional<std::string> version;
+  const json* data = nullptr;
+  const json* data_base64 = nullptr;
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    const std::string& name = it.key();
+    const json& value = it.value();
+    if (name == "data") {
+      data = &value;
+      continue;
+    }
+    if (name == "data_base64") {
+      data_base64 = &value;
+      continue;
+    }
+    if (value.is_null()) continue;  // a null attribute is an absent one
+    if (name == "specversion") {
+      if (!value.is_string()) throw DecodeError("attribute 'specversion' must be a string \"1.0\"");
+      version = value.get<std::string>();
+      continue;
+    }
+    if (!is_valid_attribute_name(name)) continue;
+    if (name == "sequence" && value.is_number_unsigned()) {
+      event.sequence = value.get<std::uint64_t>();
+      continue;
+    }
+    if ((name == "id" || name == "source" || name == "type" || name == "time" ||
+         name == "datacontenttype" || name == "sequence") && !value.is_string())
+      throw DecodeError("attribute '" + name + "' must be a string");
+    std::string text = attribute_string(name, value);
+    if (!set_attribute(event, name, text)) event.extensions[name] = std::move(text);
+  }
+  check_specversion(version);
+  check_required(event);
+
+  if (data && data_base64 && !data->is_null() && !data_base64->is_null())
+    throw DecodeError("the event has both 'data' and 'data_base64'");
+  if (data_base64 && !data_base64->is_null()) {
+    if (!data_base64->is_string()) throw DecodeError("'data_base64' must be a string");
+    auto bytes = detail::base64_decode(data_base64->get_ref<const std::string&>());
+    if (!bytes) throw DecodeError("bad base64 in 'data_base64'");
+    event.data = std::move(*bytes);
+  } else if (data && !data->is_null()) {
+    // A JSON string under a non-JSON content type is the data itself;
+    // otherwise the data is the JSON value (compact serialization).
+    bool json_type = event.datacontenttype.empty() || is_json_content_type(event.datacontenttype);
+    event.data = (data->is_string() && !json_type) ? data->get<std::string>() : data->dump();
+  }
+  return event;
+}
+
+}  // namespace
+
+std::string format_sequence(std::uint64_t sequence) {
+  std::array<char, 21> digits{};
+  auto [end, ec] = std::to_chars(digits.data(), digits.data() + digits.size(), sequence);
+  (void)ec;  // 21 characters always hold a uint64
+  std::string text(digits.data(), end);
+  return std::string(20 - text.size(), '0') + text;
+}
+
+bool is_reserved_attribute(std::string_view name) noexcept {
+  constexpr std::array<std::string_view, 13> reserved = {
+      "specversion", "id",      "source",      "type",     "time",     "datacontenttype", "dataschema",
+      "subject",     "data",    "data_base64", "sequence", "streamid", "priority"};
+  return std::find(reserved.begin(), reserved.end(), name) != reserved.end();
+}
+
+bool is_valid_attribute_name(std::string_view name) noexcept {
+  return !name.empty() && name.size() <= 20 &&
+         std::all_of(name.begin(), name.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); });
+}
+
+bool is_json_content_type(std::string_view content_type) noexcept {
+  std::string_view media = content_type.substr(0, content_type.find(';'));
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.remove_suffix(1);
+  while (!media.empty() && (media.front() == ' ' || media.front() == '\t')) media.remove_prefix(1);
+  std::string lower(media);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "application/json" || lower == "text/json") return true;
+  auto slash = lower.find('/');
+  return slash != std::string::npos && lower.size() > slash + 5 && lower.ends_with("+json");
+}
+
+MqttMessage encode_binary(const CloudEvent& event) {
+  check_encodable(event);
+  MqttMessage message;
+  message.payload = event.data;
+  message.content_type = event.datacontenttype;
+  auto& props = message.user_properties;
+  props.reserve(8 + event.extensions.size());
+  props.emplace_back("specversion", std::string(spec_version));
+  props.emplace_back("id", event.id);
+  props.emplace_back("source", event.source);
+  props.emplace_back("type", event.type);
+  if (!event.time.empty()) props.emplace_back("time", event.time);
+  if (event.sequence) props.emplace_back("sequence", format_sequence(*event.sequence));
+  if (!event.streamid.empty()) props.emplace_back("streamid", event.streamid);
+  if (!event.priority.empty()) props.emplace_back("priority", event.priority);
+  for (const auto& [name, value] : event.extensions) props.emplace_back(name, value);
+  return message;
+}
+
+MqttMessage encode_structured(const CloudEvent& event) {
+  check_encodable(event);
+  json doc = json::object();
+  doc["specversion"] = spec_version;
+  doc["id"] = event.id;
+  doc["source"] = event.source;
+  doc["type"] = event.type;
+  if (!event.time.empty()) doc["time"] = event.time;
+  if (!event.datacontenttype.empty()) doc["datacontenttype"] = event.datacontenttype;
+  if (event.sequence) doc["sequence"] = format_sequence(*event.sequence);
+  if (!event.streamid.empty()) doc["streamid"] = event.streamid;
+  if (!event.priority.empty()) doc["priority"] = event.priority;
+  for (const auto& [name, value] : event.extensions) doc[name] = value;
+  if (!event.data.empty()) {
+    bool placed = false;
+    if (is_json_content_type(event.datacontenttype)) {
+      json parsed = json::parse(event.data, nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_discarded()) {
+        doc["data"] = std::move(parsed);
+        placed = true;
+      }
+    }
+    if (!placed) doc["data_base64"] = detail::base64_encode(event.data);
+  }
+  MqttMessage message;
+  // Replace invalid UTF-8 rather than throw: attributes are validated by the
+  // producer, and a half-encoded event is worse than a marked one.
+  message.payload = doc.dump(-1, ' ', false, json::error_handler_t::replace);
+  message.content_type = std::string(structured_content_type);
+  return message;
+}
+
+CloudEvent decode(std::string_view payload, std::string_view content_type,
+                  const UserProperties& user_properties) {
+  bool binary = std::any_of(user_properties.begin(), user_properties.end(),
+                            [](const auto& p) { return p.first == "specversion"; });
+  if (binary) return decode_binary(payload, content_type, user_properties);
+  return decode_structured(payload);
+}
+
+std::string format_time(std::int64_t unix_ms) {
+  std::int64_t days = unix_ms >= 0 ? unix_ms / 86400000 : -((-unix_ms + 86399999) / 86400000);
+  std::int64_t ms_of_day = unix_ms - days * 86400000;
+  // days -> civil date (Howard Hinnant's algorithm)
+  std::int64_t z = days + 719468;
+  std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  std::int64_t doe = z - era * 146097;
+  std::int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  std::int64_t y = yoe + era * 400;
+  std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  std::int64_t mp = (5 * doy + 2) / 153;
+  std::int64_t d = doy - (153 * mp + 2) / 5 + 1;
+  std::int64_t m = mp < 10 ? mp + 3 : mp - 9;
+  if (m <= 2) ++y;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", static_cast<long long>(y),
+                static_cast<long long>(m), static_cast<long long>(d), static_cast<long long>(ms_of_day / 3600000),
+                static_cast<long long>(ms_of_day / 60000 % 60), static_cast<long long>(ms_of_day / 1000 % 60),
+                static_cast<long long>(ms_of_day % 1000));
+  return buf;
+}
+
+}  // namespace edge_outbox::cloudevents

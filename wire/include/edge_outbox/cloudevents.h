@@ -71,14 +71,32 @@ std::string format_sequence(std::uint64_t sequence);  // 20 digits, zero-padded
 bool is_reserved_attribute(std::string_view name) noexcept;
 // [a-z0-9]{1,20}
 bool is_valid_attribute_name(std::string_view name) noexcept;
+// application/json, text/json or any type/subtype+json (parameters ignored).
+bool is_json_content_type(std::string_view content_type) noexcept;
 
+// Binary mode: user properties specversion, id, source, type, time (if
+// set), sequence, streamid, priority (if set), then the extensions;
+// content_type = datacontenttype; payload = data.
+// Structured mode: content_type = application/cloudevents+json (meaningful
+// on MQTT 5 only); the data goes under "data" when datacontenttype is JSON
+// and the bytes parse as JSON (it is then re-serialized compactly), else
+// under "data_base64"; empty data is omitted.
+// Requires: id, source and type are non-empty.
+// Requires: extension names are valid attribute names and not one of the
+//           attributes the codec writes itself (specversion, id, source,
+//           type, time, datacontenttype, data, data_base64, sequence,
+//           streamid, priority).
+// Throws std::invalid_argument when a requirement is not met.
 MqttMessage encode_binary(const CloudEvent& event);
 MqttMessage encode_structured(const CloudEvent& event);
 
 // Decodes either mode: binary when the user properties carry "specversion",
 // structured otherwise. Throws DecodeError when the message is not a
 // CloudEvent 1.0 (not JSON, no id/source/type, wrong specversion, a bad
-// sequence, invalid UTF-8 in attributes, bad base64).
+// sequence, invalid UTF-8 in attributes, bad base64). User properties and
+// JSON members whose names are not valid attribute names are ignored
+// (they are not CloudEvents attributes); other unknown attributes (e.g.
+// subject, dataschema) land in extensions.
 CloudEvent decode(std::string_view payload, std::string_view content_type,
                   const UserProperties& user_properties);
 
