@@ -1,0 +1,78 @@
+#include "classify.h"
+
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+namespace edge_outbox::ingest {
+
+std::string_view topic_device(std::string_view topic) noexcept {
+  auto first = topic.find('/');
+  if (first == std::string_view::npos) return {};
+  auto rest = topic.substr(first + 1);
+  return rest.substr(0, rest.find('/'));
+}
+
+std::string printable(std::string_view text, std::size_t max_size) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_size));
+  for (char c : text.substr(0, max_size)) out += (c >= 0x20 && c <= 0x7e) ? c : '?';
+  if (text.size() > max_size) out += "...";
+  return out;
+}
+
+namespace {
+
+RejectedRow rejected(const Received& m, const ClassifyOptions& options, std::string reason) {
+  RejectedRow row;
+  row.received_at_ms = m.received_at_ms;
+  row.topic = m.topic;
+  row.reason = printable(reason);
+  row.payload = std::string(m.payload.substr(0, options.rejected_prefix_bytes));
+  row.payload_size = m.payload.size();
+  return row;
+}
+
+}  // namespace
+
+Row classify(const Received& m, const ClassifyOptions& options) {
+  if (m.payload.size() > options.max_payload_bytes)
+    return rejected(m, options,
+                    "payload of " + std::to_string(m.payload.size()) + " bytes exceeds the limit of " +
+                        std::to_string(options.max_payload_bytes) + " (--max-payload-bytes)");
+  cloudevents::CloudEvent event;
+  try {
+    event = cloudevents::decode(m.payload, m.content_type, m.user_properties);
+  } catch (const cloudevents::DecodeError& e) {
+    return rejected(m, options, e.what());
+  }
+  if (event.id.size() > 256) return rejected(m, options, "id longer than 256 bytes");
+  if (options.require_source_match && event.source != topic_device(m.topic))
+    return rejected(m, options,
+                    "source '" + event.source + "' does not match the device segment '" +
+                        std::string(topic_device(m.topic)) + "' of the topic (--require-source-match)");
+  if (event.sequence && *event.sequence > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    return rejected(m, options, "sequence beyond 2^63-1");
+
+  EventRow row;
+  bool binary = std::any_of(m.user_properties.begin(), m.user_properties.end(),
+                            [](const auto& p) { return p.first == "specversion"; });
+  row.mode = binary ? "binary" : "structured";
+  row.event_id = std::move(event.id);
+  row.source = std::move(event.source);
+  row.type = std::move(event.type);
+  row.topic = m.topic;
+  row.time = std::move(event.time);
+  row.received_at_ms = m.received_at_ms;
+  row.payload = std::move(event.data);
+  row.content_type = std::move(event.datacontenttype);
+  row.streamid = std::move(event.streamid);
+  if (event.sequence) row.sequence = static_cast<std::int64_t>(*event.sequence);
+  row.priority = std::move(event.priority);
+  nlohmann::json ext = nlohmann::json::object();
+  for (auto& [name, value] : event.extensions) ext[name] = value;
+  row.extensions = ext.dump();
+  return row;
+}
+
+}  // namespace edge_outbox::ingest

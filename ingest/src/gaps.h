@@ -1,0 +1,61 @@
+// Gap accounting: per (source, streamid), which sequence numbers are
+// missing from the store, split into explained (covered by an
+// "outbox.dropped" event from that stream, i.e. evicted on the device under
+// drop_oldest) and unexplained (in transit, or lost).
+//
+// A stream's range runs from its lowest known sequence (stored, or named in
+// a dropped range) to its highest stored one; what came before the first
+// event the ingest ever saw cannot be told from "never existed".
+//
+// Thread rule: a plain value type; use from one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace edge_outbox::ingest {
+
+struct SeqRange {
+  std::int64_t first = 0;
+  std::int64_t last = 0;  // inclusive
+  std::int64_t count() const noexcept { return last - first + 1; }
+  friend bool operator==(const SeqRange&, const SeqRange&) = default;
+};
+
+struct StreamGaps {
+  std::string source;
+  std::string streamid;
+  std::int64_t stored = 0;
+  std::int64_t first = 0;  // the stream's range
+  std::int64_t last = 0;
+  std::vector<SeqRange> explained;
+  std::vector<SeqRange> unexplained;
+};
+
+class GapTracker {
+ public:
+  // Requires: per stream, sequences are added in increasing order.
+  void add_sequence(const std::string& source, const std::string& streamid, std::int64_t sequence);
+  // payload: {"ranges":[[first,last],...],...} of an outbox.dropped event.
+  // Returns false (and ignores it) when the payload is not of that form.
+  bool add_dropped(const std::string& source, const std::string& streamid, const std::string& payload);
+  std::vector<StreamGaps> finish() const;
+
+ private:
+  struct Stream {
+    std::vector<SeqRange> present;  // runs of consecutive stored sequences
+    std::vector<SeqRange> dropped;
+    std::int64_t stored = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Stream> streams_;
+};
+
+nlohmann::json gaps_to_json(const std::vector<StreamGaps>& gaps);
+std::string gaps_to_text(const std::vector<StreamGaps>& gaps);
+
+}  // namespace edge_outbox::ingest

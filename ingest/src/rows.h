@@ -1,0 +1,38 @@
+// The rows the ingest writes: one stored event, or one rejected message.
+// Plain values, built on a Paho callback thread and handed to the Writer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace edge_outbox::ingest {
+
+struct EventRow {
+  std::string event_id;
+  std::string source;
+  std::string type;
+  std::string topic;
+  std::string time;          // as sent; may be empty
+  std::int64_t received_at_ms = 0;
+  std::string payload;       // the event data, bytes
+  std::string content_type;  // datacontenttype; may be empty
+  std::string streamid;
+  std::optional<std::int64_t> sequence;
+  std::string priority;
+  std::string mode;        // "binary" or "structured"
+  std::string extensions;  // other attributes as a JSON object; "{}" if none
+};
+
+struct RejectedRow {
+  std::int64_t received_at_ms = 0;
+  std::string topic;
+  std::string reason;
+  std::string payload;  // the first bytes of the message, for diagnosis
+  std::uint64_t payload_size = 0;
+};
+
+using Row = std::variant<EventRow, RejectedRow>;
+
+}  // namespace edge_outbox::ingest

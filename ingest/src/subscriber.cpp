@@ -1,0 +1,162 @@
+#include "subscriber.h"
+
+#include <mqtt/async_client.h>
+
+#include <thread>
+
+namespace edge_outbox::ingest {
+
+struct Subscriber::Connection {
+  std::unique_ptr<mqtt::async_client> client;
+  mqtt::token_ptr connecting;
+  std::string id;
+  std::chrono::steady_clock::time_point next_attempt{};
+  std::chrono::milliseconds backoff{250};
+};
+
+namespace {
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log)
+    : options_(std::move(options)), classify_(classify), writer_(writer), log_(std::move(log)) {
+  if (options_.connections < 1) options_.connections = 1;
+  std::string group = options_.share_group;
+  // Several connections of one instance split the stream between them.
+  if (group.empty() && options_.connections > 1) group = options_.client_id;
+  for (const auto& f : options_.filters) subscriptions_.push_back(group.empty() ? f : "$share/" + group + "/" + f);
+
+  for (int n = 0; n < options_.connections; ++n) {
+    auto c = std::make_unique<Connection>();
+    c->id = options_.connections == 1 ? options_.client_id : options_.client_id + "-" + std::to_string(n + 1);
+    // No Paho persistence: incoming QoS 1 needs none, and the store is ours.
+    c->client = std::make_unique<mqtt::async_client>(options_.broker, c->id,
+                                                     mqtt::create_options(options_.mqtt_version), nullptr);
+    auto* raw = c->client.get();
+    std::string id = c->id;
+    c->client->set_connected_handler([this, raw, id](const std::string&) {
+      if (log_) log_("info", id + " connected to " + options_.broker + ", subscribing");
+      try {
+        std::vector<int> qos(subscriptions_.size(), 1);
+        raw->subscribe(std::make_shared<mqtt::string_collection>(subscriptions_), qos);
+      } catch (const std::exception& e) {
+        if (log_) log_("error", id + " subscribe failed: " + e.what());
+      }
+    });
+    c->client->set_connection_lost_handler([this, id](const std::string& cause) {
+      if (log_) log_("warn", id + " lost the connection" + (cause.empty() ? "" : ": " + cause) + "; reconnecting");
+    });
+    c->client->set_message_callback([this](mqtt::const_message_ptr m) {
+      on_message(m->get_topic(), m->get_payload(), &m->get_properties().c_struct());
+    });
+    connections_.push_back(std::move(c));
+  }
+}
+
+Subscriber::~Subscriber() {
+  try {
+    stop(std::chrono::milliseconds(2000));
+  } catch (...) {
+    // a destructor must not throw; the broker redelivers what was not acknowledged
+  }
+}
+
+void Subscriber::on_message(const std::string& topic, const std::string& payload, const void* properties) {
+  // Runs on Paho's receive thread; Paho sends the PUBACK when this returns.
+  Received m;
+  m.topic = topic;
+  m.payload = payload;
+  m.received_at_ms = now_ms();
+  const auto* props = static_cast<const MQTTProperties*>(properties);
+  for (int i = 0; i < props->count; ++i) {
+    const MQTTProperty& p = props->array[i];
+    if (p.identifier == MQTTPROPERTY_CODE_CONTENT_TYPE)
+      m.content_type = std::string_view(p.value.data.data, static_cast<std::size_t>(p.value.data.len));
+    else if (p.identifier == MQTTPROPERTY_CODE_USER_PROPERTY)
+      m.user_properties.emplace_back(std::string(p.value.data.data, static_cast<std::size_t>(p.value.data.len)),
+                                     std::string(p.value.value.data, static_cast<std::size_t>(p.value.value.len)));
+  }
+  Row row;
+  try {
+    row = classify(m, classify_);
+  } catch (const std::exception& e) {  // bad_alloc and the like: still a bad message, not a crash
+    RejectedRow r;
+    r.received_at_ms = m.received_at_ms;
+    r.topic = topic;
+    r.reason = std::string("internal error while decoding: ") + e.what();
+    r.payload_size = payload.size();
+    row = std::move(r);
+  }
+  if (const auto* r = std::get_if<RejectedRow>(&row); r && log_)
+    log_("warn", "rejected a message on '" + printable(topic) + "': " + r->reason);
+  if (writer_.submit(std::move(row)) == Outcome::not_committed) {
+    // The store failed and the ingest is stopping: returning would send the
+    // PUBACK for a message that is not stored. Wait for the process to end.
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+}
+
+void Subscriber::maintain() {
+  auto now = std::chrono::steady_clock::now();
+  for (auto& c : connections_) {
+    if (c->client->is_connected()) {
+      c->backoff = std::chrono::milliseconds(250);
+      c->connecting.reset();
+      continue;
+    }
+    if (c->connecting && !c->connecting->is_complete()) continue;
+    if (c->connecting) {
+      if (log_) log_("warn", c->id + " cannot connect to " + options_.broker + " (return code " +
+                             std::to_string(c->connecting->get_return_code()) + "); retrying");
+      c->connecting.reset();
+    }
+    if (now < c->next_attempt) continue;
+    auto builder = mqtt::connect_options_builder();
+    builder.mqtt_version(options_.mqtt_version).keep_alive_interval(options_.keepalive);
+    if (options_.mqtt_version >= 5) {
+      builder.clean_start(false);
+      builder.properties({mqtt::property(mqtt::property::SESSION_EXPIRY_INTERVAL,
+                                         static_cast<int>(options_.session_expiry_s))});
+    } else {
+      builder.clean_session(false);
+    }
+    if (!options_.username.empty()) builder.user_name(options_.username);
+    if (!options_.password.empty()) builder.password(options_.password);
+    if (options_.broker.starts_with("mqtts://") || options_.broker.starts_with("ssl://")) {
+      auto ssl = mqtt::ssl_options_builder();
+      if (!options_.ca_file.empty()) ssl.trust_store(options_.ca_file);
+      ssl.verify(true).enable_server_cert_auth(true);
+      builder.ssl(ssl.finalize());
+    }
+    try {
+      c->connecting = c->client->connect(builder.finalize());
+    } catch (const std::exception& e) {
+      if (log_) log_("warn", c->id + " connect to " + options_.broker + " failed: " + e.what());
+    }
+    c->next_attempt = now + c->backoff;
+    c->backoff = std::min(c->backoff * 2, std::chrono::milliseconds(10'000));
+  }
+}
+
+void Subscriber::stop(std::chrono::milliseconds timeout) {
+  for (auto& c : connections_) {
+    try {
+      if (c->connecting && !c->connecting->is_complete()) c->connecting->wait_for(timeout);
+    } catch (const std::exception&) {
+      // a failed connect attempt: nothing to disconnect
+    }
+    try {
+      if (c->client->is_connected()) c->client->disconnect(timeout)->wait_for(timeout);
+    } catch (const std::exception& e) {
+      if (log_) log_("warn", c->id + " disconnect: " + e.what());
+    }
+    c->client->disable_callbacks();
+  }
+}
+
+}  // namespace edge_outbox::ingest

@@ -1,0 +1,72 @@
+// Subscriber holds the ingest's MQTT connections (Paho C++ async_client)
+// and turns each arriving message into a committed row before Paho
+// acknowledges it.
+//
+// When the PUBACK goes out (checked against Paho C 1.3.11 / Paho C++ 1.2 as
+// installed here, see README "Server-side ingest"): Paho's receive thread
+// calls the message callback and sends the PUBACK for a QoS 1 message only
+// when that callback returns; messages of one connection are delivered one
+// at a time. So the callback returns only after Writer::submit() has
+// committed the row: a crash before the commit leaves the message
+// unacknowledged, and the broker redelivers it to the persistent session.
+// Group commit across messages therefore needs several messages in flight
+// at once, i.e. several connections (`connections` > 1, each with its own
+// callback thread, sharing one subscription); their callbacks block
+// together on one Writer commit.
+//
+// Thread rule: construct, maintain() and stop() from one thread; callbacks
+// run on Paho's threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "classify.h"
+#include "writer.h"
+
+namespace edge_outbox::ingest {
+
+struct SubscriberOptions {
+  std::string broker = "mqtt://127.0.0.1:1883";
+  std::string client_id = "edge-outbox-ingest";
+  std::vector<std::string> filters = {"devices/+/events/#"};
+  std::string share_group;  // "$share/<group>/<filter>" when set
+  int connections = 1;      // > 1: client ids <client_id>-<n>, a shared subscription
+  int mqtt_version = 5;     // 5 or 4 (3.1.1)
+  std::uint32_t session_expiry_s = 7 * 24 * 3600;
+  std::chrono::seconds keepalive{30};
+  std::string username;
+  std::string password;
+  std::string ca_file;  // mqtts:// only; empty: the system trust store
+};
+
+class Subscriber {
+ public:
+  Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log);
+  ~Subscriber();
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
+
+  // The topic filters as subscribed (with the $share prefix if any).
+  const std::vector<std::string>& subscriptions() const noexcept { return subscriptions_; }
+  // (Re)connects every connection that is down and not already connecting.
+  void maintain();
+  // Disconnects; messages in callbacks are committed first.
+  void stop(std::chrono::milliseconds timeout);
+
+ private:
+  struct Connection;
+  void on_message(const std::string& topic, const std::string& payload, const void* properties);
+
+  SubscriberOptions options_;
+  ClassifyOptions classify_;
+  Writer& writer_;
+  Logger log_;
+  std::vector<std::string> subscriptions_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+};
+
+}  // namespace edge_outbox::ingest
