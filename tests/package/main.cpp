@@ -1,0 +1,34 @@
+// consumer DB_FILE: opens an outbox in DB_FILE, enqueues one event and
+// prints "enqueued <id> pending <n>". Exit status 0 only if it all worked.
+#include <edge_outbox/cloudevents.h>
+#include <edge_outbox/error.h>
+#include <edge_outbox/event.h>
+#include <edge_outbox/outbox.h>
+
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: consumer DB_FILE\n";
+    return 2;
+  }
+  try {
+    edge_outbox::Outbox outbox(argv[1]);
+    edge_outbox::Event event;
+    event.topic = "site/1/temperature";
+    event.type = "com.example.temperature";
+    event.payload = "21.5";
+    const std::string id = outbox.enqueue(event);
+    const auto pending = outbox.stats().pending;
+    std::cout << "enqueued " << id << " pending " << pending << " cloudevents "
+              << edge_outbox::cloudevents::spec_version << "\n";
+    return pending == 1 ? EXIT_SUCCESS : EXIT_FAILURE;
+  } catch (const edge_outbox::Error& e) {
+    std::cerr << "edge_outbox error " << edge_outbox::to_string(e.kind()) << ": " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  }
+  return EXIT_FAILURE;
+}
