@@ -6,7 +6,24 @@
 
 namespace edge_outbox::ingest {
 
+// Logs the SUBACK (tests and operators wait for "subscribed").
+class SubscribeListener final : public mqtt::iaction_listener {
+ public:
+  SubscribeListener(std::string id, Logger log) : id_(std::move(id)), log_(std::move(log)) {}
+  void on_success(const mqtt::token&) override {
+    if (log_) log_("info", id_ + " subscribed");
+  }
+  void on_failure(const mqtt::token& tok) override {
+    if (log_) log_("error", id_ + " subscription refused (code " + std::to_string(tok.get_return_code()) + ")");
+  }
+
+ private:
+  std::string id_;
+  Logger log_;
+};
+
 struct Subscriber::Connection {
+  std::unique_ptr<SubscribeListener> subscribed;
   std::unique_ptr<mqtt::async_client> client;
   mqtt::token_ptr connecting;
   std::string id;
@@ -39,11 +56,13 @@ Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writ
                                                      mqtt::create_options(options_.mqtt_version), nullptr);
     auto* raw = c->client.get();
     std::string id = c->id;
-    c->client->set_connected_handler([this, raw, id](const std::string&) {
+    c->subscribed = std::make_unique<SubscribeListener>(id, log_);
+    auto* listener = c->subscribed.get();
+    c->client->set_connected_handler([this, raw, id, listener](const std::string&) {
       if (log_) log_("info", id + " connected to " + options_.broker + ", subscribing");
       try {
         std::vector<int> qos(subscriptions_.size(), 1);
-        raw->subscribe(std::make_shared<mqtt::string_collection>(subscriptions_), qos);
+        raw->subscribe(std::make_shared<mqtt::string_collection>(subscriptions_), qos, nullptr, *listener);
       } catch (const std::exception& e) {
         if (log_) log_("error", id + " subscribe failed: " + e.what());
       }
