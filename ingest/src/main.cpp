@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   std::string password_file, password_env, log_level = "info";
   double stats_interval = 0, exit_after_idle = 0;
   std::size_t max_batch = 512;
+  int debug_delay_ms = 0;
 
   app.add_option("--store", store_spec, "sqlite:PATH or postgresql://user@host:port/db")->capture_default_str();
   app.add_option("--sqlite-sync", sqlite_sync, "SQLite synchronous mode: full (power-loss safe) or normal")
@@ -150,6 +151,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
       ->capture_default_str();
 
+  app.add_option("--debug-delay-before-commit-ms", debug_delay_ms, "Testing only")->group("");
+
   auto* gaps_cmd = app.add_subcommand("gaps", "Report missing sequence ranges per device stream");
   std::string gaps_store = store_spec;
   bool gaps_json = false;
@@ -158,6 +161,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
+  sub.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
   StderrLog log_sink(level_rank(log_level));
   ingest::Logger log = [&log_sink](const std::string& level, const std::string& message) {
     log_sink(level, message);

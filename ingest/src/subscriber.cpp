@@ -113,6 +113,7 @@ void Subscriber::on_message(const std::string& topic, const std::string& payload
   }
   if (const auto* r = std::get_if<RejectedRow>(&row); r && log_)
     log_("warn", "rejected a message on '" + printable(topic) + "': " + r->reason);
+  if (options_.debug_delay_before_commit.count() > 0) std::this_thread::sleep_for(options_.debug_delay_before_commit);
   if (writer_.submit(std::move(row)) == Outcome::not_committed) {
     // The store failed and the ingest is stopping: returning would send the
     // PUBACK for a message that is not stored. Wait for the process to end.

@@ -41,6 +41,9 @@ struct SubscriberOptions {
   std::string username;
   std::string password;
   std::string ca_file;  // mqtts:// only; empty: the system trust store
+  // Testing only: sleep this long in the callback before committing, to
+  // show that a crash there leaves the message unacknowledged.
+  std::chrono::milliseconds debug_delay_before_commit{0};
 };
 
 class Subscriber {
