@@ -1,0 +1,113 @@
+// Forwarder drains an outbox to a Publisher (normally an MqttPublisher): it
+// reads pending events in commit order, keeps up to max_in_flight publishes
+// outstanding, and marks events published only after the broker acknowledged
+// them, many acknowledgements per transaction. Delivery is at-least-once:
+// after a lost connection or a crash the unacknowledged events are sent
+// again, oldest first; the receiver deduplicates by CloudEvents id.
+//
+// Failures: a refused message counts as a failed attempt with its reason
+// (Queue::record_failure); permanent refusals and the max_attempts-th
+// transient one dead-letter the event. A failing event never holds back the
+// events behind it; it is retried when the forwarder next catches up, at
+// most once per retry_interval.
+//
+// Wake-up: the Outbox& constructor subscribes to Outbox::on_commit and
+// wakes at once for commits of this process; both constructors also poll
+// PRAGMA data_version every poll_interval, which notices writes by other
+// processes.
+//
+// Memory is bounded by max_in_flight and batch_size, whatever the backlog.
+//
+// Thread rule: one background thread, started by start() and joined by
+// stop() or the destructor. start(), stop(), stats() and
+// notify_connectivity() may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <edge_outbox/log.h>
+#include <edge_outbox/options.h>
+#include <edge_outbox/publisher.h>
+
+namespace edge_outbox {
+
+class Outbox;
+
+enum class WireMode {
+  // CloudEvents binary mode on MQTT 5 connections, structured on 3.1.1.
+  automatic,
+  // Always a structured JSON envelope (application/cloudevents+json).
+  structured,
+};
+
+struct ForwarderOptions {
+  // The CloudEvents `source` of every event: identifies the device.
+  // Requires: non-empty.
+  std::string source;
+  // Publishes outstanding at once. More raises throughput on a high-latency
+  // link; it is also the number of duplicates one outage may cause.
+  std::size_t max_in_flight = 64;
+  // Events read from the database per query.
+  std::size_t batch_size = 256;
+  // How often PRAGMA data_version is checked (writes by other processes).
+  std::chrono::milliseconds poll_interval{500};
+  // How often expired events are dead-lettered and old published ones deleted.
+  std::chrono::milliseconds expire_interval{10'000};
+  // The shortest time between two attempts to send events that failed.
+  std::chrono::milliseconds retry_interval{1'000};
+  WireMode wire_mode = WireMode::automatic;
+  // For the Outbox& constructor: max_attempts, retention, log and clock of
+  // the Queue it opens on the outbox's file. (The path constructor takes
+  // them from its OutboxOptions.)
+  OutboxOptions queue_options;
+  LogCallback log;
+};
+
+struct ForwarderStats {
+  bool connected = false;
+  std::size_t in_flight = 0;
+  std::uint64_t published_total = 0;  // acknowledged and marked, since start
+  std::uint64_t ack_transactions = 0; // transactions that marked them (group commits)
+  std::uint64_t failures = 0;         // refused attempts, since start
+  std::uint64_t dead_lettered = 0;    // by refusals, since start
+  std::uint64_t reconnects = 0;       // connections made after the first
+  std::string last_error;
+  std::int64_t last_publish_wall_ms = 0;  // last acknowledgement; 0: none yet
+};
+
+class Forwarder {
+ public:
+  // Same process as the application: wakes at once on outbox's commits.
+  // Requires: outbox outlives the Forwarder; publisher is not null.
+  // Throws Error like Queue's constructor, Error(invalid_argument) for bad options.
+  Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, ForwarderOptions options);
+  // Another process writes the file: notices commits by polling.
+  Forwarder(const std::filesystem::path& database, OutboxOptions queue_options,
+            std::unique_ptr<Publisher> publisher, ForwarderOptions options);
+  // Stops as stop(0) would. Never throws.
+  ~Forwarder();
+  Forwarder(const Forwarder&) = delete;
+  Forwarder& operator=(const Forwarder&) = delete;
+
+  // Starts the publisher and the thread. Throws Error(stopped) after stop().
+  void start();
+  // Goes on forwarding until nothing is pending or drain_timeout has passed,
+  // records the acknowledgements received, disconnects and joins the thread.
+  // Unacknowledged events stay pending for the next run. Idempotent.
+  void stop(std::chrono::milliseconds drain_timeout = std::chrono::milliseconds(0));
+
+  ForwarderStats stats() const;
+  // The network is known to be back: retry the connection now.
+  void notify_connectivity();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace edge_outbox

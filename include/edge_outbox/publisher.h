@@ -1,0 +1,90 @@
+// Publisher is what a Forwarder sends through: an asynchronous, at-least-once
+// message sink with a connection of its own. MqttPublisher (mqtt_publisher.h)
+// is the real one; tests may supply a fake. A Publisher owns its connection
+// management: it connects after start(), notices a lost connection, retries
+// by itself and reports each change to the connection handler.
+//
+// Every publish() completes exactly once through its callback:
+//   acknowledged       the broker took responsibility (QoS 1 PUBACK)
+//   rejected           the broker (or the publisher, knowing the broker's
+//                      limits) refused this message; `permanent` says whether
+//                      sending it again can ever succeed; `reason` says why
+//   not_sent           the outcome is unknown because there was or is no
+//                      connection (lost, never up, stopped, or the protocol
+//                      changed since the message was encoded): not an attempt
+//                      of the message's, send it again after reconnecting
+// When a connection is lost, every publish outstanding on it completes
+// (not_sent, unless its acknowledgement arrived first) before the
+// handler hears of the loss.
+//
+// Thread rule: publish(), connected(), protocol() and notify_connectivity()
+// may be called from any thread. Callbacks and the connection handler run
+// on the publisher's threads (or inside publish() itself); they must be
+// quick, must not block and must not call stop().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace edge_outbox {
+
+enum class MqttVersion { v3_1_1, v5 };
+
+// One message as it goes on the wire, independent of the MQTT library.
+struct OutgoingMessage {
+  std::string topic;
+  std::string payload;
+  // MQTT 5 only (dropped on 3.1.1):
+  std::string content_type;
+  std::vector<std::pair<std::string, std::string>> user_properties;
+  std::optional<std::chrono::seconds> expiry;  // message expiry interval
+  // The protocol the message was encoded for; a publisher whose connection
+  // speaks another version completes it with not_sent.
+  MqttVersion encoded_for = MqttVersion::v5;
+};
+
+struct PublishResult {
+  enum class Status { acknowledged, rejected, not_sent };
+  Status status = Status::acknowledged;
+  bool permanent = false;  // rejected only
+  std::string reason;      // rejected and not_sent: human-readable, no secrets
+};
+
+using PublishCallback = std::function<void(PublishResult)>;
+
+struct ConnectionEvent {
+  bool connected = false;
+  MqttVersion version = MqttVersion::v5;  // when connected
+  std::string reason;                     // why it was lost or could not be made
+};
+
+using ConnectionHandler = std::function<void(const ConnectionEvent&)>;
+
+class Publisher {
+ public:
+  virtual ~Publisher() = default;
+
+  // Requires: called before start().
+  virtual void set_connection_handler(ConnectionHandler handler) = 0;
+  // Starts connecting in the background; returns at once.
+  virtual void start() = 0;
+  // Stops retrying and disconnects, waiting at most timeout for a clean
+  // disconnect. Every outstanding publish has completed when it returns, and
+  // no callback runs after it. Idempotent; also done by the destructor.
+  virtual void stop(std::chrono::milliseconds timeout) = 0;
+
+  virtual void publish(OutgoingMessage message, PublishCallback done) = 0;
+
+  virtual bool connected() const = 0;
+  // The protocol of the current (or, when disconnected, the last) connection.
+  virtual MqttVersion version() const = 0;
+  // The network is known to be back: end the current backoff and retry now.
+  virtual void notify_connectivity() = 0;
+};
+
+}  // namespace edge_outbox

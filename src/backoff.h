@@ -1,0 +1,39 @@
+// Backoff computes reconnect delays: exponential with full jitter. Before
+// attempt n (counting from 0) it waits a uniformly random time in
+// [0, min(max, initial * 2^n)]. Not thread-safe; the owner locks.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <random>
+
+namespace edge_outbox::detail {
+
+class Backoff {
+ public:
+  Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max)
+      : initial_(std::max<std::int64_t>(initial.count(), 1)), max_(std::max(max.count(), initial_)),
+        rng_(std::random_device{}()) {}
+
+  // The delay before the next attempt; counts the attempt.
+  std::chrono::milliseconds next() {
+    std::int64_t cap = initial_;
+    for (int i = 0; i < attempts_ && cap < max_; ++i) cap *= 2;
+    cap = std::min(cap, max_);
+    ++attempts_;
+    std::uniform_int_distribution<std::int64_t> pick(0, cap);
+    return std::chrono::milliseconds(pick(rng_));
+  }
+  // After a good connection.
+  void reset() noexcept { attempts_ = 0; }
+  int attempts() const noexcept { return attempts_; }
+
+ private:
+  std::int64_t initial_;
+  std::int64_t max_;
+  int attempts_ = 0;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace edge_outbox::detail
