@@ -70,6 +70,7 @@ class PgStore final : public Store {
     if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK)
       throw std::runtime_error("cannot connect to PostgreSQL " + described_ + ": " + error() +
                                " (check host, port, database and credentials)");
+    exec("SET client_min_messages TO warning");  // no "already exists" notices on stderr
     // Two instances starting together must not race on CREATE TABLE.
     exec("SELECT pg_advisory_lock(7461626)");
     exec(schema);
