@@ -84,7 +84,9 @@ class Outbox {
 
   // Calls fn (on the committing thread, after the commit) whenever a
   // transaction that enqueued events commits. This is how a Forwarder in the
-  // same process wakes at once. fn must not block or call this Outbox.
+  // same process wakes at once. fn runs with the Outbox lock held: it must
+  // not block, call this Outbox, or take a lock held while destroying the
+  // subscription.
   CommitSubscription on_commit(std::function<void()> fn);
 
  private:

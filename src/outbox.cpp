@@ -1,0 +1,249 @@
+#include <edge_outbox/outbox.h>
+
+#include <SQLiteCpp/Transaction.h>
+
+#include <utility>
+
+#include <edge_outbox/error.h>
+
+#include "event_rows.h"
+#include "outbox_impl.h"
+#include "schema.h"
+
+#include <SQLiteCpp/Column.h>
+#include "sqlite_errors.h"
+#include "validate.h"
+
+namespace edge_outbox {
+namespace {
+
+void check_options(const OutboxOptions& o) {
+  auto refuse = [](const std::string& why) { throw Error(ErrorKind::invalid_argument, "OutboxOptions: " + why); };
+  if (!o.clock) refuse("clock is null: leave the default system_clock()");
+  if (o.max_payload_bytes == 0) refuse("max_payload_bytes must be positive");
+  if (o.max_pending_events != 0 && o.max_pending_events < 8)
+    refuse("max_pending_events must be 0 (unbounded) or at least 8");
+  if (o.max_database_bytes != 0 && o.max_database_bytes < 64 * 1024)
+    refuse("max_database_bytes must be 0 (unbounded) or at least 64 KiB");
+  if (o.max_attempts < 1) refuse("max_attempts must be at least 1");
+  if (o.busy_timeout.count() < 0) refuse("busy_timeout must not be negative");
+  try {
+    validate_topic(o.dropped_event_topic);
+  } catch (const Error& e) {
+    refuse(std::string("dropped_event_topic: ") + e.what());
+  }
+}
+
+bool is_storage_failure(const SQLite::Exception& e) {
+  const auto kind = kind_of_sqlite_error(e.getExtendedErrorCode());
+  return kind == ErrorKind::storage_full || kind == ErrorKind::busy || kind == ErrorKind::corrupt ||
+         kind == ErrorKind::io;
+}
+
+}  // namespace
+
+Outbox::Impl::Impl(const std::filesystem::path& file, OutboxOptions opts) : path(file), options(std::move(opts)) {
+  check_options(options);
+  boot_id = options.clock->boot_id();
+  auto opened = open_outbox_database(path, options);
+  db = std::move(opened.db);
+  stream_id = std::move(opened.stream_id);
+  schema_version = opened.schema_version;
+}
+
+void Outbox::Impl::require_writable(const char* operation) const {
+  if (options.mode == OpenMode::inspect)
+    throw Error(ErrorKind::invalid_argument,
+                std::string(operation) + ": the outbox was opened with OpenMode::inspect, which is read-only");
+}
+
+Outbox::Outbox(const std::filesystem::path& path, OutboxOptions options)
+    : impl_(std::make_unique<Impl>(path, std::move(options))) {}
+
+Outbox::~Outbox() = default;
+
+const std::filesystem::path& Outbox::path() const noexcept { return impl_->path; }
+
+std::string Outbox::stream_id() const { return impl_->stream_id; }
+
+std::vector<std::string> Outbox::transact(const std::function<void(Transaction&)>& fn) {
+  auto& d = *impl_;
+  d.require_writable("transact");
+  std::vector<std::string> ids;
+  std::lock_guard lock(d.mutex);
+  try {
+    SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
+    Transaction t(*this, *d.db);
+    fn(t);
+    tx.commit();
+    ids = std::move(t.ids_);
+  } catch (const SQLite::Exception& e) {
+    // The transaction has rolled back. Storage-level failures become Errors;
+    // a failure of the application's own SQL reaches it unchanged.
+    if (is_storage_failure(e)) throw sqlite_error(e, d.path, "a transaction");
+    throw;
+  }
+  if (!ids.empty())
+    for (const auto& [token, subscriber] : d.subscribers) subscriber();
+  return ids;
+}
+
+std::string Outbox::enqueue(Event event) {
+  std::string id;
+  transact([&](Transaction& tx) { id = tx.enqueue(std::move(event)); });
+  return id;
+}
+
+OutboxStats Outbox::stats() const {
+  auto& d = *impl_;
+  std::lock_guard lock(d.mutex);
+  OutboxStats s;
+  try {
+    SQLite::Transaction read(*d.db, SQLite::TransactionBehavior::DEFERRED);
+    auto& db = *d.db;
+    s.pending = static_cast<std::uint64_t>(
+        db.execAndGet("SELECT count(*) FROM outbox WHERE published_at IS NULL").getInt64());
+    SQLite::Statement oldest(db,
+                             "SELECT created_boot, created_mono, created_at FROM outbox "
+                             "WHERE published_at IS NULL ORDER BY sequence LIMIT 1");
+    if (oldest.executeStep())
+      s.oldest_pending_age = std::chrono::milliseconds(age_ms(oldest.getColumn(0).getString(),
+                                                              oldest.getColumn(1).getInt64(),
+                                                              oldest.getColumn(2).getInt64(), *d.options.clock, d.boot_id));
+    s.dead = static_cast<std::uint64_t>(db.execAndGet("SELECT count(*) FROM outbox_dead").getInt64());
+    s.published_total = static_cast<std::uint64_t>(
+        db.execAndGet("SELECT value FROM outbox_meta WHERE key = 'published_total'").getInt64());
+    s.dropped_total = static_cast<std::uint64_t>(
+        db.execAndGet("SELECT value FROM outbox_meta WHERE key = 'dropped_total'").getInt64());
+    s.database_bytes = static_cast<std::uint64_t>(db.execAndGet("PRAGMA page_count").getInt64() *
+                                                  db.execAndGet("PRAGMA page_size").getInt64());
+    s.schema_version = d.schema_version;
+    read.commit();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.path, "reading stats");
+  }
+  return s;
+}
+
+std::vector<StoredEvent> Outbox::pending(std::size_t limit) const {
+  auto& d = *impl_;
+  std::lock_guard lock(d.mutex);
+  std::vector<StoredEvent> out;
+  try {
+    SQLite::Statement q(*d.db, std::string("SELECT ") + event_columns +
+                                   " FROM outbox WHERE published_at IS NULL ORDER BY sequence LIMIT ?");
+    q.bind(1, static_cast<std::int64_t>(limit));
+    while (q.executeStep()) out.push_back(read_event_row(q, *d.options.clock, d.boot_id));
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.path, "listing pending events");
+  }
+  return out;
+}
+
+std::vector<DeadEvent> Outbox::dead(std::size_t limit) const {
+  auto& d = *impl_;
+  std::lock_guard lock(d.mutex);
+  std::vector<DeadEvent> out;
+  try {
+    SQLite::Statement q(*d.db, std::string("SELECT ") + event_columns +
+                                   ", reason, dead_at FROM outbox_dead ORDER BY sequence LIMIT ?");
+    q.bind(1, static_cast<std::int64_t>(limit));
+    while (q.executeStep()) {
+      DeadEvent dead_event{read_event_row(q, *d.options.clock, d.boot_id), q.getColumn(14).getString(),
+                           q.getColumn(15).getInt64()};
+      dead_event.event.remaining_ttl.reset();
+      out.push_back(std::move(dead_event));
+    }
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.path, "listing dead letters");
+  }
+  return out;
+}
+
+std::size_t Outbox::requeue_dead(const std::vector<std::string>& ids) {
+  auto& d = *impl_;
+  d.require_writable("requeue_dead");
+  std::lock_guard lock(d.mutex);
+  std::size_t requeued = 0;
+  try {
+    SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
+    const std::string columns =
+        "sequence, event_id, topic, type, content_type, payload, attributes, priority, created_at, created_boot, "
+        "created_mono, ttl_ms";
+    // "WHERE true" keeps ON CONFLICT from being parsed as part of the SELECT.
+    const std::string where = ids.empty() ? " WHERE true" : " WHERE event_id = ?";
+    SQLite::Statement move(*d.db, "INSERT INTO outbox (" + columns + ") SELECT " + columns + " FROM outbox_dead" +
+                                      where + " ON CONFLICT DO NOTHING");
+    SQLite::Statement remove(*d.db, "DELETE FROM outbox_dead WHERE sequence IN (SELECT sequence FROM outbox)" +
+                                        std::string(ids.empty() ? "" : " AND event_id = ?"));
+    auto run = [&](const std::string* id) {
+      move.reset();
+      remove.reset();
+      if (id) {
+        move.bind(1, *id);
+        remove.bind(1, *id);
+      }
+      requeued += static_cast<std::size_t>(move.exec());
+      remove.exec();
+    };
+    if (ids.empty()) run(nullptr);
+    for (const auto& id : ids) run(&id);
+    tx.commit();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.path, "requeueing dead letters");
+  }
+  if (requeued > 0) {
+    d.log(LogLevel::info, "requeued " + std::to_string(requeued) + " dead letter(s)");
+    for (const auto& [token, subscriber] : d.subscribers) subscriber();
+  }
+  return requeued;
+}
+
+std::size_t Outbox::purge_dead(std::chrono::milliseconds older_than) {
+  auto& d = *impl_;
+  d.require_writable("purge_dead");
+  std::lock_guard lock(d.mutex);
+  try {
+    SQLite::Statement purge(*d.db, "DELETE FROM outbox_dead WHERE " + age_sql("dead", "dead_at") + " >= :older");
+    purge.bind(":boot", d.boot_id);
+    purge.bind(":mono", static_cast<std::int64_t>(d.options.clock->monotonic_ms()));
+    purge.bind(":wall", static_cast<std::int64_t>(d.options.clock->wall_ms()));
+    purge.bind(":older", static_cast<std::int64_t>(older_than.count()));
+    const auto purged = static_cast<std::size_t>(purge.exec());
+    reclaim_space(*d.db);
+    return purged;
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.path, "purging dead letters");
+  }
+}
+
+CommitSubscription Outbox::on_commit(std::function<void()> fn) {
+  auto& d = *impl_;
+  std::lock_guard lock(d.mutex);
+  const auto token = d.next_subscriber++;
+  d.subscribers.emplace(token, std::move(fn));
+  return CommitSubscription(this, token);
+}
+
+CommitSubscription::CommitSubscription(CommitSubscription&& other) noexcept
+    : outbox_(std::exchange(other.outbox_, nullptr)), token_(other.token_) {}
+
+CommitSubscription& CommitSubscription::operator=(CommitSubscription&& other) noexcept {
+  if (this != &other) {
+    reset();
+    outbox_ = std::exchange(other.outbox_, nullptr);
+    token_ = other.token_;
+  }
+  return *this;
+}
+
+CommitSubscription::~CommitSubscription() { reset(); }
+
+void CommitSubscription::reset() noexcept {
+  if (!outbox_) return;
+  std::lock_guard lock(outbox_->impl_->mutex);
+  outbox_->impl_->subscribers.erase(token_);
+  outbox_ = nullptr;
+}
+
+}  // namespace edge_outbox

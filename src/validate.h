@@ -1,0 +1,16 @@
+// Checks an Event against the rules in event.h before anything is written.
+// Throws Error(invalid_argument) naming the field and the rule.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include <edge_outbox/event.h>
+
+namespace edge_outbox {
+
+bool is_valid_utf8(std::string_view text) noexcept;
+void validate_topic(std::string_view topic);
+void validate_event(const Event& event, std::size_t max_payload_bytes);
+
+}  // namespace edge_outbox

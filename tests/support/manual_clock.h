@@ -1,0 +1,48 @@
+// A Clock the test moves by hand: wall and monotonic time step independently,
+// and the boot id can change to simulate a reboot.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+#include <edge_outbox/clock.h>
+
+namespace edge_outbox::test {
+
+class ManualClock final : public Clock {
+ public:
+  std::int64_t wall_ms() const override {
+    std::lock_guard l(m_);
+    return wall_;
+  }
+  std::int64_t monotonic_ms() const override {
+    std::lock_guard l(m_);
+    return mono_;
+  }
+  std::string boot_id() const override {
+    std::lock_guard l(m_);
+    return boot_;
+  }
+  void advance(std::int64_t ms) {
+    std::lock_guard l(m_);
+    wall_ += ms;
+    mono_ += ms;
+  }
+  void set_wall(std::int64_t ms) {
+    std::lock_guard l(m_);
+    wall_ = ms;
+  }
+  void reboot(std::string boot, std::int64_t mono) {
+    std::lock_guard l(m_);
+    boot_ = std::move(boot);
+    mono_ = mono;
+  }
+
+ private:
+  mutable std::mutex m_;
+  std::int64_t wall_ = 1'700'000'000'000;
+  std::int64_t mono_ = 10'000;
+  std::string boot_ = "boot-1";
+};
+
+}  // namespace edge_outbox::test

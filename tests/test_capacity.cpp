@@ -1,0 +1,176 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <nlohmann/json.hpp>
+
+#include <edge_outbox/error.h>
+#include <edge_outbox/outbox.h>
+#include <edge_outbox/queue.h>
+
+#include "support/temp_dir.h"
+
+using namespace edge_outbox;
+
+namespace {
+
+Event event(int n, Priority priority = Priority::normal, std::size_t payload_bytes = 16) {
+  Event e;
+  e.topic = "devices/gw1/events/x";
+  e.type = "x";
+  e.priority = priority;
+  e.payload = std::to_string(n) + std::string(payload_bytes, '.');
+  return e;
+}
+
+void expect_storage_full(const std::function<void()>& fn) {
+  try {
+    fn();
+    FAIL("accepted past the limit");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::storage_full);
+  }
+}
+
+std::string integrity(const std::filesystem::path& file) {
+  SQLite::Database db(file.string());
+  return db.execAndGet("PRAGMA integrity_check").getString();
+}
+
+}  // namespace
+
+TEST_CASE("reject_new: at max_pending_events transact fails and the application's rows are not written") {
+  test::TempDir dir;
+  OutboxOptions options;
+  options.max_pending_events = 10;
+  Outbox outbox(dir / "c.db", options);
+  outbox.transact([](Transaction& tx) { tx.db().exec("CREATE TABLE readings (v INTEGER)"); });
+  for (int i = 0; i < 10; ++i) outbox.enqueue(event(i));
+  expect_storage_full([&] {
+    outbox.transact([](Transaction& tx) {
+      tx.db().exec("INSERT INTO readings VALUES (1)");
+      tx.enqueue(event(99));
+    });
+  });
+  CHECK(outbox.stats().pending == 10);
+  SQLite::Database db((dir / "c.db").string());
+  CHECK(db.execAndGet("SELECT count(*) FROM readings").getInt() == 0);
+  // Draining frees room again.
+  Queue queue(dir / "c.db");
+  auto batch = queue.next_batch(0, 3);
+  queue.mark_published(std::vector<std::int64_t>{batch[0].sequence});
+  CHECK_NOTHROW(outbox.enqueue(event(100)));
+}
+
+TEST_CASE("drop_oldest evicts the lowest priority first, never critical, and explains it with outbox.dropped") {
+  test::TempDir dir;
+  OutboxOptions options;
+  options.max_pending_events = 20;
+  options.capacity_policy = CapacityPolicy::drop_oldest;
+  Outbox outbox(dir / "d.db", options);
+  for (int i = 0; i < 5; ++i) outbox.enqueue(event(i, Priority::critical));
+  for (int i = 5; i < 12; ++i) outbox.enqueue(event(i, Priority::normal));
+  for (int i = 12; i < 20; ++i) outbox.enqueue(event(i, Priority::low));
+  const auto before = outbox.pending(100);
+  outbox.enqueue(event(20, Priority::normal));
+  const auto after = outbox.pending(100);
+  CHECK(after.size() <= 20);
+  CHECK(outbox.stats().dropped_total >= 2);
+
+  int critical = 0, dropped_events = 0;
+  nlohmann::json dropped;
+  for (const auto& e : after) {
+    if (e.priority == Priority::critical && e.type != "outbox.dropped") ++critical;
+    if (e.type == "outbox.dropped") {
+      ++dropped_events;
+      dropped = nlohmann::json::parse(e.payload);
+    }
+  }
+  CHECK(critical == 5);
+  REQUIRE(dropped_events == 1);
+  // The oldest low-priority events went first; the ranges name exactly them.
+  const auto first_low = before[12].sequence;
+  CHECK(dropped["ranges"][0][0] == first_low);
+  CHECK(dropped["counts"]["low"] == outbox.stats().dropped_total);
+  CHECK(dropped["dropped_total"] == outbox.stats().dropped_total);
+  CHECK(std::any_of(after.begin(), after.end(), [](const StoredEvent& e) { return e.payload.rfind("20.", 0) == 0; }));
+}
+
+TEST_CASE("drop_oldest refuses a new write when only critical events remain") {
+  test::TempDir dir;
+  OutboxOptions options;
+  options.max_pending_events = 8;
+  options.capacity_policy = CapacityPolicy::drop_oldest;
+  Outbox outbox(dir / "k.db", options);
+  for (int i = 0; i < 8; ++i) outbox.enqueue(event(i, Priority::critical));
+  expect_storage_full([&] { outbox.enqueue(event(9, Priority::normal)); });
+  CHECK(outbox.stats().pending == 8);
+  CHECK(outbox.stats().dropped_total == 0);
+}
+
+TEST_CASE("max_database_bytes: reject_new refuses, drop_oldest evicts to stay under the limit") {
+  test::TempDir dir;
+  SUBCASE("reject_new") {
+    OutboxOptions options;
+    options.max_database_bytes = 256 * 1024;
+    Outbox outbox(dir / "b1.db", options);
+    int accepted = 0;
+    for (int i = 0; i < 2000; ++i) {
+      try {
+        outbox.enqueue(event(i, Priority::normal, 1000));
+        ++accepted;
+      } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::storage_full);
+        break;
+      }
+    }
+    CHECK(accepted > 50);
+    CHECK(accepted < 2000);
+    CHECK(outbox.stats().pending == static_cast<std::uint64_t>(accepted));
+    CHECK(integrity(dir / "b1.db") == "ok");
+  }
+  SUBCASE("drop_oldest") {
+    OutboxOptions options;
+    options.max_database_bytes = 256 * 1024;
+    options.capacity_policy = CapacityPolicy::drop_oldest;
+    Outbox outbox(dir / "b2.db", options);
+    for (int i = 0; i < 1000; ++i) outbox.enqueue(event(i, Priority::normal, 1000));
+    const auto s = outbox.stats();
+    CHECK(s.dropped_total > 0);
+    CHECK(s.pending < 1000);
+    CHECK(s.database_bytes <= 320 * 1024);
+    const auto kept = outbox.pending(100000);  // the newest is kept
+    CHECK(std::any_of(kept.begin(), kept.end(), [](const StoredEvent& e) { return e.payload.rfind("999.", 0) == 0; }));
+    CHECK(integrity(dir / "b2.db") == "ok");
+  }
+}
+
+TEST_CASE("a real SQLITE_FULL gives storage_full and an intact database") {
+  test::TempDir dir;
+  Outbox outbox(dir / "full.db");
+  outbox.transact([](Transaction& tx) {
+    tx.db().exec("CREATE TABLE readings (v BLOB)");
+    tx.db().exec("PRAGMA max_page_count = 40");
+  });
+  int accepted = 0;
+  for (int i = 0; i < 1000; ++i) {
+    try {
+      outbox.transact([&](Transaction& tx) {
+        tx.db().exec("INSERT INTO readings VALUES (zeroblob(500))");
+        tx.enqueue(event(i, Priority::normal, 500));
+      });
+      ++accepted;
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::storage_full);
+      CHECK(std::string(e.what()).find("full") != std::string::npos);
+      break;
+    }
+  }
+  CHECK(accepted > 0);
+  CHECK(accepted < 1000);
+  CHECK(outbox.stats().pending == static_cast<std::uint64_t>(accepted));
+  SQLite::Database db((dir / "full.db").string());
+  CHECK(db.execAndGet("SELECT count(*) FROM readings").getInt() == accepted);
+  CHECK(integrity(dir / "full.db") == "ok");
+}

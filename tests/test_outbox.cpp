@@ -1,0 +1,258 @@
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <nlohmann/json.hpp>
+
+#include <edge_outbox/error.h>
+#include <edge_outbox/outbox.h>
+#include <edge_outbox/queue.h>
+
+#include "support/temp_dir.h"
+
+using namespace edge_outbox;
+
+namespace {
+
+OutboxOptions mode_options(OpenMode mode) {
+  OutboxOptions o;
+  o.mode = mode;
+  return o;
+}
+
+Event reading_event(int n) {
+  Event e;
+  e.topic = "devices/gw1/events/reading.recorded";
+  e.type = "reading.recorded";
+  e.json({{"n", n}});
+  return e;
+}
+
+void create_readings(Outbox& outbox) {
+  outbox.transact([](Transaction& tx) {
+    tx.db().exec("CREATE TABLE IF NOT EXISTS readings (id INTEGER PRIMARY KEY, value REAL NOT NULL)");
+  });
+}
+
+}  // namespace
+
+TEST_CASE("a committed transaction holds both the application row and its event") {
+  test::TempDir dir;
+  Outbox outbox(dir / "a.db");
+  create_readings(outbox);
+  const auto ids = outbox.transact([](Transaction& tx) {
+    tx.db().exec("INSERT INTO readings (value) VALUES (21.5)");
+    tx.enqueue(reading_event(1));
+  });
+  REQUIRE(ids.size() == 1);
+  const auto pending = outbox.pending(10);
+  REQUIRE(pending.size() == 1);
+  CHECK(pending[0].id == ids[0]);
+  CHECK(pending[0].content_type == "application/json");
+  CHECK(nlohmann::json::parse(pending[0].payload)["n"] == 1);
+  SQLite::Database check((dir / "a.db").string());
+  CHECK(check.execAndGet("SELECT count(*) FROM readings").getInt() == 1);
+}
+
+TEST_CASE("an exception inside transact leaves neither the application row nor the event") {
+  test::TempDir dir;
+  Outbox outbox(dir / "a.db");
+  create_readings(outbox);
+  struct Boom {};
+  CHECK_THROWS_AS(outbox.transact([](Transaction& tx) {
+                    tx.db().exec("INSERT INTO readings (value) VALUES (1)");
+                    tx.enqueue(reading_event(1));
+                    throw Boom{};
+                  }),
+                  Boom);
+  // An error from the application's own SQL propagates unchanged and rolls back too.
+  CHECK_THROWS_AS(outbox.transact([](Transaction& tx) {
+                    tx.enqueue(reading_event(2));
+                    tx.db().exec("INSERT INTO no_such_table VALUES (1)");
+                  }),
+                  SQLite::Exception);
+  CHECK(outbox.stats().pending == 0);
+  SQLite::Database check((dir / "a.db").string());
+  CHECK(check.execAndGet("SELECT count(*) FROM readings").getInt() == 0);
+  CHECK(check.execAndGet("SELECT count(*) FROM outbox").getInt() == 0);
+}
+
+TEST_CASE("the file is created 0600 in WAL mode with the chosen synchronous level") {
+  test::TempDir dir;
+  {
+    Outbox outbox(dir / "m.db");
+    outbox.enqueue(reading_event(1));
+    struct stat st {};
+    REQUIRE(::stat((dir / "m.db").c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    REQUIRE(::stat((dir / "m.db-wal").c_str(), &st) == 0);
+    CHECK((st.st_mode & 0077) == 0);
+  }
+  SQLite::Database check((dir / "m.db").string());
+  CHECK(check.execAndGet("PRAGMA journal_mode").getString() == "wal");
+  CHECK(check.execAndGet("PRAGMA auto_vacuum").getInt() == 2);  // incremental
+  CHECK(check.execAndGet("SELECT value FROM outbox_meta WHERE key = 'schema_version'").getInt() == 1);
+  CHECK(check.execAndGet("PRAGMA user_version").getInt() == 0);  // the application's, untouched
+}
+
+TEST_CASE("events come out in commit order across reopen; ids are unique and time-ordered") {
+  test::TempDir dir;
+  std::vector<std::string> ids;
+  std::string stream;
+  {
+    Outbox outbox(dir / "o.db");
+    stream = outbox.stream_id();
+    for (int i = 0; i < 50; ++i) ids.push_back(outbox.enqueue(reading_event(i)));
+    outbox.transact([&](Transaction& tx) {
+      for (int i = 50; i < 100; ++i) ids.push_back(tx.enqueue(reading_event(i)));
+    });
+  }
+  Outbox outbox(dir / "o.db");
+  CHECK(outbox.stream_id() == stream);
+  CHECK(stream.size() == 32);
+  const auto pending = outbox.pending(1000);
+  REQUIRE(pending.size() == 100);
+  std::set<std::string> unique(ids.begin(), ids.end());
+  CHECK(unique.size() == 100);
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    CHECK(pending[i].id == ids[i]);
+    CHECK(nlohmann::json::parse(pending[i].payload)["n"] == static_cast<int>(i));
+    if (i > 0) {
+      CHECK(pending[i].sequence > pending[i - 1].sequence);
+      CHECK(pending[i].id > pending[i - 1].id);
+    }
+  }
+}
+
+TEST_CASE("sequence numbers are never reused, also after the table was emptied") {
+  test::TempDir dir;
+  std::int64_t last = 0;
+  {
+    Outbox outbox(dir / "s.db");
+    for (int i = 0; i < 5; ++i) outbox.enqueue(reading_event(i));
+    Queue queue(dir / "s.db");
+    auto batch = queue.next_batch(0, 100);
+    std::vector<std::int64_t> seqs;
+    for (auto& e : batch) seqs.push_back(e.sequence);
+    last = seqs.back();
+    queue.mark_published(seqs);
+    CHECK_FALSE(queue.has_pending());
+  }
+  Outbox outbox(dir / "s.db");
+  outbox.enqueue(reading_event(9));
+  CHECK(outbox.pending(1)[0].sequence > last);
+  CHECK(outbox.stats().published_total == 5);
+}
+
+TEST_CASE("a duplicate id fails the transaction with duplicate_id") {
+  test::TempDir dir;
+  Outbox outbox(dir / "d.db");
+  create_readings(outbox);
+  Event e = reading_event(1);
+  e.id = "stable-id-1";
+  outbox.enqueue(e);
+  try {
+    outbox.transact([&](Transaction& tx) {
+      tx.db().exec("INSERT INTO readings (value) VALUES (1)");
+      tx.enqueue(e);
+    });
+    FAIL("duplicate accepted");
+  } catch (const Error& err) {
+    CHECK(err.kind() == ErrorKind::duplicate_id);
+    CHECK(std::string(err.what()).find("stable-id-1") != std::string::npos);
+  }
+  CHECK(outbox.stats().pending == 1);
+  SQLite::Database check((dir / "d.db").string());
+  CHECK(check.execAndGet("SELECT count(*) FROM readings").getInt() == 0);
+}
+
+TEST_CASE("threads share one Outbox; their transactions serialize without busy errors") {
+  test::TempDir dir;
+  Outbox outbox(dir / "t.db");
+  create_readings(outbox);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        try {
+          outbox.transact([&](Transaction& tx) {
+            tx.db().exec("INSERT INTO readings (value) VALUES (" + std::to_string(t) + ")");
+            tx.enqueue(reading_event(i));
+          });
+        } catch (...) {
+          ++failures;
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(failures == 0);
+  CHECK(outbox.stats().pending == 400);
+}
+
+TEST_CASE("an application database without outbox tables gets them, beside its own") {
+  test::TempDir dir;
+  {
+    SQLite::Database app((dir / "app.db").string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    app.exec("CREATE TABLE settings (k TEXT PRIMARY KEY, v TEXT); INSERT INTO settings VALUES ('a', 'b');");
+    app.exec("PRAGMA user_version = 42");
+  }
+  {
+    Outbox outbox(dir / "app.db");
+    outbox.enqueue(reading_event(1));
+  }
+  SQLite::Database app((dir / "app.db").string());
+  CHECK(app.execAndGet("SELECT v FROM settings WHERE k = 'a'").getString() == "b");
+  CHECK(app.execAndGet("PRAGMA user_version").getInt() == 42);
+  CHECK(app.execAndGet("SELECT count(*) FROM outbox").getInt() == 1);
+}
+
+TEST_CASE("on_commit fires after commits that enqueued, and not after unsubscribing") {
+  test::TempDir dir;
+  Outbox outbox(dir / "c.db");
+  int calls = 0;
+  {
+    auto sub = outbox.on_commit([&] { ++calls; });
+    outbox.enqueue(reading_event(1));
+    outbox.transact([](Transaction&) {});
+    CHECK(calls == 1);
+  }
+  outbox.enqueue(reading_event(2));
+  CHECK(calls == 1);
+}
+
+TEST_CASE("stats report pending, age, dead, published and size") {
+  test::TempDir dir;
+  Outbox outbox(dir / "st.db");
+  auto s = outbox.stats();
+  CHECK(s.pending == 0);
+  CHECK_FALSE(s.oldest_pending_age.has_value());
+  outbox.enqueue(reading_event(1));
+  outbox.enqueue(reading_event(2));
+  s = outbox.stats();
+  CHECK(s.pending == 2);
+  REQUIRE(s.oldest_pending_age.has_value());
+  CHECK(s.oldest_pending_age->count() >= 0);
+  CHECK(s.database_bytes > 0);
+  CHECK(s.schema_version == 1);
+}
+
+TEST_CASE("the inspect mode is read-only and creates nothing") {
+  test::TempDir dir;
+  CHECK_THROWS_AS(Outbox(dir / "missing.db", mode_options(OpenMode::inspect)), Error);
+  CHECK_FALSE(std::filesystem::exists(dir / "missing.db"));
+  { Outbox(dir / "i.db").enqueue(reading_event(1)); }
+  Outbox inspect(dir / "i.db", mode_options(OpenMode::inspect));
+  CHECK(inspect.stats().pending == 1);
+  try {
+    inspect.enqueue(reading_event(2));
+    FAIL("wrote in inspect mode");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::invalid_argument);
+  }
+}

@@ -1,0 +1,182 @@
+#include <doctest/doctest.h>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <edge_outbox/error.h>
+#include <edge_outbox/outbox.h>
+#include <edge_outbox/queue.h>
+
+#include "support/manual_clock.h"
+#include "support/temp_dir.h"
+
+using namespace edge_outbox;
+
+namespace {
+
+Event event(int n, std::optional<std::chrono::milliseconds> ttl = {}) {
+  Event e;
+  e.topic = "devices/gw1/events/x";
+  e.type = "x";
+  e.payload = std::to_string(n);
+  e.ttl = ttl;
+  return e;
+}
+
+std::vector<std::int64_t> sequences(const std::vector<StoredEvent>& events) {
+  std::vector<std::int64_t> out;
+  for (const auto& e : events) out.push_back(e.sequence);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("next_batch pages through pending events in order with a keyset cursor") {
+  test::TempDir dir;
+  Outbox outbox(dir / "q.db");
+  outbox.transact([](Transaction& tx) {
+    for (int i = 0; i < 25; ++i) tx.enqueue(event(i));
+  });
+  Queue queue(dir / "q.db");
+  std::vector<std::string> payloads;
+  std::int64_t cursor = 0;
+  for (;;) {
+    auto batch = queue.next_batch(cursor, 10);
+    CHECK(batch.size() <= 10);
+    if (batch.empty()) break;
+    for (auto& e : batch) payloads.push_back(e.payload);
+    cursor = batch.back().sequence;
+  }
+  REQUIRE(payloads.size() == 25);
+  for (int i = 0; i < 25; ++i) CHECK(payloads[static_cast<std::size_t>(i)] == std::to_string(i));
+
+  // The read uses the partial index on pending rows, not a scan of the table.
+  SQLite::Database db((dir / "q.db").string());
+  SQLite::Statement plan(db,
+                         "EXPLAIN QUERY PLAN SELECT sequence FROM outbox WHERE published_at IS NULL AND sequence > 0 "
+                         "ORDER BY sequence LIMIT 10");
+  std::string detail;
+  while (plan.executeStep()) detail += plan.getColumn(3).getString() + ";";
+  CHECK(detail.find("outbox_pending") != std::string::npos);
+}
+
+TEST_CASE("mark_published deletes at once by default, or keeps rows for the retention time") {
+  test::TempDir dir;
+  auto clock = std::make_shared<test::ManualClock>();
+  OutboxOptions options;
+  options.clock = clock;
+  options.retention = std::chrono::seconds(60);
+  Outbox outbox(dir / "r.db", options);
+  for (int i = 0; i < 3; ++i) outbox.enqueue(event(i));
+  Queue queue(dir / "r.db", options);
+  auto batch = queue.next_batch(0, 10);
+  queue.mark_published(sequences(batch));
+  queue.mark_published(sequences(batch));  // twice is harmless
+  CHECK(outbox.stats().published_total == 3);
+  SQLite::Database db((dir / "r.db").string());
+  CHECK(db.execAndGet("SELECT count(*) FROM outbox").getInt() == 3);  // kept for audit
+  CHECK(outbox.stats().pending == 0);
+  clock->advance(61'000);
+  queue.expire_due();
+  CHECK(db.execAndGet("SELECT count(*) FROM outbox").getInt() == 0);
+}
+
+TEST_CASE("failures are counted; max_attempts or a permanent failure dead-letters; requeue keeps the sequence") {
+  test::TempDir dir;
+  OutboxOptions options;
+  options.max_attempts = 3;
+  Outbox outbox(dir / "f.db", options);
+  for (int i = 0; i < 3; ++i) outbox.enqueue(event(i));
+  Queue queue(dir / "f.db", options);
+  auto batch = queue.next_batch(0, 10);
+  CHECK_FALSE(queue.record_failure(batch[0].sequence, "timeout", false));
+  CHECK_FALSE(queue.record_failure(batch[0].sequence, "timeout", false));
+  CHECK(queue.record_failure(batch[0].sequence, "timeout", false));
+  CHECK(queue.record_failure(batch[1].sequence, "not authorized", true));
+  CHECK_FALSE(queue.record_failure(999, "unknown sequence", true));
+
+  auto dead = outbox.dead(10);
+  REQUIRE(dead.size() == 2);
+  CHECK(dead[0].reason == "max_attempts: timeout");
+  CHECK(dead[0].event.attempts == 3);
+  CHECK(dead[1].reason == "rejected: not authorized");
+  CHECK(outbox.stats().dead == 2);
+  CHECK(outbox.stats().pending == 1);
+
+  CHECK(outbox.requeue_dead({dead[1].event.id, "no-such-id"}) == 1);
+  auto pending = queue.next_batch(0, 10);
+  REQUIRE(pending.size() == 2);
+  CHECK(pending[0].sequence == batch[1].sequence);
+  CHECK(pending[0].attempts == 0);
+  CHECK(outbox.requeue_dead({}) == 1);
+  CHECK(outbox.stats().dead == 0);
+  CHECK(outbox.stats().pending == 3);
+}
+
+TEST_CASE("purge_dead removes only dead letters older than asked") {
+  test::TempDir dir;
+  auto clock = std::make_shared<test::ManualClock>();
+  OutboxOptions options;
+  options.clock = clock;
+  Outbox outbox(dir / "p.db", options);
+  outbox.enqueue(event(1));
+  outbox.enqueue(event(2));
+  Queue queue(dir / "p.db", options);
+  auto batch = queue.next_batch(0, 10);
+  queue.record_failure(batch[0].sequence, "x", true);
+  clock->advance(3'600'000);
+  queue.record_failure(batch[1].sequence, "x", true);
+  CHECK(outbox.purge_dead(std::chrono::minutes(30)) == 1);
+  CHECK(outbox.stats().dead == 1);
+}
+
+TEST_CASE("TTL expiry uses monotonic time: wall-clock jumps do not expire or revive events") {
+  test::TempDir dir;
+  auto clock = std::make_shared<test::ManualClock>();
+  OutboxOptions options;
+  options.clock = clock;
+  Outbox outbox(dir / "t.db", options);
+  outbox.enqueue(event(1, std::chrono::milliseconds(5'000)));
+  outbox.enqueue(event(2));
+  Queue queue(dir / "t.db", options);
+  clock->set_wall(clock->wall_ms() + 86'400'000);  // NTP steps the wall clock a day ahead
+  CHECK(queue.expire_due() == 0);
+  auto batch = queue.next_batch(0, 10);
+  REQUIRE(batch.size() == 2);
+  REQUIRE(batch[0].remaining_ttl.has_value());
+  CHECK(batch[0].remaining_ttl->count() == 5'000);
+  clock->advance(5'000);
+  batch = queue.next_batch(0, 10);  // expires what is due first
+  REQUIRE(batch.size() == 1);
+  CHECK(batch[0].payload == "2");
+  auto dead = outbox.dead(10);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].reason == "expired");
+}
+
+TEST_CASE("after a reboot an event's age is at least the new boot's uptime") {
+  test::TempDir dir;
+  auto clock = std::make_shared<test::ManualClock>();
+  OutboxOptions options;
+  options.clock = clock;
+  clock->set_wall(1000);  // no RTC: 1970
+  { Outbox(dir / "b.db", options).enqueue(event(1, std::chrono::milliseconds(60'000))); }
+  clock->reboot("boot-2", 30'000);
+  {
+    Queue queue(dir / "b.db", options);
+    CHECK(queue.expire_due() == 0);
+  }
+  clock->reboot("boot-3", 61'000);
+  Queue queue(dir / "b.db", options);
+  CHECK(queue.expire_due() == 1);
+}
+
+TEST_CASE("data_version changes when another connection commits") {
+  test::TempDir dir;
+  Outbox outbox(dir / "dv.db");
+  Queue queue(dir / "dv.db");
+  const auto before = queue.data_version();
+  CHECK(queue.data_version() == before);
+  outbox.enqueue(event(1));
+  CHECK(queue.data_version() != before);
+  CHECK(queue.has_pending());
+}
