@@ -71,7 +71,9 @@ std::string hex(int code) {
 
 // MQTT 3.1.1 CONNACK return codes, which Paho reports as positive return codes.
 std::string describe_failure(int rc, int reason) {
-  if (reason >= 0x80) return mqtt::exception::reason_code_str(reason);
+  if (reason >= 0x80) return "refused: " + mqtt::exception::reason_code_str(reason) + " (" + hex(reason) + ")";
+  // An MQTT 5 CONNACK refusal comes as the reason code in rc.
+  if (rc >= 0x80) return "connection refused: " + mqtt::exception::reason_code_str(rc) + " (" + hex(rc) + ")";
   switch (rc) {
     case 1: return "connection refused: unacceptable protocol version";
     case 2: return "connection refused: identifier rejected";
@@ -452,10 +454,9 @@ struct MqttPublisher::Impl {
 
   void handle_connect_failure(std::unique_lock<std::mutex>& lock, const ConnectResult& r) {
     bool refused_v5 = attempt_version == MqttVersion::v5 &&
-                      (r.reason_code == kReasonUnsupportedProtocol || r.return_code == kConnackUnacceptableProtocol);
+                      (r.reason_code == kReasonUnsupportedProtocol || r.return_code == kReasonUnsupportedProtocol ||
+                       r.return_code == kConnackUnacceptableProtocol);
     std::string reason = r.message.empty() ? "connection refused" : r.message;
-    if (r.reason_code >= 0x80) reason += " (reason " + hex(r.reason_code) + ")";
-    else if (r.return_code != 0) reason += " (rc " + std::to_string(r.return_code) + ")";
     retire_client(lock, std::chrono::milliseconds(0));
     if (refused_v5 && options.fallback_to_3_1_1) {
       log(LogLevel::info, "the broker at " + options.uri + " refuses MQTT 5; trying MQTT 3.1.1");

@@ -56,6 +56,10 @@ TestPki make_test_pki(const std::filesystem::path& dir) {
   make_signed(dir, pki, "client", "/CN=edge-client", "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n");
   pki.client_cert = dir / "client.crt";
   pki.client_key = dir / "client.key";
+  make_signed(dir, pki, "wrong-host", "/CN=not-this-host.invalid",
+              "basicConstraints=CA:FALSE\nsubjectAltName=DNS:not-this-host.invalid\nextendedKeyUsage=serverAuth\n");
+  pki.wrong_host_cert = dir / "wrong-host.crt";
+  pki.wrong_host_key = dir / "wrong-host.key";
   pki.other_ca_cert = dir / "other-ca.crt";
   make_ca(dir, pki.other_ca_cert, dir / "other-ca.key", "unrelated CA");
   return pki;
