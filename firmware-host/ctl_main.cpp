@@ -1,0 +1,221 @@
+// edge-outbox-ctl: inspect and repair a device's outbox from a shell.
+// Everything goes through the Outbox API (prepared statements only); read
+// commands open the file with OpenMode::inspect, which creates and migrates
+// nothing. See README "Device simulator and tools".
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <edge_outbox/error.h>
+#include <edge_outbox/outbox.h>
+
+#include "duration.h"
+
+namespace sim = edge_outbox::sim;
+using edge_outbox::Error;
+using edge_outbox::ErrorKind;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr int kExitError = 1;
+
+edge_outbox::Outbox open_outbox(const std::string& path, edge_outbox::OpenMode mode) {
+  edge_outbox::OutboxOptions o;
+  o.mode = mode;
+  return edge_outbox::Outbox(path, o);
+}
+
+// Repairs write, but only to a file that already is an edge-outbox database:
+// opening it for inspection first refuses anything else without touching it.
+edge_outbox::Outbox open_for_repair(const std::string& path) {
+  { auto check = open_outbox(path, edge_outbox::OpenMode::inspect); }
+  return open_outbox(path, edge_outbox::OpenMode::existing);
+}
+
+std::string age_text(std::int64_t since_ms) {
+  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  if (since_ms <= 0 || now < since_ms) return "-";
+  return sim::format_duration(std::chrono::milliseconds(now - since_ms));
+}
+
+json event_json(const edge_outbox::StoredEvent& e) {
+  json j{{"sequence", e.sequence},     {"id", e.id},
+         {"topic", e.topic},           {"type", e.type},
+         {"priority", std::string(edge_outbox::to_string(e.priority))},
+         {"created_at_ms", e.created_at_ms}, {"attempts", e.attempts},
+         {"payload_bytes", e.payload.size()}};
+  j["last_error"] = e.last_error.empty() ? json(nullptr) : json(e.last_error);
+  return j;
+}
+
+int cmd_status(const std::string& db, bool as_json) {
+  auto outbox = open_outbox(db, edge_outbox::OpenMode::inspect);
+  auto s = outbox.stats();
+  if (as_json) {
+    json j{{"path", db},
+           {"stream_id", outbox.stream_id()},
+           {"schema_version", s.schema_version},
+           {"pending", s.pending},
+           {"dead", s.dead},
+           {"published_total", s.published_total},
+           {"dropped_total", s.dropped_total},
+           {"database_bytes", s.database_bytes}};
+    j["oldest_pending_age_ms"] = s.oldest_pending_age ? json(s.oldest_pending_age->count()) : json(nullptr);
+    std::cout << j.dump() << '\n';
+    return 0;
+  }
+  std::cout << "database         " << db << '\n'
+            << "schema version   " << s.schema_version << '\n'
+            << "stream id        " << outbox.stream_id() << '\n'
+            << "pending          " << s.pending << '\n'
+            << "oldest pending   " << (s.oldest_pending_age ? sim::format_duration(*s.oldest_pending_age) : "-")
+            << '\n'
+            << "dead letters     " << s.dead << '\n'
+            << "published total  " << s.published_total << '\n'
+            << "dropped total    " << s.dropped_total << '\n'
+            << "file size        " << s.database_bytes << " bytes\n";
+  return 0;
+}
+
+int cmd_pending(const std::string& db, std::size_t limit, bool as_json) {
+  auto outbox = open_outbox(db, edge_outbox::OpenMode::inspect);
+  auto events = outbox.pending(limit);
+  if (as_json) {
+    json list = json::array();
+    for (const auto& e : events) list.push_back(event_json(e));
+    std::cout << list.dump() << '\n';
+    return 0;
+  }
+  std::printf("%-10s %-36s %-8s %-8s %s\n", "SEQUENCE", "ID", "AGE", "ATTEMPTS", "TOPIC");
+  for (const auto& e : events) {
+    std::printf("%-10lld %-36s %-8s %-8d %s%s\n", static_cast<long long>(e.sequence), e.id.c_str(),
+                age_text(e.created_at_ms).c_str(), e.attempts, e.topic.c_str(),
+                e.last_error.empty() ? "" : ("  (last error: " + e.last_error + ")").c_str());
+  }
+  std::printf("%zu shown; %llu pending in all\n", events.size(),
+              static_cast<unsigned long long>(outbox.stats().pending));
+  return 0;
+}
+
+int cmd_dead(const std::string& db, std::size_t limit, bool as_json) {
+  auto outbox = open_outbox(db, edge_outbox::OpenMode::inspect);
+  auto dead = outbox.dead(limit);
+  if (as_json) {
+    json list = json::array();
+    for (const auto& d : dead) {
+      auto j = event_json(d.event);
+      j["reason"] = d.reason;
+      j["dead_at_ms"] = d.dead_at_ms;
+      list.push_back(j);
+    }
+    std::cout << list.dump() << '\n';
+    return 0;
+  }
+  std::printf("%-10s %-36s %-8s %-30s %s\n", "SEQUENCE", "ID", "DIED", "TOPIC", "REASON");
+  for (const auto& d : dead) {
+    std::printf("%-10lld %-36s %-8s %-30s %s\n", static_cast<long long>(d.event.sequence), d.event.id.c_str(),
+                age_text(d.dead_at_ms).c_str(), d.event.topic.c_str(), d.reason.c_str());
+  }
+  std::printf("%zu shown; %llu dead letters in all\n", dead.size(),
+              static_cast<unsigned long long>(outbox.stats().dead));
+  return 0;
+}
+
+int cmd_requeue(const std::string& db, bool all, const std::vector<std::string>& ids, bool as_json) {
+  auto outbox = open_for_repair(db);
+  auto n = outbox.requeue_dead(all ? std::vector<std::string>{} : ids);
+  if (as_json) {
+    std::cout << json{{"requeued", n}}.dump() << '\n';
+  } else {
+    std::cout << "requeued " << n << " dead letter" << (n == 1 ? "" : "s");
+    if (!all && n < ids.size()) std::cout << " (" << ids.size() - n << " id(s) not found among the dead letters)";
+    std::cout << '\n';
+  }
+  return 0;
+}
+
+int cmd_purge(const std::string& db, std::chrono::milliseconds older_than, bool as_json) {
+  auto outbox = open_for_repair(db);
+  auto n = outbox.purge_dead(older_than);
+  if (as_json) {
+    std::cout << json{{"purged", n}}.dump() << '\n';
+  } else {
+    std::cout << "purged " << n << " dead letter" << (n == 1 ? "" : "s") << '\n';
+  }
+  return 0;
+}
+
+std::string advice(const Error& e, const std::string& db) {
+  switch (e.kind()) {
+    case ErrorKind::corrupt:
+    case ErrorKind::invalid_argument:
+      return db + " is not an edge-outbox database (or is damaged); nothing was changed: " + e.what();
+    case ErrorKind::io:
+      return "cannot open " + db + ": " + e.what();
+    default:
+      return db + ": " + e.what();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"edge-outbox-ctl: inspect and repair a device's edge-outbox database"};
+  app.require_subcommand(1);
+  std::string db;
+  bool as_json = false;
+  app.add_option("--db", db, "The device database")->required();
+  app.add_flag("--json", as_json, "Print one JSON document instead of text");
+
+  std::size_t pending_limit = 20, dead_limit = 20;
+  bool requeue_all = false;
+  std::vector<std::string> requeue_ids;
+  std::string older_than = "0s";
+
+  auto* status = app.add_subcommand("status", "Pending, oldest pending age, dead letters, published total, file "
+                                              "size, schema version (changes nothing)");
+  auto* pending = app.add_subcommand("pending", "List pending events, oldest first");
+  pending->add_option("--limit", pending_limit, "How many")->capture_default_str();
+  auto* dead = app.add_subcommand("dead", "List dead letters with their reasons, oldest first");
+  dead->add_option("--limit", dead_limit, "How many")->capture_default_str();
+  auto* requeue = app.add_subcommand("requeue", "Put dead letters back into the queue (attempts reset, order kept)");
+  requeue->add_flag("--all", requeue_all, "Every dead letter");
+  requeue->add_option("ids", requeue_ids, "Event ids to requeue");
+  auto* purge = app.add_subcommand("purge-dead", "Delete dead letters");
+  purge->add_option("--older-than", older_than, "Only those that died at least this long ago (\"7d\", \"12h\")")
+      ->capture_default_str();
+  for (auto* sub : {status, pending, dead, requeue, purge}) {
+    sub->add_flag("--json", as_json, "Print one JSON document instead of text");
+  }
+
+  CLI11_PARSE(app, argc, argv);
+  if (requeue->parsed() && requeue_all == !requeue_ids.empty()) {
+    std::fprintf(stderr, "edge-outbox-ctl: requeue needs --all or event ids (see `edge-outbox-ctl dead`), not both\n");
+    return 2;
+  }
+
+  try {
+    if (status->parsed()) return cmd_status(db, as_json);
+    if (pending->parsed()) return cmd_pending(db, pending_limit, as_json);
+    if (dead->parsed()) return cmd_dead(db, dead_limit, as_json);
+    if (requeue->parsed()) return cmd_requeue(db, requeue_all, requeue_ids, as_json);
+    if (purge->parsed()) return cmd_purge(db, sim::parse_duration(older_than), as_json);
+  } catch (const Error& e) {
+    if (as_json) {
+      std::cout << json{{"error", std::string(edge_outbox::to_string(e.kind()))}, {"message", advice(e, db)}}.dump()
+                << '\n';
+    }
+    std::fprintf(stderr, "edge-outbox-ctl: %s\n", advice(e, db).c_str());
+    return kExitError;
+  }
+  return kExitError;
+}

@@ -1,0 +1,18 @@
+// Durations as people type them on a command line: "250ms", "20s", "5m",
+// "2h", "1d", or a bare number of seconds ("1.5"). Pure functions, no state.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace edge_outbox::sim {
+
+// Throws Error(invalid_argument) naming the text and the accepted forms.
+// Requires: the result is >= 0.
+std::chrono::milliseconds parse_duration(std::string_view text);
+
+// "1.5s", "250ms", "3m20s": short, for status lines and tables.
+std::string format_duration(std::chrono::milliseconds duration);
+
+}  // namespace edge_outbox::sim

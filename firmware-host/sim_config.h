@@ -1,0 +1,68 @@
+// SimConfig is everything edge-outbox-sim is told: its command line, and the
+// optional JSON file given with --config, whose keys are the long option
+// names ("device-id", or "device_id"). Flags given on the command line
+// override the file. A plain value.
+//
+// Errors: an unknown key, a value of the wrong type or out of range, and
+// conflicting settings throw Error(invalid_argument) naming the key and what
+// is accepted.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace CLI {
+class App;
+}
+
+namespace edge_outbox::sim {
+
+struct SimConfig {
+  std::string db;
+  std::string device_id;  // empty: the host name (filled by validate)
+  std::string broker = "mqtt://127.0.0.1:1883";
+  std::string config;     // the --config file itself
+  int sensors = 3;
+  double rate = 10;       // readings per second in total; 0: as fast as possible
+  std::optional<std::uint64_t> count;
+  std::optional<std::chrono::milliseconds> duration;
+  bool exit_when_drained = false;
+  std::chrono::milliseconds drain_timeout{0};  // 0: wait as long as it takes
+  std::string topic_prefix = "devices";
+  std::string offline_schedule;
+  std::string username;
+  std::string password_file;
+  std::string password_env;
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  std::string durability = "full";           // full | normal
+  std::uint64_t max_pending = 0;             // 0: unbounded
+  std::string capacity_policy = "reject_new";  // reject_new | drop_oldest
+  std::chrono::milliseconds status_interval{0};  // 0: 1 s on a terminal, 5 s otherwise
+  std::uint64_t seed = 0;                    // 0: a random seed
+  std::string log_level = "warning";         // debug | info | warning | error
+
+  // "<prefix>/<device-id>/events/" + type
+  std::string topic_for(const std::string& type) const;
+};
+
+// Declares every option on app, bound to cli.
+void add_options(CLI::App& app, SimConfig& cli);
+
+// Applies a parsed --config document onto config.
+void apply_json(SimConfig& config, const nlohmann::json& document);
+
+// The effective configuration after app parsed: defaults, then the --config
+// file (read from cli.config if set), then the options given on the
+// command line; validated.
+SimConfig resolve(const CLI::App& app, const SimConfig& cli);
+
+// Checks ranges and conflicts; fills device_id with the host name if empty.
+void validate(SimConfig& config);
+
+}  // namespace edge_outbox::sim

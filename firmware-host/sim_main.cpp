@@ -1,0 +1,290 @@
+// edge-outbox-sim: a simulated device firmware. Samples simulated sensors,
+// records each reading and its event in one transaction, and forwards the
+// events to an MQTT broker. See README "Device simulator and tools".
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <edge_outbox/error.h>
+#include <edge_outbox/forwarder.h>
+#include <edge_outbox/mqtt_publisher.h>
+#include <edge_outbox/outbox.h>
+
+#include "gated_publisher.h"
+#include "offline_schedule.h"
+#include "readings.h"
+#include "sensors.h"
+#include "sim_config.h"
+#include "status_line.h"
+
+namespace sim = edge_outbox::sim;
+using edge_outbox::Error;
+using edge_outbox::ErrorKind;
+using edge_outbox::LogLevel;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr int kExitRuntimeError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitDrainTimeout = 3;
+
+int level_rank(LogLevel level) { return static_cast<int>(level); }
+
+int level_rank(const std::string& name) {
+  if (name == "debug") return 0;
+  if (name == "info") return 1;
+  if (name == "warning") return 2;
+  return 3;
+}
+
+// Library log lines on stderr, from any thread.
+class StderrLog {
+ public:
+  StderrLog(int min_rank, bool terminal) : min_rank_(min_rank), terminal_(terminal) {}
+  void operator()(LogLevel level, std::string_view message) {
+    if (level_rank(level) < min_rank_) return;
+    std::lock_guard lock(mutex_);
+    std::fprintf(stderr, "%sedge-outbox-sim %s: %.*s\n", terminal_ ? "\r\x1b[K" : "",
+                 std::string(edge_outbox::to_string(level)).c_str(), static_cast<int>(message.size()),
+                 message.data());
+  }
+
+ private:
+  int min_rank_;
+  bool terminal_;
+  std::mutex mutex_;
+};
+
+// Waits up to timeout for SIGINT or SIGTERM (blocked in every thread);
+// returns the signal or 0.
+int wait_for_signal(const sigset_t& signals, milliseconds timeout) {
+  if (timeout.count() < 0) timeout = milliseconds(0);
+  timespec ts{static_cast<time_t>(timeout.count() / 1000), static_cast<long>(timeout.count() % 1000) * 1'000'000L};
+  int sig = sigtimedwait(&signals, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+std::unique_ptr<edge_outbox::Publisher> make_mqtt_publisher(const sim::SimConfig& c,
+                                                           const edge_outbox::LogCallback& log) {
+  edge_outbox::MqttPublisherOptions o;
+  o.uri = c.broker;
+  o.client_id = "edge-outbox-sim-" + c.device_id;
+  o.username = c.username;
+  o.password_file = c.password_file;
+  o.password_env = c.password_env;
+  if (c.broker.rfind("mqtts://", 0) == 0 || !c.ca_file.empty()) {
+    edge_outbox::MqttTlsOptions tls;
+    tls.ca_file = c.ca_file;
+    tls.certificate_file = c.cert_file;
+    tls.private_key_file = c.key_file;
+    o.tls = tls;
+  }
+  o.status_topic = c.topic_prefix + "/" + c.device_id + "/status";
+  o.log = log;
+  return std::make_unique<edge_outbox::MqttPublisher>(std::move(o));
+}
+
+std::string summary_json(std::uint64_t readings, std::uint64_t enqueued, const edge_outbox::OutboxStats& stats,
+                         std::uint64_t reconnects) {
+  return nlohmann::ordered_json{{"readings", readings},
+                        {"enqueued", enqueued},
+                        {"published", stats.published_total},
+                        {"pending", stats.pending},
+                        {"dead", stats.dead},
+                        {"reconnects", reconnects}}
+      .dump();
+}
+
+int run(const sim::SimConfig& c, const sigset_t& signals) {
+  bool terminal = ::isatty(STDERR_FILENO) == 1;
+  auto log_sink = std::make_shared<StderrLog>(level_rank(c.log_level), terminal);
+  edge_outbox::LogCallback log = [log_sink](LogLevel level, std::string_view m) { (*log_sink)(level, m); };
+
+  edge_outbox::OutboxOptions oo;
+  oo.durability = c.durability == "normal" ? edge_outbox::Durability::normal : edge_outbox::Durability::full;
+  oo.max_pending_events = c.max_pending;
+  oo.capacity_policy = c.capacity_policy == "drop_oldest" ? edge_outbox::CapacityPolicy::drop_oldest
+                                                          : edge_outbox::CapacityPolicy::reject_new;
+  oo.dropped_event_topic = c.topic_for("outbox.dropped");
+  oo.log = log;
+  edge_outbox::Outbox outbox(c.db, oo);
+  sim::create_readings_table(outbox);
+  std::uint64_t readings = sim::count_readings(outbox);
+
+  auto schedule = c.offline_schedule.empty() ? sim::OfflineSchedule() : sim::OfflineSchedule::parse(c.offline_schedule);
+  sim::GatedPublisher* gate = nullptr;
+  std::unique_ptr<edge_outbox::Publisher> publisher;
+  if (!schedule.empty()) {
+    auto gated = std::make_unique<sim::GatedPublisher>([&c, log] { return make_mqtt_publisher(c, log); });
+    gate = gated.get();
+    publisher = std::move(gated);
+  } else {
+    publisher = make_mqtt_publisher(c, log);
+  }
+
+  edge_outbox::ForwarderOptions fo;
+  fo.source = c.device_id;
+  fo.queue_options = oo;
+  fo.log = log;
+  edge_outbox::Forwarder forwarder(outbox, std::move(publisher), fo);
+  forwarder.start();
+
+  std::uint64_t seed = c.seed ? c.seed : std::random_device{}();
+  sim::SensorBank sensors(c.sensors, seed);
+  sim::StatusLine status(stderr, terminal, c.status_interval);
+  const auto started = Clock::now();
+  std::uint64_t produced = 0, rejected = 0;
+  auto last_reject_log = Clock::time_point{};
+  int signal = 0;
+
+  auto write_status = [&](Clock::time_point now) {
+    auto stats = outbox.stats();
+    auto fs = forwarder.stats();
+    sim::StatusFigures f;
+    f.readings = readings;
+    f.pending = stats.pending;
+    f.published = stats.published_total;
+    f.dead = stats.dead;
+    f.rejected = rejected;
+    f.connected = fs.connected;
+    f.offline_by_schedule = gate && !gate->online();
+    status.write(f, now);
+  };
+  // One pass of the housekeeping the main loop does between readings.
+  auto tend = [&](Clock::time_point now) {
+    if (gate) gate->set_online(schedule.online_at(std::chrono::duration_cast<milliseconds>(now - started)));
+    if (status.due(now)) write_status(now);
+  };
+  // The longest the main loop may sleep before tend() is due again.
+  auto until_tend = [&](Clock::time_point now) {
+    auto wait = std::chrono::duration_cast<milliseconds>(status.next() - now);
+    if (gate) {
+      auto change = schedule.until_change(std::chrono::duration_cast<milliseconds>(now - started));
+      if (change < wait) wait = change;
+    }
+    return std::min(wait, milliseconds(200));
+  };
+
+  // Producing.
+  while (signal == 0) {
+    auto now = Clock::now();
+    if (c.count && produced >= *c.count) break;
+    if (c.duration && now - started >= *c.duration) break;
+    tend(now);
+    if (c.rate > 0) {
+      auto due = started + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(static_cast<double>(produced) / c.rate));
+      if (now < due) {
+        auto wait = std::min(std::chrono::duration_cast<milliseconds>(due - now) + milliseconds(1), until_tend(now));
+        if (c.duration) {
+          wait = std::min(wait, std::chrono::duration_cast<milliseconds>(started + *c.duration - now) + milliseconds(1));
+        }
+        signal = wait_for_signal(signals, wait);
+        continue;
+      }
+    }
+    signal = wait_for_signal(signals, milliseconds(0));
+    if (signal) break;
+    int index = static_cast<int>((readings + rejected) % static_cast<std::uint64_t>(sensors.size()));
+    auto seconds = std::chrono::duration<double>(now - started).count();
+    auto reading = sensors.read(index, seconds);
+    auto ts = std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    try {
+      sim::record_reading(outbox, c.topic_for(sim::kReadingEventType), reading, ts);
+      ++readings;
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::busy) {
+        log(LogLevel::warning, std::string("reading not recorded, will retry: ") + e.what());
+        continue;
+      }
+      if (e.kind() != ErrorKind::storage_full) throw;
+      ++rejected;
+      if (now - last_reject_log >= std::chrono::seconds(1)) {
+        last_reject_log = now;
+        log(LogLevel::warning, "reading not recorded (" + std::to_string(rejected) + " so far): " + e.what());
+      }
+    }
+    ++produced;
+  }
+
+  // Draining.
+  int exit_code = 0;
+  if (signal == 0 && c.exit_when_drained) {
+    auto drain_started = Clock::now();
+    while (signal == 0) {
+      auto now = Clock::now();
+      if (outbox.stats().pending == 0) break;
+      if (c.drain_timeout.count() > 0 && now - drain_started >= c.drain_timeout) {
+        log(LogLevel::error, "events still pending after --drain-timeout; they stay on disk for the next run");
+        exit_code = kExitDrainTimeout;
+        break;
+      }
+      tend(now);
+      signal = wait_for_signal(signals, std::min(until_tend(now), milliseconds(100)));
+    }
+  }
+  forwarder.stop(signal || !c.exit_when_drained ? milliseconds(0) : milliseconds(2000));
+  status.finish();
+  if (signal) {
+    std::fprintf(stderr, "edge-outbox-sim: stopped by %s\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  }
+  auto stats = outbox.stats();
+  std::printf("%s\n", summary_json(readings, sim::events_ever_enqueued(outbox), stats, forwarder.stats().reconnects).c_str());
+  std::fflush(stdout);
+  return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "edge-outbox-sim: a simulated device. Samples simulated sensors, records each reading and its\n"
+      "reading.recorded event in one transaction, and forwards the events to an MQTT broker.\n"
+      "Prints one JSON summary line on stdout at exit:\n"
+      "  {\"readings\":N,\"enqueued\":N,\"published\":N,\"pending\":N,\"dead\":N,\"reconnects\":N}"};
+  sim::SimConfig cli;
+  sim::add_options(app, cli);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  sim::SimConfig config;
+  try {
+    config = sim::resolve(app, cli);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "edge-outbox-sim: %s\n", e.what());
+    return kExitUsage;
+  }
+
+  // Signals are taken by sigtimedwait in the main loop only; block them
+  // before the forwarder and Paho start their threads.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  try {
+    return run(config, signals);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "edge-outbox-sim: %s (%s)\n", e.what(), std::string(edge_outbox::to_string(e.kind())).c_str());
+    return kExitRuntimeError;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "edge-outbox-sim: %s\n", e.what());
+    return kExitRuntimeError;
+  }
+}
