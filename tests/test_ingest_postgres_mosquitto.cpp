@@ -21,14 +21,13 @@ TEST_CASE("two instances, one shared subscription, one PostgreSQL: 20,000 events
   Mosquitto broker;
   TempDir dir;
   auto args = [&](const std::string& id) {
-    return std::vector<std::string>{"--broker",      broker.uri(), "--store",   pg.uri(),  "--share-group",
-                                    "ingest",        "--client-id", id,         "--exit-after-idle", "3",
-                                    "--connections", "2"};
+    return std::vector<std::string>{"--broker",    broker.uri(), "--store",           pg.uri(), "--share-group",
+                                    "ingest",      "--client-id", id,                 "--exit-after-idle", "3"};
   };
   IngestProcess a(dir.path(), "a", args("ingest-a"));
   IngestProcess b(dir.path(), "b", args("ingest-b"));
-  a.wait_subscribed(2);
-  b.wait_subscribed(2);
+  a.wait_subscribed();
+  b.wait_subscribed();
 
   const int total = 20'000, resent = 500;
   auto started = std::chrono::steady_clock::now();

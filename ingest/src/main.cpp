@@ -126,10 +126,6 @@ int main(int argc, char** argv) {
   app.add_option("--share-group", sub.share_group, "Subscribe as $share/NAME/<filter> (MQTT 5 shared subscription)");
   app.add_option("--client-id", sub.client_id, "Stable client id: the broker keeps the session under it")
       ->capture_default_str();
-  app.add_option("--connections", sub.connections,
-                 "MQTT connections of this instance (>1 shares the subscription and allows group commits)")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
   app.add_option("--max-batch", max_batch, "Most rows per store transaction")->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("--mqtt-version", sub.mqtt_version, "5, or 4 for MQTT 3.1.1")

@@ -42,15 +42,11 @@ std::int64_t now_ms() {
 
 Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log)
     : options_(std::move(options)), classify_(classify), writer_(writer), log_(std::move(log)) {
-  if (options_.connections < 1) options_.connections = 1;
-  std::string group = options_.share_group;
-  // Several connections of one instance split the stream between them.
-  if (group.empty() && options_.connections > 1) group = options_.client_id;
+  const std::string& group = options_.share_group;
   for (const auto& f : options_.filters) subscriptions_.push_back(group.empty() ? f : "$share/" + group + "/" + f);
-
-  for (int n = 0; n < options_.connections; ++n) {
+  {
     auto c = std::make_unique<Connection>();
-    c->id = options_.connections == 1 ? options_.client_id : options_.client_id + "-" + std::to_string(n + 1);
+    c->id = options_.client_id;
     // No Paho persistence: incoming QoS 1 needs none, and the store is ours.
     c->client = std::make_unique<mqtt::async_client>(options_.broker, c->id,
                                                      mqtt::create_options(options_.mqtt_version), nullptr);
@@ -73,7 +69,7 @@ Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writ
     c->client->set_message_callback([this](mqtt::const_message_ptr m) {
       on_message(m->get_topic(), m->get_payload(), &m->get_properties().c_struct());
     });
-    connections_.push_back(std::move(c));
+    connection_ = std::move(c);
   }
 }
 
@@ -123,19 +119,20 @@ void Subscriber::on_message(const std::string& topic, const std::string& payload
 
 void Subscriber::maintain() {
   auto now = std::chrono::steady_clock::now();
-  for (auto& c : connections_) {
+  {
+    auto& c = connection_;
     if (c->client->is_connected()) {
       c->backoff = std::chrono::milliseconds(250);
       c->connecting.reset();
-      continue;
+      return;
     }
-    if (c->connecting && !c->connecting->is_complete()) continue;
+    if (c->connecting && !c->connecting->is_complete()) return;
     if (c->connecting) {
       if (log_) log_("warn", c->id + " cannot connect to " + options_.broker + " (return code " +
                              std::to_string(c->connecting->get_return_code()) + "); retrying");
       c->connecting.reset();
     }
-    if (now < c->next_attempt) continue;
+    if (now < c->next_attempt) return;
     auto builder = mqtt::connect_options_builder();
     builder.mqtt_version(options_.mqtt_version).keep_alive_interval(options_.keepalive);
     if (options_.mqtt_version >= 5) {
@@ -164,7 +161,7 @@ void Subscriber::maintain() {
 }
 
 void Subscriber::stop(std::chrono::milliseconds timeout) {
-  for (auto& c : connections_) {
+  if (auto& c = connection_) {
     try {
       if (c->connecting && !c->connecting->is_complete()) c->connecting->wait_for(timeout);
     } catch (const std::exception&) {

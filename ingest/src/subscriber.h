@@ -1,4 +1,4 @@
-// Subscriber holds the ingest's MQTT connections (Paho C++ async_client)
+// Subscriber holds the ingest's MQTT connection (Paho C++ async_client)
 // and turns each arriving message into a committed row before Paho
 // acknowledges it.
 //
@@ -9,10 +9,12 @@
 // at a time. So the callback returns only after Writer::submit() has
 // committed the row: a crash before the commit leaves the message
 // unacknowledged, and the broker redelivers it to the persistent session.
-// Group commit across messages therefore needs several messages in flight
-// at once, i.e. several connections (`connections` > 1, each with its own
-// callback thread, sharing one subscription); their callbacks block
-// together on one Writer commit.
+// The price: one commit per message. Paho C runs the callbacks of every
+// MQTTAsync client of a process on one shared thread (a callback that blocks
+// holds up even another client's CONNACK), so several connections in one
+// process do not give several messages in flight either. Throughput scales
+// out with processes (--share-group), whose concurrent commits the database
+// groups (PostgreSQL), not with connections.
 //
 // Thread rule: construct, maintain() and stop() from one thread; callbacks
 // run on Paho's threads.
@@ -34,7 +36,6 @@ struct SubscriberOptions {
   std::string client_id = "edge-outbox-ingest";
   std::vector<std::string> filters = {"devices/+/events/#"};
   std::string share_group;  // "$share/<group>/<filter>" when set
-  int connections = 1;      // > 1: client ids <client_id>-<n>, a shared subscription
   int mqtt_version = 5;     // 5 or 4 (3.1.1)
   std::uint32_t session_expiry_s = 7 * 24 * 3600;
   std::chrono::seconds keepalive{30};
@@ -55,7 +56,7 @@ class Subscriber {
 
   // The topic filters as subscribed (with the $share prefix if any).
   const std::vector<std::string>& subscriptions() const noexcept { return subscriptions_; }
-  // (Re)connects every connection that is down and not already connecting.
+  // (Re)connects when the connection is down and not already connecting.
   void maintain();
   // Disconnects; messages in callbacks are committed first.
   void stop(std::chrono::milliseconds timeout);
@@ -69,7 +70,7 @@ class Subscriber {
   Writer& writer_;
   Logger log_;
   std::vector<std::string> subscriptions_;
-  std::vector<std::unique_ptr<Connection>> connections_;
+  std::unique_ptr<Connection> connection_;
 };
 
 }  // namespace edge_outbox::ingest
