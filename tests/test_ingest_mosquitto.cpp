@@ -233,3 +233,33 @@ TEST_CASE("SIGTERM ends the ingest cleanly with its counters; the store is reope
   CHECK(again.counters()["stored"] == 10);
   CHECK(sqlite_scalar(dir / "events.db", "SELECT count(*) FROM events") == 20);
 }
+
+TEST_CASE("the ingest waits for a broker that is down at start and reconnects after a broker restart") {
+  Mosquitto broker;
+  broker.stop();
+  TempDir dir;
+  auto args = ingest_args(broker, dir, {});
+  args.erase(args.begin() + 6, args.begin() + 8);  // no --exit-after-idle
+  IngestProcess ingest(dir.path(), "ingest", args);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  CHECK(ingest.running());
+  broker.start();
+  ingest.wait_subscribed();
+  {
+    TestPublisher pub(broker.uri());
+    pub.publish("devices/d/events/r", ce::encode_binary(device_event("d", "before-restart", 1)));
+  }
+  broker.restart(SIGKILL);  // the fixture's broker keeps no sessions: the ingest must subscribe again
+  ingest.wait_subscribed(1, 1);
+  {
+    TestPublisher pub(broker.uri());
+    pub.publish("devices/d/events/r", ce::encode_binary(device_event("d", "after-restart", 2)));
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (sqlite_scalar(dir / "events.db", "SELECT count(*) FROM events") < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ingest.kill(SIGTERM);
+  REQUIRE(ingest.wait(std::chrono::seconds(20)) == 0);
+  INFO(ingest.log());
+  CHECK(ingest.counters()["stored"] == 2);
+}
