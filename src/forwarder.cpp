@@ -79,7 +79,10 @@ struct Forwarder::Impl {
   void on_completion(std::int64_t sequence, PublishResult result) {
     std::lock_guard lock(mutex);
     completions.push_back({sequence, std::move(result)});
-    cv.notify_all();
+    // The thread takes all completions at once: waking it for the first is
+    // enough. (Waiting for more before waking measured slower: the window
+    // runs dry while Paho's threads wait for the thread to refill it.)
+    if (completions.size() == 1) cv.notify_all();
   }
 
   // --- the forwarder thread -----------------------------------------------
