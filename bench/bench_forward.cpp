@@ -1,0 +1,246 @@
+// bench_forward: the forwarder's drain rate against raw Paho, and its memory.
+//
+//   raw_paho_events_per_s     Paho async_client, QoS 1, the same CloudEvents
+//                             binary-mode messages (payload + user
+//                             properties), the same window, no database
+//   forward_events_per_s      a Forwarder draining a prefilled backlog
+//                             (synchronous=FULL, the default durability)
+//   forward_ratio             forward / raw (target >= 0.8)
+//   *_cpu_us_per_event        CPU time of this process (all threads) per
+//                             event: steadier than rates on a busy machine
+//   forward_normal_events_per_s, forward_normal_ratio   the same with
+//                             synchronous=NORMAL
+//   forward_rss_kib_10k, forward_rss_kib_1m   peak RSS while draining a
+//                             backlog of 10,000 and of 1,000,000 pending
+//                             events (the 1M run drains its first 100,000);
+//   forward_rss_growth_kib    their difference (target: within 2 MiB)
+//
+// Runs against --broker URI if given, otherwise starts its own mosquitto on
+// a free 127.0.0.1 port. Baseline and forwarder runs alternate; figures are
+// medians of 3. --quick: 20,000 events per run, 200,000 for the memory run.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <mqtt/async_client.h>
+
+#include <edge_outbox/cloudevents.h>
+#include <edge_outbox/forwarder.h>
+#include <edge_outbox/mqtt_publisher.h>
+#include <edge_outbox/outbox.h>
+
+#include "bench_util.h"
+#include "support/mosquitto.h"
+
+namespace eo = edge_outbox;
+namespace b = edge_outbox::bench;
+namespace ce = edge_outbox::cloudevents;
+
+namespace {
+
+constexpr std::size_t payload_bytes = 120;
+
+// Raw Paho: publish n messages keeping at most window outstanding.
+class RawPublisher final : public mqtt::iaction_listener {
+ public:
+  RawPublisher(const std::string& uri, std::size_t window) : window_(window) {
+    mqtt::create_options create(MQTTVERSION_5, static_cast<int>(window) + 16);
+    client_ = std::make_unique<mqtt::async_client>(uri, "bench-raw-paho", create, nullptr);
+    mqtt::connect_options c;
+    c.set_mqtt_version(MQTTVERSION_5);
+    c.set_clean_session(false);
+    c.set_clean_start(true);
+    c.set_max_inflight(static_cast<int>(window) + 16);
+    client_->connect(c)->wait();
+  }
+  ~RawPublisher() override {
+    try {
+      client_->disconnect()->wait();
+    } catch (...) {
+      // Benchmark teardown: nothing to do about it.
+    }
+  }
+
+  double run(std::uint64_t n, const ce::MqttMessage& wire, const std::string& stream) {
+    const auto t0 = b::SteadyClock::now();
+    for (std::uint64_t i = 1; i <= n; ++i) {
+      {
+        std::unique_lock l(mutex_);
+        cv_.wait(l, [&] { return in_flight_ < window_; });
+        ++in_flight_;
+      }
+      // Build the message as the forwarder does: per-event properties.
+      auto msg = mqtt::make_message(b::bench_topic, wire.payload, 1, false);
+      mqtt::properties props;
+      props.add({mqtt::property::CONTENT_TYPE, wire.content_type});
+      for (const auto& [k, v] : wire.user_properties) {
+        props.add({mqtt::property::USER_PROPERTY, k, k == "sequence" ? ce::format_sequence(i) : k == "streamid" ? stream : v});
+      }
+      msg->set_properties(std::move(props));
+      client_->publish(msg, nullptr, *this);
+    }
+    std::unique_lock l(mutex_);
+    cv_.wait(l, [&] { return in_flight_ == 0; });
+    return static_cast<double>(n) / b::seconds_since(t0);
+  }
+
+  void on_success(const mqtt::token&) override { done(); }
+  void on_failure(const mqtt::token&) override { done(); }
+
+ private:
+  void done() {
+    std::lock_guard l(mutex_);
+    --in_flight_;
+    cv_.notify_all();
+  }
+  std::size_t window_;
+  std::unique_ptr<mqtt::async_client> client_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::size_t in_flight_ = 0;
+};
+
+// Fills in a child process, so that the parent's peak RSS is the forwarder's.
+void fill_in_child(const std::filesystem::path& file, std::uint64_t n, const std::string& prefix) {
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int code = 0;
+    try {
+      b::create_outbox(file);
+      b::fill_outbox(file, n, false, payload_bytes, prefix);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fill failed: %s\n", e.what());
+      code = 1;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("filling the outbox failed");
+}
+
+// CPU seconds (user + system) this process used so far, all threads.
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+eo::ForwarderOptions options_with_window(std::size_t window) {
+  auto f = b::forwarder_options();
+  f.max_in_flight = window;
+  return f;
+}
+
+double forward_run(const b::ScratchDir& dir, const std::string& uri, std::uint64_t n, std::size_t window,
+                   eo::Durability durability, int rep, double* cpu_us_per_event) {
+  const auto file = dir / ("forward-" + std::to_string(rep) + ".db");
+  b::remove_database(file);
+  fill_in_child(file, n, "fwd" + std::to_string(rep));
+  eo::OutboxOptions q;
+  q.durability = durability;
+  const double cpu0 = cpu_seconds();
+  const double seconds = b::forwarder_drain(file, q, uri, n, "bench-forwarder", options_with_window(window));
+  *cpu_us_per_event = (cpu_seconds() - cpu0) * 1e6 / static_cast<double>(n);
+  b::remove_database(file);
+  return static_cast<double>(n) / seconds;
+}
+
+// Peak RSS (KiB) of draining `drain` events from a backlog of `backlog`.
+std::uint64_t rss_run(const b::ScratchDir& dir, const std::string& uri, std::uint64_t backlog, std::uint64_t drain,
+                      std::size_t window) {
+  const auto file = dir / ("rss-" + std::to_string(backlog) + ".db");
+  b::remove_database(file);
+  fill_in_child(file, backlog, "rss" + std::to_string(backlog));
+  reset_peak_rss();
+  eo::OutboxOptions q;
+  q.durability = eo::Durability::normal;
+  b::forwarder_drain(file, q, uri, drain, "bench-forwarder-rss", options_with_window(window));
+  const auto kib = b::vm_hwm_kib();
+  b::remove_database(file);
+  return kib;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const auto args = b::parse_args(argc, argv);
+  const std::uint64_t n = args.quick ? 20'000 : 100'000;
+  const std::uint64_t big = args.quick ? 200'000 : 1'000'000;
+  const std::size_t window = 64;
+  constexpr int reps = 3;
+
+  std::optional<edge_outbox::test::Mosquitto> own;
+  std::string uri = args.broker;
+  if (uri.empty()) {
+    own.emplace();
+    uri = own->uri();
+  }
+  b::ScratchDir dir;
+  b::note("bench_forward: %llu events per run, window %zu, broker %s", static_cast<unsigned long long>(n), window,
+          uri.c_str());
+
+  // The wire form of a typical event, as the forwarder makes it.
+  ce::CloudEvent sample;
+  sample.id = "0190f3d2-7c1e-7a2b-9d4e-5f6a7b8c9d0e";
+  sample.source = "bench-device";
+  sample.type = "bench.reading";
+  sample.time = ce::format_time(1'700'000'000'000);
+  sample.datacontenttype = "application/octet-stream";
+  sample.data = b::payload_of(payload_bytes);
+  sample.sequence = 1;
+  sample.streamid = "stream-0123456789abcdef";
+  sample.priority = "normal";
+  const auto wire = ce::encode_binary(sample);
+
+  std::vector<double> raw, full, normal, raw_cpu, full_cpu, normal_cpu;
+  for (int rep = 0; rep < reps; ++rep) {
+    {
+      RawPublisher p(uri, window);
+      const double cpu0 = cpu_seconds();
+      raw.push_back(p.run(n, wire, sample.streamid));
+      raw_cpu.push_back((cpu_seconds() - cpu0) * 1e6 / static_cast<double>(n));
+    }
+    b::note("  rep %d raw paho       %.0f msg/s, %.1f us CPU/msg", rep + 1, raw.back(), raw_cpu.back());
+    double cpu = 0;
+    full.push_back(forward_run(dir, uri, n, window, eo::Durability::full, rep, &cpu));
+    full_cpu.push_back(cpu);
+    b::note("  rep %d forward FULL   %.0f ev/s, %.1f us CPU/ev", rep + 1, full.back(), cpu);
+    normal.push_back(forward_run(dir, uri, n, window, eo::Durability::normal, rep, &cpu));
+    normal_cpu.push_back(cpu);
+    b::note("  rep %d forward NORMAL %.0f ev/s, %.1f us CPU/ev", rep + 1, normal.back(), cpu);
+  }
+  b::figure("raw_paho_cpu_us_per_event", b::median(raw_cpu));
+  b::figure("forward_cpu_us_per_event", b::median(full_cpu));
+  b::figure("forward_normal_cpu_us_per_event", b::median(normal_cpu));
+  b::figure("raw_paho_events_per_s", b::median(raw));
+  b::figure("forward_events_per_s", b::median(full));
+  b::figure("forward_ratio", b::median(full) / b::median(raw));
+  b::figure("forward_normal_events_per_s", b::median(normal));
+  b::figure("forward_normal_ratio", b::median(normal) / b::median(raw));
+
+  b::note("bench_forward: peak RSS draining from 10,000 and %llu pending", static_cast<unsigned long long>(big));
+  const auto small_kib = rss_run(dir, uri, 10'000, 10'000, window);
+  const auto big_kib = rss_run(dir, uri, big, std::min<std::uint64_t>(big, 100'000), window);
+  b::figure("forward_rss_kib_10k", static_cast<double>(small_kib));
+  b::figure("forward_rss_kib_1m", static_cast<double>(big_kib));
+  b::figure("forward_rss_growth_kib", static_cast<double>(big_kib) - static_cast<double>(small_kib));
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_forward: %s\n", e.what());
+  return 1;
+}
