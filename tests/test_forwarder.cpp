@@ -563,3 +563,25 @@ TEST_CASE("bad options are refused") {
   CHECK_THROWS_AS(Forwarder(outbox, broker.publisher(), o), Error);
   CHECK_THROWS_AS(Forwarder(outbox, nullptr, fast_options()), Error);
 }
+
+TEST_CASE("an event whose TTL ran out is dead-lettered as expired, not sent") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Event e = sample(1, "t/short-lived");
+  e.ttl = 1ms;
+  auto id = outbox.enqueue(e);
+  auto kept = outbox.enqueue(sample(2));
+  std::this_thread::sleep_for(30ms);
+  Broker broker;
+  auto o = fast_options();
+  o.expire_interval = 20ms;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  auto dead = outbox.dead(10);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].event.id == id);
+  CHECK(dead[0].reason == "expired");
+  for (const auto& m : broker.sent()) CHECK(property(m, "id") != id);
+  forwarder.stop();
+}

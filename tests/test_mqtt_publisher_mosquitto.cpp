@@ -123,6 +123,12 @@ MqttPublisherOptions options_for(const std::string& uri, Recorder& rec) {
 
 bool is_ack(const PublishResult& r) { return r.status == PublishResult::Status::acknowledged; }
 
+// The publisher's TCP connection reached the proxy.
+bool eventually_accepted(const TcpProxy& proxy) {
+  for (int i = 0; i < 1000 && proxy.accepted_total() == 0; ++i) std::this_thread::sleep_for(10ms);
+  return proxy.accepted_total() > 0;
+}
+
 }  // namespace
 
 TEST_CASE("MQTT 5: properties travel, status is online then offline") {
@@ -479,4 +485,21 @@ TEST_CASE("a broker that refuses MQTT 5 gets 3.1.1 automatically") {
   CHECK(is_ack(publish_sync(pub, message("t/old", "v311", MqttVersion::v3_1_1))));
   REQUIRE(sub.wait_for_count(1, 10s));
   pub.stop(1s);
+}
+
+TEST_CASE("stop() while a connect hangs on a blackholed link is prompt") {
+  Mosquitto broker;
+  TcpProxy proxy(broker.port());
+  proxy.set_mode(TcpProxy::Mode::blackhole);
+  Recorder rec;
+  auto o = options_for(proxy.uri(), rec);
+  o.connect_timeout = 30s;
+  MqttPublisher pub(o);
+  pub.set_connection_handler(rec.handler());
+  pub.start();
+  REQUIRE(eventually_accepted(proxy));
+  auto t0 = std::chrono::steady_clock::now();
+  pub.stop(500ms);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // failure guard only
+  CHECK(!pub.connected());
 }
