@@ -67,7 +67,7 @@ double naive_drain(const std::filesystem::path& file, const std::string& uri, st
 int main(int argc, char** argv) try {
   const auto args = b::parse_args(argc, argv);
   if (args.broker.empty()) throw std::invalid_argument("--broker is required");
-  const std::uint64_t events = args.quick ? 5'000 : 100'000;
+  const std::uint64_t events = args.quick ? 2'000 : 100'000;
   b::ScratchDir dir;
   const auto file = dir / "naive.db";
   std::vector<double> naive, forwarder;
