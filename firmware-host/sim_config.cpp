@@ -106,6 +106,8 @@ const std::vector<Field>& fields() {
       EO_STRING_FIELD("ca-file", ca_file),
       EO_STRING_FIELD("cert-file", cert_file),
       EO_STRING_FIELD("key-file", key_file),
+      {"backoff-max", [](SimConfig& c, const json& v) { c.backoff_max = want_duration("backoff-max", v); },
+       [](SimConfig& c, const SimConfig& f) { c.backoff_max = f.backoff_max; }},
       EO_STRING_FIELD("durability", durability),
       {"max-pending", [](SimConfig& c, const json& v) { c.max_pending = want_count("max-pending", v); },
        [](SimConfig& c, const SimConfig& f) { c.max_pending = f.max_pending; }},
@@ -192,6 +194,9 @@ void add_options(CLI::App& app, SimConfig& cli) {
   app.add_option("--ca-file", cli.ca_file, "CA certificates (PEM) to verify an mqtts:// broker (default: system store)");
   app.add_option("--cert-file", cli.cert_file, "Client certificate (PEM) for mqtts://");
   app.add_option("--key-file", cli.key_file, "Private key (PEM) of --cert-file");
+  app.add_option_function<std::string>(
+      "--backoff-max", [&cli](const std::string& s) { cli.backoff_max = cli_duration("--backoff-max", s); },
+      "Longest wait between reconnection attempts (exponential backoff with jitter; default 60s)");
   app.add_option("--durability", cli.durability,
                  "full: every reading survives a power loss; normal: a crash, not a power loss")
       ->capture_default_str();
@@ -281,6 +286,7 @@ void validate(SimConfig& c) {
   if (c.broker.rfind("mqtt://", 0) != 0 && c.broker.rfind("mqtts://", 0) != 0) {
     bad("--broker \"" + c.broker + "\" must start with mqtt:// or mqtts://");
   }
+  if (c.backoff_max.count() < 100) bad("--backoff-max must be at least 100ms");
   if (!c.offline_schedule.empty()) OfflineSchedule::parse(c.offline_schedule);
 }
 

@@ -92,6 +92,8 @@ std::unique_ptr<edge_outbox::Publisher> make_mqtt_publisher(const sim::SimConfig
     tls.private_key_file = c.key_file;
     o.tls = tls;
   }
+  o.backoff_max = c.backoff_max;
+  if (o.backoff_initial > o.backoff_max) o.backoff_initial = o.backoff_max;
   o.status_topic = c.topic_prefix + "/" + c.device_id + "/status";
   o.log = log;
   return std::make_unique<edge_outbox::MqttPublisher>(std::move(o));

@@ -126,8 +126,8 @@ wait_for_line() {  # wait_for_line FILE TEXT SECONDS
   done
   return 1
 }
-pending() {
-  "$ctl" --db "$work/device.db" status --json 2>/dev/null | grep -o '"pending":[0-9]*' | cut -d: -f2
+status_field() {  # status_field NAME: a number from edge-outbox-ctl status --json
+  "$ctl" --db "$work/device.db" status --json 2>/dev/null | grep -o "\"$1\":[0-9]*" | cut -d: -f2
 }
 
 say "broker on 127.0.0.1:$port; files in $work"
@@ -142,6 +142,7 @@ wait_for_line "$work/ingest.stderr" subscribed 20 || { cat "$work/ingest.stderr"
 say "device: $rate readings/s for ${seconds}s; broker down at ${outage_at}s for ${outage_for}s"
 "$sim" --db "$work/device.db" --device-id "$device" --broker "mqtt://127.0.0.1:$port" \
   --rate "$rate" --duration "${seconds}s" --exit-when-drained --drain-timeout 120s --status-interval 2s \
+  --backoff-max 2s \
   >"$work/sim.stdout" 2>"$work/sim.stderr" &
 sim_pid=$!
 sim_started=$(now_ms)
@@ -152,22 +153,35 @@ down_at=$(now_ms)
 stop_pid "$broker_pid"
 broker_pid=''
 sleep "$outage_for"
+published_before=$(status_field published_total || true)
+published_before=${published_before:-0}
 say "starting the broker again on the same port"
 start_broker
 up_at=$(now_ms)
 outage_ms=$(( up_at - down_at ))
 
-# Drain: from the broker's restart until the device's backlog first reaches 0.
-drain_ms=''
+# Reconnect: from the broker's restart until the device's published total
+# grows again. Drain: from then until its backlog first reaches 0.
+reconnect_ms='' drain_ms=''
 while kill -0 "$sim_pid" 2>/dev/null; do
-  p=$(pending || true)
-  if [ "${p:-x}" = 0 ]; then drain_ms=$(( $(now_ms) - up_at )); break; fi
+  now=$(now_ms)
+  if [ -z "$reconnect_ms" ]; then
+    p=$(status_field published_total || true)
+    if [ -n "$p" ] && [ "$p" -gt "$published_before" ]; then
+      reconnect_ms=$(( now - up_at ))
+      reconnected_at=$now
+    fi
+  else
+    p=$(status_field pending || true)
+    if [ "${p:-x}" = 0 ]; then drain_ms=$(( now - reconnected_at )); break; fi
+  fi
   sleep 0.1
 done
 sim_status=0
 wait "$sim_pid" || sim_status=$?
 sim_pid=''
-[ -n "$drain_ms" ] || drain_ms=$(( $(now_ms) - up_at ))
+[ -n "$reconnect_ms" ] || { reconnect_ms=$(( $(now_ms) - up_at )); reconnected_at=$(now_ms); }
+[ -n "$drain_ms" ] || drain_ms=$(( $(now_ms) - reconnected_at ))
 [ "$sim_status" -eq 0 ] || { cat "$work/sim.stderr" >&2; die "edge-outbox-sim exited with status $sim_status"; }
 summary=$(tail -n 1 "$work/sim.stdout")
 readings=$(sqlite3 "$work/device.db" "SELECT COUNT(*) FROM readings")
@@ -197,6 +211,7 @@ printf '  %-34s %s\n' "events stored by ingest" "$stored"
 printf '  %-34s %s\n' "duplicates dropped" "${duplicates:-?}"
 printf '  %-34s %s\n' "lost" "$lost"
 printf '  %-34s %s\n' "longest outage" "$(fmt_s "$outage_ms")"
+printf '  %-34s %s\n' "reconnect after broker restart" "$(fmt_s "$reconnect_ms")"
 printf '  %-34s %s\n' "drain time after reconnect" "$(fmt_s "$drain_ms")"
 printf '  %-34s %s\n' "total run" "$(fmt_s $(( $(now_ms) - sim_started )))"
 echo

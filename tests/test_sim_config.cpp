@@ -81,6 +81,10 @@ TEST_CASE("defaults and flags") {
   CHECK(c.topic_for("reading.recorded") == "site/a/gw-7/events/reading.recorded");
   CHECK(c.max_pending == 100);
 
+  c = parse({"--db", "x.db", "--backoff-max", "2s"});
+  CHECK(c.backoff_max == 2s);
+  CHECK(parse({"--db", "x.db"}).backoff_max == 60s);
+
   c = parse({"--db", "x.db", "--duration", "90s"});
   REQUIRE(c.duration);
   CHECK(*c.duration == 90s);
