@@ -198,15 +198,17 @@ void wait_for(Done done, std::chrono::seconds timeout, const std::string& what) 
 }
 
 // Drains the file's pending events with a Forwarder (its own Queue on the
-// file) until `events` were published; returns the seconds from start() to
+// file) until `events` were published; returns the seconds from the
+// connection (as the baselines, which connect before their clocks start) to
 // the last acknowledgement marked.
 inline double forwarder_drain(const std::filesystem::path& file, OutboxOptions queue_options, const std::string& uri,
                               std::uint64_t events, const std::string& client_id,
                               ForwarderOptions options = forwarder_options()) {
   Forwarder forwarder(file, std::move(queue_options),
                       std::make_unique<MqttPublisher>(publisher_options(uri, client_id)), std::move(options));
-  const auto t0 = SteadyClock::now();
   forwarder.start();
+  wait_for([&] { return forwarder.stats().connected; }, std::chrono::seconds(60), "the forwarder to connect");
+  const auto t0 = SteadyClock::now();
   wait_for([&] { return forwarder.stats().published_total >= events; }, std::chrono::seconds(600),
            "the forwarder to drain " + std::to_string(events) + " events");
   const double seconds = seconds_since(t0);

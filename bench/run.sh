@@ -46,9 +46,8 @@ allow_anonymous true
 persistence false
 max_queued_messages 1000000
 max_inflight_messages 0
-log_dest file $work/mosquitto.log
 EOF
-mosquitto -c "$work/mosquitto.conf" &
+mosquitto -c "$work/mosquitto.conf" >"$work/mosquitto.log" 2>&1 &
 broker_pid=$!
 for _ in $(seq 100); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
