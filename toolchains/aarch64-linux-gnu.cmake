@@ -6,5 +6,7 @@
 # (see toolchains/edge-outbox-cross.cmake and README).
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(EDGE_OUTBOX_TRIPLE aarch64-linux-gnu)
-set(EDGE_OUTBOX_QEMU qemu-aarch64)
+if(NOT DEFINED EDGE_OUTBOX_QEMU)  # -DEDGE_OUTBOX_QEMU= : no emulator
+  set(EDGE_OUTBOX_QEMU qemu-aarch64)
+endif()
 include(${CMAKE_CURRENT_LIST_DIR}/edge-outbox-cross.cmake)

@@ -6,5 +6,7 @@
 # (see toolchains/edge-outbox-cross.cmake and README).
 set(CMAKE_SYSTEM_PROCESSOR arm)
 set(EDGE_OUTBOX_TRIPLE arm-linux-gnueabihf)
-set(EDGE_OUTBOX_QEMU qemu-arm)
+if(NOT DEFINED EDGE_OUTBOX_QEMU)  # -DEDGE_OUTBOX_QEMU= : no emulator
+  set(EDGE_OUTBOX_QEMU qemu-arm)
+endif()
 include(${CMAKE_CURRENT_LIST_DIR}/edge-outbox-cross.cmake)

@@ -52,7 +52,16 @@ else()
   endif()
   list(APPEND CMAKE_IGNORE_PATH /lib/${_edge_outbox_build_multiarch} /usr/lib/${_edge_outbox_build_multiarch}
        /usr/lib/${_edge_outbox_build_multiarch}/cmake /usr/lib64 /lib64)
-  set(_edge_outbox_qemu_prefix /usr/${EDGE_OUTBOX_TRIPLE})
+  # qemu's -L: where the target's dynamic loader is. The :<arch> libraries
+  # pull in libc6:<arch>, whose loader (/lib/ld-linux-*.so) must be the one
+  # used, because its libc.so.6 is what the loader finds first. The cross
+  # libc in /usr/<triple> is an older build: its loader with the multiarch
+  # libc.so.6 hangs in the first pthread_create (aarch64) or crashes (armhf).
+  if(EXISTS /usr/lib/${EDGE_OUTBOX_TRIPLE}/libc.so.6 OR EXISTS /lib/${EDGE_OUTBOX_TRIPLE}/libc.so.6)
+    set(_edge_outbox_qemu_prefix /)
+  else()
+    set(_edge_outbox_qemu_prefix /usr/${EDGE_OUTBOX_TRIPLE})
+  endif()
 endif()
 
 # Programs (pkg-config, qemu, mosquitto) are the build machine's; libraries,
