@@ -75,10 +75,12 @@ class IngestProcess {
 // A QoS 1 publisher with a bounded window of outstanding publishes.
 class TestPublisher {
  public:
-  explicit TestPublisher(const std::string& uri, int version = MQTTVERSION_5)
+  explicit TestPublisher(const std::string& uri, int version = MQTTVERSION_5, const std::string& username = {},
+                         const std::string& password = {})
       : client_(uri, "test-publisher-" + std::to_string(::getpid()), mqtt::create_options(version, 10000)),
         version_(version) {
     auto builder = mqtt::connect_options_builder().mqtt_version(version);
+    if (!username.empty()) builder.user_name(username).password(password);
     if (version >= MQTTVERSION_5) builder.clean_start(true);
     else builder.clean_session(true);
     client_.connect(builder.finalize())->wait();

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <stdlib.h>
 
 #include "ingest_support.h"
 #include "support/mosquitto.h"
@@ -262,4 +263,52 @@ TEST_CASE("the ingest waits for a broker that is down at start and reconnects af
   REQUIRE(ingest.wait(std::chrono::seconds(20)) == 0);
   INFO(ingest.log());
   CHECK(ingest.counters()["stored"] == 2);
+}
+
+TEST_CASE("broker credentials: the password from a file or an environment variable, never the command line") {
+  MosquittoOptions o;
+  o.allow_anonymous = false;
+  o.users = {{"ingest", "s3cret-pw"}, {"device", "dev-pw"}};
+  Mosquitto broker(o);
+  TempDir dir;
+  {
+    std::ofstream(dir / "password") << "s3cret-pw\n";
+  }
+  IngestProcess from_file(dir.path(), "file",
+                          ingest_args(broker, dir, {"--username", "ingest", "--password-file", (dir / "password").string()}));
+  from_file.wait_subscribed();
+  {
+    TestPublisher pub(broker.uri(), MQTTVERSION_5, "device", "dev-pw");
+    pub.publish("devices/d/events/r", ce::encode_binary(device_event("d", "auth-1", 1)));
+  }
+  REQUIRE(from_file.wait() == 0);
+  CHECK(from_file.counters()["stored"] == 1);
+  CHECK(from_file.log().find("s3cret-pw") == std::string::npos);
+
+  ::setenv("EDGE_OUTBOX_TEST_INGEST_PW", "s3cret-pw", 1);
+  IngestProcess from_env(dir.path(), "env",
+                         ingest_args(broker, dir, {"--username", "ingest", "--password-env", "EDGE_OUTBOX_TEST_INGEST_PW"}));
+  from_env.wait_subscribed();
+  {
+    TestPublisher pub(broker.uri(), MQTTVERSION_5, "device", "dev-pw");
+    pub.publish("devices/d/events/r", ce::encode_binary(device_event("d", "auth-2", 2)));
+  }
+  REQUIRE(from_env.wait() == 0);
+  ::unsetenv("EDGE_OUTBOX_TEST_INGEST_PW");
+  CHECK(from_env.counters()["stored"] == 1);
+
+  // A wrong password: the ingest keeps retrying and says so, storing nothing.
+  {
+    std::ofstream(dir / "wrong") << "nope\n";
+  }
+  auto args = ingest_args(broker, dir, {"--username", "ingest", "--password-file", (dir / "wrong").string()});
+  args.erase(args.begin() + 6, args.begin() + 8);
+  IngestProcess wrong(dir.path(), "wrong", args);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (wrong.log().find("cannot connect") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(wrong.log().find("cannot connect") != std::string::npos);
+  CHECK(wrong.running());
+  wrong.kill(SIGTERM);
+  CHECK(wrong.wait(std::chrono::seconds(20)) == 0);
 }
