@@ -454,6 +454,7 @@ TEST_CASE("malformed MQTT messages at the ingest are rejected and counted; good 
       {"binary mode, empty id", "x", {{"specversion", "1.0"}, {"id", ""}, {"source", "dev-1"}, {"type", "t"}}},
       {"bad base64 data", with("data_base64", "@@@"), {}},
       {"NUL bytes", std::string("\0\0\0\0", 4), {}},
+      {"a JSON number beyond double's range (1e999)", R"({"specversion":"1.0","id":"big","source":"dev-1","type":"t","n":1e999})", {}},
   };
   int good = 0;
   {

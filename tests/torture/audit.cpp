@@ -34,6 +34,15 @@ std::string integrity(const std::filesystem::path& database) {
   }
 }
 
+AuditDevice sim_device(std::filesystem::path database, std::string source) {
+  AuditDevice d;
+  d.database = std::move(database);
+  d.source = std::move(source);
+  d.reading_type = "reading.recorded";
+  d.readings_query = "SELECT CAST(id AS TEXT) FROM readings";
+  return d;
+}
+
 bool AuditReport::ok() const {
   return missing == 0 && doubled == 0 && orphans == 0 && committed_lost == 0 && pending == 0 &&
          dead_unexpected == 0 && integrity_failures.empty();
@@ -58,7 +67,10 @@ AuditReport audit(const std::string& scenario, const std::vector<AuditDevice>& d
   r.scenario = scenario;
   r.devices = devices.size();
 
-  // The ingest side: reading id -> how many stored events carry it, per source.
+  // The ingest side: reading id -> how many stored events carry it, per
+  // source and reading type.
+  std::map<std::string, bool> reading_types;
+  for (const auto& d : devices) reading_types[d.reading_type] = true;
   std::map<std::string, std::map<std::string, std::uint64_t>> stored;  // source -> reading id -> count
   {
     auto check_result = integrity(ingest_database);
@@ -69,7 +81,7 @@ AuditReport audit(const std::string& scenario, const std::vector<AuditDevice>& d
       std::string id = st.getColumn(0).getString();
       std::string source = st.getColumn(1).getString();
       std::string type = st.getColumn(2).getString();
-      if (type != reading_type) {
+      if (!reading_types.count(type)) {
         ++r.other_events;
         continue;
       }
@@ -77,12 +89,14 @@ AuditReport audit(const std::string& scenario, const std::vector<AuditDevice>& d
       auto column = st.getColumn(3);
       std::string payload(static_cast<const char*>(column.getBlob()), static_cast<std::size_t>(column.getBytes()));
       auto doc = nlohmann::json::parse(payload, nullptr, false);
-      if (!doc.is_object() || !doc.contains("reading_id") || !doc["reading_id"].is_string()) {
+      if (!doc.is_object() || !doc.contains("reading_id") ||
+          !(doc["reading_id"].is_string() || doc["reading_id"].is_number_integer())) {
         ++r.orphans;
         sample(r, "event " + id + " has no reading_id: " + payload.substr(0, 80));
         continue;
       }
-      ++stored[source][doc["reading_id"].get<std::string>()];
+      const auto& rid = doc["reading_id"];
+      ++stored[source][rid.is_string() ? rid.get<std::string>() : rid.dump()];
     }
   }
 
@@ -94,7 +108,7 @@ AuditReport audit(const std::string& scenario, const std::vector<AuditDevice>& d
     {
       SQLite::Database db(d.database.string(), SQLite::OPEN_READONLY, 10'000);
       if (db.tableExists("readings")) {
-        SQLite::Statement st(db, "SELECT id FROM readings");
+        SQLite::Statement st(db, d.readings_query);
         while (st.executeStep()) readings.insert(st.getColumn(0).getString());
       }
     }

@@ -32,6 +32,12 @@ struct AuditDevice {
   // Readings whose event was evicted on the device (drop_oldest).
   std::uint64_t allowed_missing = 0;
   bool allow_dead = false;
+  // The reading events' type, and the query listing the reading ids (as
+  // text; the payload's reading_id may be a string or an integer). The
+  // defaults are the torture devices' (device.h); edge-outbox-sim writes
+  // "reading.recorded" and an INTEGER id.
+  std::string reading_type = "torture.reading";
+  std::string readings_query = "SELECT id FROM readings";
 };
 
 struct AuditReport {
@@ -60,6 +66,9 @@ struct AuditReport {
 
 // The type of the events the torture devices record.
 inline constexpr const char* reading_type = "torture.reading";
+
+// An AuditDevice for a database written by edge-outbox-sim.
+AuditDevice sim_device(std::filesystem::path database, std::string source);
 
 AuditReport audit(const std::string& scenario, const std::vector<AuditDevice>& devices,
                   const std::filesystem::path& ingest_database);

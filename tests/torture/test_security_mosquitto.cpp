@@ -15,7 +15,10 @@
 // (TLS with a wrong CA or host name: tests/test_mqtt_publisher_mosquitto.cpp.)
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/stat.h>
+
+#include <cstdio>
 
 #include <fstream>
 #include <mutex>
@@ -166,9 +169,32 @@ TEST_CASE("ACL: a device may publish only under its own id; a foreign topic is d
   REQUIRE(eventually([&] { return liar.stats().pending == 0; }, 60s));
   REQUIRE(eventually([&] { return sqlite_count(ingest.database(), "SELECT count(*) FROM rejected") >= 1; }, 30s));
   liar_forwarder->stop(2s);
+
+  // edge-outbox-sim, the device binary: its password from a file, not argv.
+  std::string sim_logs;
+  auto sim = test::binary_dir() / "firmware-host" / "edge-outbox-sim";
+  if (std::filesystem::exists(sim)) {
+    auto child = test::Child::spawn(sim,
+                                    {"--db", (dir / "sim.db").string(), "--device-id", "dev-01", "--broker", broker.uri(),
+                                     "--username", "dev-01", "--password-file", (dir / "dev-01.pw").string(), "--rate",
+                                     "20", "--log-level", "debug"},
+                                    dir / "sim.out", dir / "sim.err");
+    CHECK(eventually(
+        [&] { return sqlite_count(ingest.database(), "SELECT count(*) FROM events WHERE type = 'reading.recorded'") > 0; },
+        60s));
+    auto sim_cmdline = cmdline(child.pid());
+    CHECK(sim_cmdline.find("--password-file") != std::string::npos);
+    CHECK(sim_cmdline.find(dev1_secret) == std::string::npos);
+    child.kill(SIGTERM);
+    CHECK(child.wait(30s) == 0);
+    sim_logs = read_text(dir / "sim.out") + read_text(dir / "sim.err");
+    CHECK(mode_of(dir / "sim.db") == 0600);
+  } else {
+    MESSAGE("edge-outbox-sim is not built: its argv and log checks are skipped");
+  }
   ingest.stop();
 
-  CHECK(sqlite_count(ingest.database(), "SELECT count(*) FROM events") == 40);
+  CHECK(sqlite_count(ingest.database(), "SELECT count(*) FROM events WHERE type = 'torture.reading'") == 40);
   CHECK(sqlite_count(ingest.database(), "SELECT count(*) FROM events WHERE event_id = 'claims-dev-01'") == 0);
   SQLite::Database db(ingest.database().string(), SQLite::OPEN_READONLY);
   auto reason = db.execAndGet("SELECT reason FROM rejected").getString();
@@ -177,7 +203,7 @@ TEST_CASE("ACL: a device may publish only under its own id; a foreign topic is d
   CHECK(ingest.rejected() == 1);
 
   // No password anywhere it could leak to.
-  auto logs = log.all() + ingest.log() + read_text(dir / "ingest-1.out");
+  auto logs = log.all() + ingest.log() + read_text(dir / "ingest-1.out") + sim_logs;
   CHECK(!logs.empty());
   for (const auto& secret : {dev1_secret, dev2_secret, ingest_secret}) CHECK(logs.find(secret) == std::string::npos);
   auto ingest_mode = mode_of(ingest.database());
