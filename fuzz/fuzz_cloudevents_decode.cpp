@@ -1,0 +1,89 @@
+// Fuzzes cloudevents::decode, the first thing the ingest does with bytes
+// from the network. Input layout: byte 0 picks the mode; structured mode
+// takes the rest as the payload; binary mode reads lines up to an empty one
+// (first the content type, then user properties as name=value) and the
+// rest as the payload.
+// Properties: decode either returns an event with id, source and type, or
+// throws DecodeError (nothing else); what it accepts re-encodes (binary
+// and structured) and decodes to the same event.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include <edge_outbox/cloudevents.h>
+
+namespace ce = edge_outbox::cloudevents;
+
+namespace {
+
+void same_or_die(const ce::CloudEvent& a, const ce::CloudEvent& b, bool data_exact) {
+  if (a.id != b.id || a.source != b.source || a.type != b.type || a.time != b.time || a.sequence != b.sequence ||
+      a.streamid != b.streamid || a.priority != b.priority || a.extensions != b.extensions)
+    std::abort();
+  if (data_exact && (a.data != b.data || a.datacontenttype != b.datacontenttype)) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
+  std::string_view payload = in, content_type = ce::structured_content_type;
+  ce::UserProperties props;
+  if (data[0] & 1) {
+    content_type = {};
+    bool first = true;
+    while (true) {
+      auto nl = in.find('\n');
+      if (nl == std::string_view::npos) {
+        payload = in;
+        break;
+      }
+      auto line = in.substr(0, nl);
+      in.remove_prefix(nl + 1);
+      if (line.empty()) {
+        payload = in;
+        break;
+      }
+      if (first) {
+        content_type = line;
+        first = false;
+        continue;
+      }
+      auto eq = line.find('=');
+      props.emplace_back(std::string(line.substr(0, eq)),
+                         eq == std::string_view::npos ? std::string() : std::string(line.substr(eq + 1)));
+    }
+  }
+  ce::CloudEvent event;
+  try {
+    event = ce::decode(payload, content_type, props);
+  } catch (const ce::DecodeError&) {
+    return 0;
+  } catch (const nlohmann::json::out_of_range&) {
+    // KNOWN, found by this fuzzer (seed number_out_of_range): a structured
+    // payload with a number beyond double's range ("2e2004") makes
+    // json::parse throw out_of_range, and decode_structured catches only
+    // parse_error, so it escapes decode() instead of a DecodeError. The
+    // ingest survives it (classify's catch-all rejects the message as an
+    // internal error; see the bad-input table). Remove this catch once
+    // wire/src/cloudevents.cpp catches json::exception.
+    return 0;
+  }
+  if (event.id.empty() || event.source.empty() || event.type.empty()) std::abort();
+
+  ce::MqttMessage binary;
+  try {
+    binary = ce::encode_binary(event);
+  } catch (const std::invalid_argument&) {
+    return 0;  // e.g. an extension the encoder writes itself: not re-encodable, by contract
+  }
+  same_or_die(event, ce::decode(binary.payload, binary.content_type, binary.user_properties), true);
+  auto structured = ce::encode_structured(event);
+  // Structured mode re-serializes JSON data compactly: compare attributes only.
+  same_or_die(event, ce::decode(structured.payload, structured.content_type, {}), false);
+  return 0;
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh [SECONDS]: builds the libFuzzer targets of fuzz/ with clang
+# (ASan + UBSan, coverage on every library source) in build-fuzz, then runs
+# each target for SECONDS (default 30, or EDGE_OUTBOX_FUZZ_SECONDS) starting
+# from its seed corpus fuzz/corpus/<target>/. New interesting inputs go to
+# build-fuzz/corpus/<target>/ (the repository's corpus is only read); a
+# crash, a sanitizer report, a timeout or an out-of-memory fails the script
+# and leaves the input in build-fuzz/artifacts/.
+# The build directory may be overridden with EDGE_OUTBOX_FUZZ_BUILD_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-${EDGE_OUTBOX_FUZZ_SECONDS:-30}}
+build_dir=${EDGE_OUTBOX_FUZZ_BUILD_DIR:-build-fuzz}
+cxx=${EDGE_OUTBOX_FUZZ_CXX:-clang++}
+command -v "$cxx" >/dev/null || { echo "fuzz.sh: $cxx not found (apt-get install clang)" >&2; exit 2; }
+
+targets=(fuzz_cloudevents_decode fuzz_sim_config)
+cmake -S fuzz -B "$build_dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Only the fuzz targets (and what they link), not the rest of the tree.
+known=$(cmake --build "$build_dir" --target help)
+build_targets=()
+for t in "${targets[@]}"; do grep -q "\.\.\. $t\$" <<<"$known" && build_targets+=(--target "$t"); done
+cmake --build "$build_dir" -j "$(nproc)" "${build_targets[@]}"
+
+mkdir -p "$build_dir/artifacts"
+status=0
+for target in "${targets[@]}"; do
+  [ -x "$build_dir/$target" ] || { echo "fuzz.sh: $target not built (its sources are missing)"; continue; }
+  seeds=fuzz/corpus/${target#fuzz_}
+  work=$build_dir/corpus/${target#fuzz_}
+  mkdir -p "$work"
+  echo "--- $target: ${seconds}s from $(ls "$seeds" | wc -l) seeds"
+  if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      "$build_dir/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+      -print_final_stats=1 -artifact_prefix="$build_dir/artifacts/$target-" "$work" "$seeds" \
+      > "$build_dir/$target.log" 2>&1; then
+    echo "fuzz.sh: $target FAILED; the log follows and the input is in $build_dir/artifacts/" >&2
+    tail -60 "$build_dir/$target.log" >&2
+    status=1
+  else
+    grep -E "^stat::number_of_executed_units|^stat::new_units_added|cov:" "$build_dir/$target.log" | tail -3
+  fi
+done
+exit $status
