@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <nlohmann/json.hpp>
@@ -95,6 +96,34 @@ TEST_CASE("drop_oldest evicts the lowest priority first, never critical, and exp
   CHECK(dropped["counts"]["low"] == outbox.stats().dropped_total);
   CHECK(dropped["dropped_total"] == outbox.stats().dropped_total);
   CHECK(std::any_of(after.begin(), after.end(), [](const StoredEvent& e) { return e.payload.rfind("20.", 0) == 0; }));
+}
+
+TEST_CASE("drop_oldest keeps one merged outbox.dropped event that explains every missing sequence") {
+  test::TempDir dir;
+  OutboxOptions options;
+  options.max_pending_events = 40;
+  options.capacity_policy = CapacityPolicy::drop_oldest;
+  Outbox outbox(dir / "m.db", options);
+  for (int i = 0; i < 500; ++i) CHECK_NOTHROW(outbox.enqueue(event(i, i % 2 ? Priority::low : Priority::normal)));
+  const auto pending = outbox.pending(1000);
+  CHECK(pending.size() <= 40);
+  std::vector<const StoredEvent*> dropped;
+  for (const auto& e : pending)
+    if (e.type == "outbox.dropped") dropped.push_back(&e);
+  REQUIRE(dropped.size() == 1);
+  const auto report = nlohmann::json::parse(dropped[0]->payload);
+  std::set<std::int64_t> present;
+  for (const auto& e : pending) present.insert(e.sequence);
+  auto explained = [&](std::int64_t s) {
+    for (const auto& r : report["ranges"])
+      if (s >= r[0].get<std::int64_t>() && s <= r[1].get<std::int64_t>()) return true;
+    return false;
+  };
+  // Every sequence up to the newest is either still pending or explained.
+  for (std::int64_t s = 1; s <= pending.back().sequence; ++s) CHECK((present.count(s) == 1 || explained(s)));
+  CHECK(report["dropped_total"] == outbox.stats().dropped_total);
+  CHECK(report["counts"]["normal"].get<std::uint64_t>() + report["counts"]["low"].get<std::uint64_t>() ==
+        outbox.stats().dropped_total);
 }
 
 TEST_CASE("drop_oldest refuses a new write when only critical events remain") {
