@@ -47,7 +47,8 @@ struct OutboxOptions {
   std::uint64_t max_pending_events = 0;
   std::uint64_t max_database_bytes = 0;
   CapacityPolicy capacity_policy = CapacityPolicy::reject_new;
-  // Topic of the "outbox.dropped" events drop_oldest enqueues.
+  // Topic of the "outbox.dropped" event drop_oldest enqueues. Put it under
+  // the topics the server subscribes to, e.g. devices/<id>/events/outbox.dropped.
   std::string dropped_event_topic = "edge-outbox/dropped";
 
   // 0: published events are deleted in the transaction that marks them.
