@@ -10,6 +10,7 @@
 
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
+#include "support/test_pki.h"
 #include "test_sim_support.h"
 
 using namespace edge_outbox::test;
@@ -194,6 +195,34 @@ TEST_CASE("--max-pending with drop_oldest bounds the backlog and reports the dro
   REQUIRE(drain.status == 0);
   CHECK(drain.summary()["pending"] == 0);
   CHECK(sub.wait_for_count(1, 30s));
+}
+
+TEST_CASE("TLS with --ca-file, and a user with --password-file") {
+  TempDir dir;
+  auto pki = make_test_pki(dir.path());
+  MosquittoOptions o;
+  o.tls = MosquittoTls{pki.ca_cert, pki.server_cert, pki.server_key, false};
+  o.allow_anonymous = false;
+  o.users = {{"gw", "s3cret"}, {"reader", "r"}};
+  Mosquitto broker(o);
+  SubscriberOptions so;
+  so.uri = broker.uri();
+  so.topics = {"devices/gw-6/events/#"};
+  so.username = "reader";
+  so.password = "r";
+  Subscriber sub(so);
+  std::ofstream(dir / "password") << "s3cret\n";
+  auto db = dir / "device.db";
+  auto r = run_binary(dir, sim_binary(),
+                      {"--db", db.string(), "--device-id", "gw-6", "--broker", broker.tls_uri_localhost(),
+                       "--ca-file", pki.ca_cert.string(), "--username", "gw", "--password-file",
+                       (dir / "password").string(), "--count", "20", "--rate", "0", "--exit-when-drained",
+                       "--drain-timeout", "60s"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.summary()["published"] == 20);
+  CHECK(sub.wait_for_count(20, 30s));
+  CHECK(r.err.find("s3cret") == std::string::npos);
 }
 
 TEST_CASE("bad command lines fail with a message and no database") {
