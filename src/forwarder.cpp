@@ -185,8 +185,8 @@ struct Forwarder::Impl {
       if (expired > 0) log(LogLevel::info, std::to_string(expired) + " expired events dead-lettered");
       next_expire = now + options.expire_interval;
     }
-    flush_acks();
     if (rewind_to != kNone && in_flight.empty()) {
+      flush_acks();  // before re-reading: acknowledged events must not come back
       // Outcome unknown for these (connection lost): send again from the
       // oldest one, in order.
       cursor = rewind_to - 1;
@@ -197,6 +197,7 @@ struct Forwarder::Impl {
     bool can_retry = (wrap_wanted || retry_wanted) && in_flight.empty() && buffer.empty() &&
                      now >= last_wrap + options.retry_interval;
     if (can_retry && caught_up) {
+      flush_acks();
       cursor = 0;
       last_wrap = now;
       wrap_wanted = false;
@@ -204,6 +205,8 @@ struct Forwarder::Impl {
       caught_up = false;
     }
     if (is_connected && rewind_to == kNone) dispatch(v, now);
+    // After refilling the window: the commit's fsync overlaps the sending.
+    flush_acks();
     if (draining && caught_up && buffer.empty() && in_flight.empty() && acks.empty() && rewind_to == kNone) {
       finished = !queue->has_pending();
     }
