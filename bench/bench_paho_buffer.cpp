@@ -10,7 +10,7 @@
 // the stopped broker; the broker starts, notify_connectivity(), and the
 // time runs until all N are acknowledged and marked published.
 // Both keep 64 publishes in flight, the forwarder's default. N is 20,000
-// (--quick: 2,000, reported as paho_buffer_messages). The three runs
+// (--quick: 1,000, reported as paho_buffer_messages). The three runs
 // alternate; figures are medians of 3 repetitions.
 //
 // Paho without persistence drains its buffer at only ~65 messages/s here,
@@ -100,7 +100,7 @@ double forwarder_after_outage(eo::test::Mosquitto& broker, const std::filesystem
 
 int main(int argc, char** argv) try {
   const auto args = b::parse_args(argc, argv);
-  const int messages = args.quick ? 2'000 : 20'000;
+  const int messages = args.quick ? 1'000 : 20'000;
   const int memory_messages = args.quick ? 0 : 2'000;
   b::ScratchDir dir;
   eo::test::Mosquitto broker;
