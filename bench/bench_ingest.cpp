@@ -12,6 +12,8 @@
 //       then the ingest connects and the time runs until all N are stored
 //       (its rate). N is 10,000 (--quick: 500). The store runs with
 //       synchronous=FULL (the key) and NORMAL.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -80,7 +82,8 @@ ig::Logger quiet_log() {
 ig::SubscriberOptions subscriber_options(const std::string& broker, const std::string& client_id) {
   ig::SubscriberOptions s;
   s.broker = broker;
-  s.client_id = client_id;
+  // The pid keeps a run clear of sessions an earlier run left on the broker.
+  s.client_id = client_id + "-" + std::to_string(::getpid());
   return s;
 }
 
