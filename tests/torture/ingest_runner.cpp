@@ -110,6 +110,18 @@ bool IngestRunner::wait_for_events(std::uint64_t n, std::chrono::milliseconds ti
   return true;
 }
 
+bool IngestRunner::wait_until_idle(std::chrono::milliseconds quiet, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto last = stored_events();
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(quiet);
+    auto now = stored_events();
+    if (now == last) return true;
+    last = now;
+  }
+  return false;
+}
+
 std::size_t IngestRunner::subscriptions() const {
   std::size_t n = 0;
   for (std::size_t r = 1; r <= run_; ++r) n += occurrences(read_text(err_file(r)), " subscribed");

@@ -38,6 +38,9 @@ class IngestRunner {
   // Waits until the store holds at least n events; false on timeout.
   bool wait_for_events(std::uint64_t n, std::chrono::milliseconds timeout);
   std::uint64_t stored_events() const;
+  // Waits until the store's count has not changed for `quiet` (what the
+  // broker had queued for the ingest has arrived); false after timeout.
+  bool wait_until_idle(std::chrono::milliseconds quiet, std::chrono::milliseconds timeout);
   // The broker has granted this many subscriptions (one per run, plus one
   // per reconnect) so far.
   std::size_t subscriptions() const;

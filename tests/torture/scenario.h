@@ -4,7 +4,8 @@
 // run can be repeated.
 //
 // Soak: EDGE_OUTBOX_TORTURE_LONG=1 multiplies the fault counts by 10 (and
-// EDGE_OUTBOX_TORTURE_SEED fixes the seed).
+// EDGE_OUTBOX_TORTURE_SEED fixes the seed). Sanitizer builds run a fifth
+// of the faults (quick_mode) and the fleet with 10 devices instead of 50.
 #pragma once
 
 #include <chrono>

@@ -26,8 +26,8 @@ using namespace edge_outbox::torture;
 using namespace std::chrono_literals;
 
 TEST_CASE("torture 8: 50 devices, one broker, one ingest, with device, broker, ingest and link faults mixed in") {
-  const int devices = 50;
-  const std::uint64_t per_device = static_cast<std::uint64_t>(scaled(60));
+  const int devices = quick_mode() ? 10 : 50;  // sanitizer builds: 10 (memory)
+  const std::uint64_t per_device = static_cast<std::uint64_t>(scaled(200));
   test::Mosquitto broker;
   test::TempDir dir;
   std::vector<std::unique_ptr<FaultProxy>> proxies;
@@ -47,7 +47,7 @@ TEST_CASE("torture 8: 50 devices, one broker, one ingest, with device, broker, i
     configs.push_back(c);
   }
   auto launch = [&](std::size_t d) {
-    return test::Child::fork([&configs, d, per_device] { run_device_process(configs[d], per_device, 20ms); });
+    return test::Child::fork([&configs, d, per_device] { run_device_process(configs[d], per_device, 100ms); });
   };
   std::vector<std::optional<test::Child>> children;
   for (std::size_t d = 0; d < configs.size(); ++d) children.emplace_back(launch(d));
@@ -70,11 +70,15 @@ TEST_CASE("torture 8: 50 devices, one broker, one ingest, with device, broker, i
   };
   auto deadline = std::chrono::steady_clock::now() + 8min;
   int broker_kills = 0, ingest_kills = 0;
-  while (!all_done()) {
+  for (int round = 0; !all_done(); ++round) {
     REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(random.ms(200, 600));
+    std::this_thread::sleep_for(random.ms(100, 400));
     reap();
-    int pick = random.between(0, 9);
+    // Mostly device crashes and link faults at random; the ingest and the
+    // broker on a schedule, so every run has them while devices produce.
+    int pick = random.between(0, 6);
+    if (round % 12 == 3) pick = 7;
+    if (round % 12 == 9) pick = 8;
     if (pick <= 4) {  // a device crash
       auto d = static_cast<std::size_t>(random.between(0, devices - 1));
       if (children[d]) {
@@ -98,10 +102,17 @@ TEST_CASE("torture 8: 50 devices, one broker, one ingest, with device, broker, i
       std::this_thread::sleep_for(random.ms(0, 500));
       ingest.start();
     } else if (pick == 8 && broker_kills < scaled(2)) {
-      // See test_torture_server_crash: devices are let back in once the
-      // ingest has subscribed to the restarted (non-persistent) broker.
+      // See test_torture_server_crash: mosquitto loses what it queued but
+      // had not yet written to the ingest when it is SIGKILLed, and the
+      // devices here produce faster than one ingest connection stores. So
+      // the devices are cut off (their unacknowledged publishes are then in
+      // flight and will be resent), the broker's queue is left to empty
+      // into the ingest, and only then is the broker killed; the devices
+      // are let back in once the ingest has subscribed to the restarted
+      // (non-persistent) broker.
       auto subscribed = ingest.subscriptions();
       for (auto& p : proxies) p->set_mode(FaultProxy::Mode::reset);
+      ingest.wait_until_idle(1s, 120s);
       broker.stop(SIGKILL);
       broker.start();
       REQUIRE(ingest.wait_for_subscriptions(subscribed + 1, 60s));
@@ -116,7 +127,7 @@ TEST_CASE("torture 8: 50 devices, one broker, one ingest, with device, broker, i
     readings += count_readings(c.database);
     audited.push_back({c.database, c.id, c.committed_log, 0, false});
   }
-  REQUIRE(ingest.wait_for_events(readings, 120s));
+  CHECK(ingest.wait_for_events(readings, 120s));
   std::this_thread::sleep_for(500ms);
   ingest.stop();
 
@@ -132,5 +143,5 @@ TEST_CASE("torture 8: 50 devices, one broker, one ingest, with device, broker, i
   report.duplicates_dropped = ingest.duplicates();
   check(report);
   CHECK(report.readings == per_device * devices);
-  CHECK(faults["device SIGKILL"] >= 10);
+  CHECK(faults["device SIGKILL"] >= scaled(10));
 }
