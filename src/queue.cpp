@@ -164,11 +164,22 @@ std::size_t Queue::expire_due() {
     for (const auto sequence : due) d.bury(sequence, "expired");
     expired = due.size();
     if (keep) {
-      SQLite::Statement old(*d.db, "DELETE FROM outbox WHERE published_at IS NOT NULL AND " +
-                                       age_sql("published", "published_at") + " >= :retention");
-      d.bind_now(old);
-      old.bind(":retention", static_cast<std::int64_t>(d.options.retention.count()) * 1000);
+      // Both deletes are ranges of the outbox_published index. Rows of an
+      // earlier boot are at least this boot's uptime old.
+      const auto retention_ms = static_cast<std::int64_t>(d.options.retention.count()) * 1000;
+      SQLite::Statement old(*d.db,
+                            "DELETE FROM outbox WHERE published_at IS NOT NULL AND published_boot = :boot "
+                            "AND published_mono <= :cutoff");
+      old.bind(":boot", d.boot_id);
+      old.bind(":cutoff", static_cast<std::int64_t>(now - retention_ms));
       old.exec();
+      if (now >= retention_ms) {
+        SQLite::Statement earlier(*d.db,
+                                  "DELETE FROM outbox WHERE published_at IS NOT NULL AND "
+                                  "(published_boot < :boot OR published_boot > :boot)");
+        earlier.bind(":boot", d.boot_id);
+        earlier.exec();
+      }
     }
     tx.commit();
     if (expired > 0 && d.options.log)

@@ -46,7 +46,7 @@ CREATE TABLE outbox (
 CREATE INDEX outbox_pending ON outbox(sequence) WHERE published_at IS NULL;
 CREATE INDEX outbox_evictable ON outbox(priority DESC, sequence) WHERE published_at IS NULL AND priority > 0;
 CREATE INDEX outbox_expiring ON outbox(sequence) WHERE published_at IS NULL AND ttl_ms IS NOT NULL;
-CREATE INDEX outbox_published ON outbox(published_mono) WHERE published_at IS NOT NULL;
+CREATE INDEX outbox_published ON outbox(published_boot, published_mono) WHERE published_at IS NOT NULL;
 CREATE TABLE outbox_dead (
   sequence     INTEGER PRIMARY KEY,
   event_id     TEXT NOT NULL UNIQUE,

@@ -1,5 +1,7 @@
 #include <edge_outbox/transaction.h>
 
+#include <optional>
+
 #include <edge_outbox/error.h>
 
 #include "event_rows.h"
@@ -73,7 +75,11 @@ std::string Transaction::enqueue(Event event) {
   validate_event(event, d.options.max_payload_bytes);
   if (event.id.empty()) event.id = d.ids.next(d.options.clock->wall_ms());
   try {
-    EnqueueSavepoint savepoint(db_);
+    // Without storage bounds an enqueue is one INSERT, atomic on its own; with
+    // them, evictions and the dropped report must stand or fall with it.
+    const bool bounded = d.options.max_pending_events != 0 || d.options.max_database_bytes != 0;
+    std::optional<EnqueueSavepoint> savepoint;
+    if (bounded) savepoint.emplace(db_);
     const bool drop = d.options.capacity_policy == CapacityPolicy::drop_oldest;
     std::vector<std::int64_t> evicted;
     std::map<Priority, std::uint64_t> per_priority;
@@ -106,7 +112,7 @@ std::string Transaction::enqueue(Event event) {
       }
     }
     if (!evicted.empty()) d.insert_dropped_event(evicted, per_priority);
-    savepoint.release();
+    if (savepoint) savepoint->release();
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.path, "enqueueing event '" + event.id + "'");
   }
