@@ -513,11 +513,46 @@ struct MqttPublisher::Impl {
   std::thread thread;
 };
 
+namespace {
+
+// mqtt[s]://host[:port] with host a name, an IPv4 address or [IPv6].
+void check_broker_address(const std::string& uri) {
+  const auto scheme_end = uri.find("://");
+  const std::string rest = uri.substr(scheme_end + 3);
+  auto refuse = [&](const std::string& why) {
+    throw Error(ErrorKind::invalid_argument, "MQTT broker URI \"" + uri + "\": " + why +
+                                                 " (expected mqtt://host:port or mqtts://host:port)");
+  };
+  std::string host = rest, port;
+  if (!rest.empty() && rest.front() == '[') {
+    const auto close = rest.find(']');
+    if (close == std::string::npos) refuse("an IPv6 address needs its closing ']'");
+    host = rest.substr(0, close + 1);
+    const auto after = rest.substr(close + 1);
+    if (!after.empty() && after.front() != ':') refuse("unexpected text after the IPv6 address");
+    if (!after.empty()) port = after.substr(1);
+  } else if (const auto colon = rest.rfind(':'); colon != std::string::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+  }
+  if (host.empty() || host == "[]") refuse("no host");
+  if (host.find_first_of("/?#@ ") != std::string::npos) refuse("the host part may not contain a path, user or space");
+  if (rest.find(':') != std::string::npos && port.empty() && host.front() != '[') refuse("empty port");
+  if (!port.empty()) {
+    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) refuse("the port is not a number");
+    const int n = std::stoi(port);
+    if (n < 1 || n > 65535) refuse("the port must be 1-65535");
+  }
+}
+
+}  // namespace
+
 MqttPublisher::MqttPublisher(MqttPublisherOptions options) {
   if (!starts_with(options.uri, "mqtt://") && !starts_with(options.uri, "mqtts://")) {
     throw Error(ErrorKind::invalid_argument,
                 "MQTT broker URI \"" + options.uri + "\" must start with mqtt:// or mqtts://");
   }
+  check_broker_address(options.uri);
   if (options.qos < 0 || options.qos > 2) {
     throw Error(ErrorKind::invalid_argument, "MQTT QoS must be 0, 1 or 2");
   }

@@ -503,3 +503,26 @@ TEST_CASE("stop() while a connect hangs on a blackholed link is prompt") {
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // failure guard only
   CHECK(!pub.connected());
 }
+
+TEST_CASE("malformed broker URIs are refused at construction with invalid_argument") {
+  for (const char* uri : {"mqtt://", "mqtt://127.0.0.1:notaport", "mqtt://[::1", "mqtt://host:", "mqtt://host:70000",
+                          "mqtt://host/path", "tcp://127.0.0.1:1883", "127.0.0.1:1883"}) {
+    CAPTURE(uri);
+    edge_outbox::MqttPublisherOptions o;
+    o.uri = uri;
+    o.client_id = "uri-check";
+    try {
+      edge_outbox::MqttPublisher publisher(o);
+      FAIL("accepted");
+    } catch (const edge_outbox::Error& e) {
+      CHECK(e.kind() == edge_outbox::ErrorKind::invalid_argument);
+    }
+  }
+  for (const char* uri : {"mqtt://127.0.0.1:1883", "mqtt://[::1]:1883", "mqtts://broker.local:8883", "mqtt://localhost"}) {
+    CAPTURE(uri);
+    edge_outbox::MqttPublisherOptions o;
+    o.uri = uri;
+    o.client_id = "uri-check";
+    CHECK_NOTHROW(edge_outbox::MqttPublisher{o});
+  }
+}

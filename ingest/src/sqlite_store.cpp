@@ -1,3 +1,6 @@
+#include <fcntl.h>
+#include <unistd.h>
+
 // The SQLite store: one file in WAL mode. synchronous=FULL makes each commit
 // durable against power loss; NORMAL keeps every commit across a process
 // crash but may lose the newest ones on power loss (see README).
@@ -42,10 +45,17 @@ void bind_text_or_null(SQLite::Statement& st, int index, const std::string& valu
   else st.bind(index, value);
 }
 
+// The store may hold device data: create it readable by its owner only.
+const std::string& created_private(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);  // if this fails, SQLite's own open reports why
+  return path;
+}
+
 class SqliteStore final : public Store {
  public:
   SqliteStore(const std::string& path, SqliteSync sync)
-      : path_(path), db_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 10'000) {
+      : path_(path), db_(created_private(path), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 10'000) {
     db_.exec("PRAGMA journal_mode=WAL");
     db_.exec(sync == SqliteSync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     db_.exec(schema);

@@ -118,7 +118,7 @@ CloudEvent decode_structured(std::string_view payload) {
   json doc;
   try {
     doc = json::parse(payload.begin(), payload.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for numbers like 1e999
     if (!detail::is_valid_utf8(payload)) throw DecodeError("invalid UTF-8 in the structured-mode event");
     throw DecodeError(std::string("not a CloudEvent: the payload is not JSON (") + e.what() + ")");
   }
