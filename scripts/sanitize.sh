@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# scripts/sanitize.sh address|thread [ctest args...]: a sanitizer build and
+# its tests, with every finding fatal.
+#   address: build-asan with AddressSanitizer + UndefinedBehaviorSanitizer
+#            (leaks included), the unit and integration tests.
+#   thread:  build-tsan with ThreadSanitizer, the forwarder tests (-R forwarder).
+# ctest arguments given replace the default selection. The build directory
+# may be overridden with EDGE_OUTBOX_BUILD_DIR, CMake arguments added with
+# EDGE_OUTBOX_CMAKE_ARGS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}"
+
+mode=${1:-}
+case "$mode" in
+  address) sanitize=address,undefined; default_dir=build-asan; default_ctest=() ;;
+  thread) sanitize=thread; default_dir=build-tsan; default_ctest=(-R forwarder) ;;
+  *) echo "usage: $0 address|thread [ctest args...]" >&2; exit 2 ;;
+esac
+shift
+ctest_args=("$@")
+[ ${#ctest_args[@]} -eq 0 ] && ctest_args=("${default_ctest[@]}")
+
+build_dir=${EDGE_OUTBOX_BUILD_DIR:-$default_dir}
+jobs=$(nproc)
+# Debug info and -O1: readable stacks at a bearable speed. The benchmarks
+# measure nothing useful under a sanitizer.
+# shellcheck disable=SC2086
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+      -DEDGE_OUTBOX_SANITIZE="$sanitize" -DEDGE_OUTBOX_WERROR=ON -DEDGE_OUTBOX_BENCH=OFF \
+      ${EDGE_OUTBOX_CMAKE_ARGS:-}
+if [ "$mode" = thread ]; then
+  # Only the selected tests' executables (named like the tests): the rest
+  # of the tree is built by the other jobs already.
+  mapfile -t tests < <(ctest --test-dir "$build_dir" -N "${ctest_args[@]}" | sed -n 's/^ *Test *#[0-9]*: //p')
+  targets=()
+  all_targets=$(cmake --build "$build_dir" --target help)
+  for t in "${tests[@]}"; do
+    grep -qx "\.\.\. $t" <<<"$all_targets" && targets+=(--target "$t")
+  done
+  [ ${#targets[@]} -gt 0 ] || { echo "sanitize.sh: no test matches ${ctest_args[*]}" >&2; exit 1; }
+  cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
+else
+  cmake --build "$build_dir" -j "$jobs"
+fi
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp}
+ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$jobs" "${ctest_args[@]}"
