@@ -449,6 +449,7 @@ struct MqttPublisher::Impl {
     ev.connected = true;
     ev.version = version;
     notify_handler(ev);
+    cli.reset();  // never destroy a client under our lock (see shutdown)
     lock.lock();
   }
 
@@ -480,6 +481,9 @@ struct MqttPublisher::Impl {
         // Best effort: the Last Will says offline if this does not get through.
       }
     }
+    // Our copy must not be the one that destroys the client under our lock:
+    // Paho's callback thread takes its lock, then ours (lock-order inversion).
+    cli.reset();
     lock.lock();
     retire_client(lock, was_connected ? budget / 2 : std::chrono::milliseconds(0));
   }

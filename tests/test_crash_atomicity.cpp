@@ -84,6 +84,10 @@ void kill_loop(Durability durability, int rounds) {
       produce_forever(file, fds[1], durability);
     });
     ::close(fds[1]);
+    // Kill only after the child's first commit, so that each round tests a
+    // running writer also where the machine (or an emulator) is slow to start it.
+    std::int64_t first = 0;
+    if (::read(fds[0], &first, sizeof first) == sizeof first) last_returned = std::max(last_returned, first);
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
     child.kill(SIGKILL);
     CHECK(child.wait() == 128 + SIGKILL);
