@@ -281,7 +281,8 @@ TEST_CASE("stop() while disconnected and mid-backoff returns within its timeout;
     CHECK(took < 5s);  // failure guard; the budget is 500 ms + a short disconnect
     CHECK(outbox.stats().pending == 10);
   }
-  CHECK(eventually([&] { return thread_count() == threads_before; }, 5s));
+  // Generous: under a sanitizer, Paho threads of earlier tests may still be winding down.
+  CHECK(eventually([&] { return thread_count() <= threads_before; }, 30s));
 }
 
 TEST_CASE("MQTT 3.1.1: structured mode end to end") {

@@ -163,7 +163,9 @@ void TcpProxy::run() {
     }
     if (mode != Mode::pass) continue;
     std::vector<bool> dead(pairs.size(), false);
-    for (std::size_t i = 0; i < pairs.size(); ++i) {
+    // A pair accepted in this round has no pollfd yet; it is polled next round.
+    const std::size_t polled = (fds.size() - 2) / 2;
+    for (std::size_t i = 0; i < polled; ++i) {
       const pollfd& from_client = fds[2 + 2 * i];
       const pollfd& from_upstream = fds[3 + 2 * i];
       auto pump = [&](const pollfd& pfd, int to) {
