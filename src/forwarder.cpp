@@ -72,6 +72,7 @@ struct Forwarder::Impl {
       shared_stats.last_error = ev.reason;
     }
     connected = ev.connected;
+    ++connection_events;
     shared_stats.connected = ev.connected;
     cv.notify_all();
   }
@@ -229,6 +230,7 @@ struct Forwarder::Impl {
       if (wake) caught_up = false;
       wake = false;
       bool is_connected = connected;
+      auto events_seen = connection_events;
       MqttVersion v = version;
       bool draining = stopping;
       auto deadline = drain_deadline;
@@ -240,7 +242,9 @@ struct Forwarder::Impl {
       try {
         handle(done);
         if (draining && now >= deadline) finished = true;
-        else step(now, is_connected, v, draining, finished);
+        // The publisher may have lost the link before its event reached us;
+        // sending then would only bounce as not_sent, again and again.
+        else step(now, is_connected && publisher->connected(), v, draining, finished);
       } catch (const std::exception& e) {
         failed = true;
         log(LogLevel::error, std::string("forwarder: ") + e.what() + "; retrying in 1 s");
@@ -255,7 +259,7 @@ struct Forwarder::Impl {
       auto until = failed ? now + std::chrono::seconds(1) : next_deadline(now);
       if (stopping) until = std::min(until, drain_deadline);
       cv.wait_until(lock, until, [&] {
-        return !completions.empty() || wake || connected != is_connected || stopping != draining ||
+        return !completions.empty() || wake || connection_events != events_seen || stopping != draining ||
                (stopping && drain_deadline != deadline);
       });
       if (failed) caught_up = false;
@@ -297,6 +301,7 @@ struct Forwarder::Impl {
   std::vector<Completion> completions;
   bool connected = false;
   bool ever_connected = false;
+  std::uint64_t connection_events = 0;  // wakes the thread on every change
   MqttVersion version = MqttVersion::v5;
   ForwarderStats shared_stats;
   std::thread thread;
