@@ -246,16 +246,27 @@ TEST_CASE("events recorded by another process are forwarded") {
   TempDir dir;
   auto db = dir / "app.db";
   { Outbox create(db); }
+  // The writer is forked while this process has no threads yet (a fork of a
+  // threaded process may hang under qemu); it starts writing when told to,
+  // after the forwarder runs.
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  auto writer = Child::fork([&] {
+    ::close(go[1]);
+    char c = 0;
+    if (::read(go[0], &c, 1) != 1) ::_exit(3);
+    Outbox outbox(db);
+    for (int i = 0; i < 10; ++i) enqueue_many(outbox, 50, "t/child", 50);
+  });
+  ::close(go[0]);
   Mosquitto broker;
   Subscriber sub(broker.uri(), {"t/#"});
   Forwarder forwarder(db, OutboxOptions{}, std::make_unique<MqttPublisher>(publisher_options(broker.uri())),
                       forwarder_options());
   forwarder.start();
-  auto writer = Child::fork([&] {
-    Outbox outbox(db);
-    for (int i = 0; i < 10; ++i) enqueue_many(outbox, 50, "t/child", 50);
-  });
-  REQUIRE(writer.wait(60s) == 0);
+  REQUIRE(::write(go[1], "g", 1) == 1);
+  ::close(go[1]);
+  REQUIRE(writer.wait(120s) == 0);
   REQUIRE(sub.wait_for_count(500, 30s));
   Outbox check(db);
   REQUIRE(eventually([&] { return check.stats().pending == 0; }));
