@@ -2,12 +2,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <edge_outbox/error.h>
 
 namespace edge_outbox::sim {
 namespace {
+
+constexpr double kMaxMs = 1e15;
 
 [[noreturn]] void bad(std::string_view text, const std::string& why) {
   throw Error(ErrorKind::invalid_argument,
@@ -24,7 +27,8 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
   std::string number(text.substr(0, i));
   std::string_view unit = text.substr(i);
   if (number.empty() || number == "." || number.find('.') != number.rfind('.')) bad(text, "no number");
-  double value = std::stod(number);
+  if (number.size() > 32) bad(text, "too large");
+  double value = std::strtod(number.c_str(), nullptr);
   double scale = 0;
   if (unit.empty() || unit == "s") scale = 1000;
   else if (unit == "ms") scale = 1;
@@ -33,8 +37,16 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
   else if (unit == "d") scale = 86'400'000;
   else bad(text, "unknown unit \"" + std::string(unit) + "\"");
   double ms = value * scale;
-  if (!std::isfinite(ms) || ms > 1e15) bad(text, "too large");
+  if (!std::isfinite(ms) || ms > kMaxMs) bad(text, "too large");
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(ms)));
+}
+
+std::chrono::milliseconds seconds_to_duration(double seconds, std::string_view what) {
+  if (!std::isfinite(seconds) || seconds < 0 || seconds * 1000.0 > kMaxMs) {
+    throw Error(ErrorKind::invalid_argument,
+                std::string(what) + " must be a number of seconds from 0 to 1e12, or text such as \"30s\"");
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000.0)));
 }
 
 std::string format_duration(std::chrono::milliseconds duration) {

@@ -12,6 +12,10 @@ namespace edge_outbox::sim {
 // Requires: the result is >= 0.
 std::chrono::milliseconds parse_duration(std::string_view text);
 
+// A number of seconds (a JSON number, "1.5"). Throws Error(invalid_argument)
+// naming `what` when it is negative, not finite or beyond 1e12 seconds.
+std::chrono::milliseconds seconds_to_duration(double seconds, std::string_view what);
+
 // "1.5s", "250ms", "3m20s": short, for status lines and tables.
 std::string format_duration(std::chrono::milliseconds duration);
 

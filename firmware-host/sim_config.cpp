@@ -57,9 +57,7 @@ std::chrono::milliseconds want_duration(const std::string& key, const json& v) {
     }
   }
   if (v.is_number()) {
-    double s = v.get<double>();
-    if (s < 0) bad("config key \"" + key + "\" must not be negative");
-    return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000.0));
+    return seconds_to_duration(v.get<double>(), "config key \"" + key + "\"");
   }
   bad("config key \"" + key + "\" must be a duration such as \"30s\" or a number of seconds, not " + type_name(v));
 }

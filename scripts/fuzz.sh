@@ -1,16 +1,35 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh [SECONDS]: builds the libFuzzer targets of fuzz/ with clang
+# scripts/fuzz.sh [SECONDS | --runs N]: builds the libFuzzer targets of fuzz/ with clang
 # (ASan + UBSan, coverage on every library source) in build-fuzz, then runs
 # each target for SECONDS (default 30, or EDGE_OUTBOX_FUZZ_SECONDS) starting
 # from its seed corpus fuzz/corpus/<target>/. New interesting inputs go to
 # build-fuzz/corpus/<target>/ (the repository's corpus is only read); a
 # crash, a sanitizer report, a timeout or an out-of-memory fails the script
 # and leaves the input in build-fuzz/artifacts/.
+# --runs N: a fixed number of inputs per target with a fixed seed (1, or
+# EDGE_OUTBOX_FUZZ_SEED) instead of a time budget, so that a CI run is the
+# same run every time: a new finding shows up in an exploratory run
+# (scripts/fuzz.sh 600), its input goes to fuzz/corpus/, and from then on
+# every run replays it.
 # The build directory may be overridden with EDGE_OUTBOX_FUZZ_BUILD_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds=${1:-${EDGE_OUTBOX_FUZZ_SECONDS:-30}}
+budget=(-max_total_time="${EDGE_OUTBOX_FUZZ_SECONDS:-30}")
+what="${EDGE_OUTBOX_FUZZ_SECONDS:-30}s"
+case ${1:-} in
+  --runs)
+    [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS | --runs N]" >&2; exit 2; }
+    budget=(-runs="$2" -seed="${EDGE_OUTBOX_FUZZ_SEED:-1}")
+    what="$2 runs, seed ${EDGE_OUTBOX_FUZZ_SEED:-1}"
+    ;;
+  "") ;;
+  *)
+    [[ $1 =~ ^[0-9]+$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS | --runs N]" >&2; exit 2; }
+    budget=(-max_total_time="$1")
+    what="$1s"
+    ;;
+esac
 build_dir=${EDGE_OUTBOX_FUZZ_BUILD_DIR:-build-fuzz}
 cxx=${EDGE_OUTBOX_FUZZ_CXX:-clang++}
 source scripts/deps.sh
@@ -31,10 +50,12 @@ for target in "${targets[@]}"; do
   [ -x "$build_dir/$target" ] || { echo "fuzz.sh: $target not built (its sources are missing)"; continue; }
   seeds=fuzz/corpus/${target#fuzz_}
   work=$build_dir/corpus/${target#fuzz_}
+  # A deterministic run starts from the repository's seeds alone.
+  [[ ${budget[0]} == -runs=* ]] && rm -rf "$work"
   mkdir -p "$work"
-  echo "--- $target: ${seconds}s from $(ls "$seeds" | wc -l) seeds"
+  echo "--- $target: $what from $(ls "$seeds" | wc -l) seeds"
   if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      "$build_dir/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+      "$build_dir/$target" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
       -print_final_stats=1 -artifact_prefix="$build_dir/artifacts/$target-" "$work" "$seeds" \
       > "$build_dir/$target.log" 2>&1; then
     echo "fuzz.sh: $target FAILED; the log follows and the input is in $build_dir/artifacts/" >&2

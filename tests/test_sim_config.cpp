@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <limits>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -48,9 +49,17 @@ TEST_CASE("durations: units, bare seconds, errors") {
   CHECK(sim::parse_duration("5m") == 300s);
   CHECK(sim::parse_duration("2h") == 7200s);
   CHECK(sim::parse_duration("1d") == 86400s);
-  for (const char* bad : {"", "s", "10x", "-1s", "1..2s", "ten"}) {
+  const std::string huge(400, '9');  // beyond a double: must be an Error, not std::out_of_range
+  for (const std::string bad : {std::string(""), std::string("s"), std::string("10x"), std::string("-1s"),
+                                std::string("1..2s"), std::string("ten"), huge + "s", std::string("2e9d")}) {
     CAPTURE(bad);
     CHECK(error_of([&] { sim::parse_duration(bad); }).find("invalid duration") != std::string::npos);
+  }
+  CHECK(sim::seconds_to_duration(1.5, "x") == 1500ms);
+  for (double bad : {-1.0, 1e13, 1e300, std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(bad);
+    CHECK(error_of([&] { sim::seconds_to_duration(bad, "x"); }).find("x must be") != std::string::npos);
   }
   CHECK(sim::format_duration(999ms) == "999ms");
   CHECK(sim::format_duration(1500ms) == "1.5s");
@@ -137,6 +146,11 @@ TEST_CASE("the JSON config: unknown keys, wrong types and bad JSON are clear err
   CHECK(error_of([&] { sim::apply_json(c, json{{"db", 3}}); }).find("\"db\" must be a string") !=
         std::string::npos);
   CHECK(error_of([&] { sim::apply_json(c, json{{"exit-when-drained", 1}}); }).find("true or false") !=
+        std::string::npos);
+  // Found by fuzz_sim_config: a number too large for milliseconds was undefined behaviour.
+  CHECK(error_of([&] { sim::apply_json(c, json::parse(R"({"backoff-max": 2e78})")); })
+            .find("\"backoff-max\" must be a number of seconds") != std::string::npos);
+  CHECK(error_of([&] { sim::apply_json(c, json::parse(R"({"backoff-max": -1})")); }).find("from 0 to") !=
         std::string::npos);
   CHECK(error_of([&] { sim::apply_json(c, json::array()); }).find("one JSON object") != std::string::npos);
 
