@@ -50,7 +50,7 @@ TEST_CASE("durations: units, bare seconds, errors") {
   CHECK(sim::parse_duration("2h") == 7200s);
   CHECK(sim::parse_duration("1d") == 86400s);
   const std::string huge(400, '9');  // beyond a double: must be an Error, not std::out_of_range
-  for (const std::string bad : {std::string(""), std::string("s"), std::string("10x"), std::string("-1s"),
+  for (const std::string& bad : {std::string(""), std::string("s"), std::string("10x"), std::string("-1s"),
                                 std::string("1..2s"), std::string("ten"), huge + "s", std::string("2e9d")}) {
     CAPTURE(bad);
     CHECK(error_of([&] { sim::parse_duration(bad); }).find("invalid duration") != std::string::npos);
