@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <vector>
@@ -169,7 +170,15 @@ void add_options(CLI::App& app, SimConfig& cli) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   app.add_option("--rate", cli.rate, "Readings per second in total; 0: as fast as possible")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double v = 0;
+            if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < 0)
+              return "must be a number of readings per second, 0 or more (0: as fast as possible), not \"" + text +
+                     "\"";
+            return {};
+          },
+          "HZ"))
       ->capture_default_str();
   app.add_option_function<std::uint64_t>(
       "--count", [&cli](const std::uint64_t& n) { cli.count = n; },

@@ -114,6 +114,15 @@ TEST_CASE("conflicts and bad values are errors that say what to do") {
             .find("not both") != std::string::npos);
   CHECK_THROWS_AS(parse({"--db", "x", "--duration", "soon"}), CLI::ValidationError);
   CHECK_THROWS_AS(parse({"--db", "x", "--sensors", "0"}), CLI::ValidationError);
+  for (const char* rate : {"fast", "-1", "nan", "inf"}) {
+    CAPTURE(rate);
+    try {
+      parse({"--db", "x", "--rate", rate});
+      FAIL("--rate accepted");
+    } catch (const CLI::ValidationError& e) {
+      CHECK(std::string(e.what()).find("readings per second, 0 or more") != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("the JSON config: same keys as the flags, flags override it") {
