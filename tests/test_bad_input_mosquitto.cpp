@@ -126,6 +126,8 @@ std::string first_line(const Run& r) {
   auto text = r.err.empty() ? r.out : r.err;
   auto nl = text.find('\n');
   auto line = text.substr(0, nl);
+  // The ingest's log lines start with a UTC time stamp: the table is stable without it.
+  if (line.size() > 21 && line[4] == '-' && line[10] == 'T' && line[19] == 'Z') line = line.substr(21);
   if (line.size() > 90) line = line.substr(0, 90) + "...";
   for (auto& c : line)
     if (c == '|') c = '/';
