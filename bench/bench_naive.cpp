@@ -3,10 +3,22 @@
 //
 // The seed design: select all unpublished rows, then for each one publish
 // it, wait for its PUBACK and update that one row (a transaction per event),
-// until the select comes back empty. Both run with synchronous=NORMAL, so
-// the ratio measures the design (a window of publishes in flight, acks
-// marked many per transaction) rather than fsync; with FULL the seed pays
-// one fsync per event and falls further behind.
+// until the select comes back empty.
+//
+// Both run with the same synchronous mode, twice:
+//   forward_vs_naive_ratio         synchronous=FULL, the library's default
+//                                  (and forward_vs_paho_ratio's): the seed
+//                                  pays an fsync per event, the forwarder
+//                                  one per batch of acknowledgements
+//   forward_vs_naive_ratio_normal  synchronous=NORMAL, no fsync on commit:
+//                                  what is left is the window of publishes
+//                                  in flight against one round trip per event
+//   forward_vs_naive_ratio_rtt10ms FULL again, through a DelayLink that adds
+//                                  5 ms each way (a good cellular uplink):
+//                                  the seed waits a round trip per event
+// Backlogs are sized so that each drain takes seconds: the seed drains the
+// FULL one at the disk's fsync rate and the delayed one at one event per
+// round trip, so it gets fewer events there than the forwarder.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,6 +26,7 @@
 #include <mqtt/async_client.h>
 
 #include "bench_util.h"
+#include "delay_link.h"
 
 namespace eo = edge_outbox;
 namespace b = edge_outbox::bench;
@@ -27,9 +40,10 @@ struct Row {
 };
 
 // Returns events per second.
-double naive_drain(const std::filesystem::path& file, const std::string& uri, std::uint64_t events) {
+double naive_drain(const std::filesystem::path& file, const std::string& uri, std::uint64_t events,
+                   eo::Durability durability) {
   SQLite::Database db(file.string(), SQLite::OPEN_READWRITE, 10'000);
-  db.exec("PRAGMA synchronous = NORMAL");
+  db.exec(durability == eo::Durability::full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
   mqtt::async_client client(uri, "bench-naive", mqtt::create_options(MQTTVERSION_5));
   auto connect = mqtt::connect_options_builder().mqtt_version(MQTTVERSION_5).clean_start(true).finalize();
   client.connect(connect)->wait();
@@ -62,34 +76,70 @@ double naive_drain(const std::filesystem::path& file, const std::string& uri, st
   return static_cast<double>(events) / s;
 }
 
+struct Medians {
+  double naive, forwarder;
+};
+
+struct Setup {
+  const char* label;
+  eo::Durability durability;
+  std::string uri;
+  std::uint64_t naive_events, forwarder_events;
+};
+
+// Alternates the seed design and the forwarder on fresh backlogs, 3 times.
+Medians compare(const std::filesystem::path& file, const Setup& s) {
+  std::vector<double> naive, forwarder;
+  for (int rep = 0; rep < 3; ++rep) {
+    b::remove_database(file);
+    b::create_outbox(file);
+    b::fill_outbox(file, s.naive_events, false, 120, std::string("naive-") + s.label + std::to_string(rep));
+    naive.push_back(naive_drain(file, s.uri, s.naive_events, s.durability));
+
+    b::remove_database(file);
+    b::create_outbox(file);
+    b::fill_outbox(file, s.forwarder_events, false, 120, std::string("fwd-") + s.label + std::to_string(rep));
+    eo::OutboxOptions q;
+    q.durability = s.durability;
+    forwarder.push_back(static_cast<double>(s.forwarder_events) /
+                        b::forwarder_drain(file, q, s.uri, s.forwarder_events, "bench-naive-fwd"));
+    b::note("bench_naive: %s rep %d: naive %.0f/s, forwarder %.0f/s", s.label, rep, naive.back(), forwarder.back());
+  }
+  return {b::median(naive), b::median(forwarder)};
+}
+
+std::uint16_t port_of(const std::string& uri) {
+  return static_cast<std::uint16_t>(std::stoi(uri.substr(uri.rfind(':') + 1)));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const auto args = b::parse_args(argc, argv);
   if (args.broker.empty()) throw std::invalid_argument("--broker is required");
-  const std::uint64_t events = args.quick ? 2'000 : 100'000;
+  const bool quick = args.quick;
   b::ScratchDir dir;
   const auto file = dir / "naive.db";
-  std::vector<double> naive, forwarder;
-  for (int rep = 0; rep < 3; ++rep) {
-    b::remove_database(file);
-    b::create_outbox(file);
-    b::fill_outbox(file, events, false, 120, "naive" + std::to_string(rep));
-    naive.push_back(naive_drain(file, args.broker, events));
+  const Setup full_setup{"FULL", eo::Durability::full, args.broker, quick ? 500u : 10'000u, quick ? 500u : 10'000u};
+  const Setup normal_setup{"NORMAL", eo::Durability::normal, args.broker, quick ? 2'000u : 100'000u,
+                           quick ? 2'000u : 100'000u};
+  const auto full = compare(file, full_setup);
+  const auto normal = compare(file, normal_setup);
+  b::DelayLink link(port_of(args.broker), std::chrono::milliseconds(5));
+  const Setup rtt_setup{"RTT 10 ms", eo::Durability::full, link.uri(), quick ? 100u : 300u, quick ? 2'000u : 20'000u};
+  const auto rtt = compare(file, rtt_setup);
 
-    b::remove_database(file);
-    b::create_outbox(file);
-    b::fill_outbox(file, events, false, 120, "fwd" + std::to_string(rep));
-    eo::OutboxOptions q;
-    q.durability = eo::Durability::normal;
-    forwarder.push_back(static_cast<double>(events) /
-                        b::forwarder_drain(file, q, args.broker, events, "bench-naive-fwd"));
-    b::note("bench_naive: rep %d: naive %.0f/s, forwarder %.0f/s", rep, naive.back(), forwarder.back());
-  }
-  b::figure("naive_backlog_events", static_cast<double>(events));
-  b::figure("naive_events_per_s", b::median(naive));
-  b::figure("naive_forwarder_events_per_s", b::median(forwarder));
-  b::figure("forward_vs_naive_ratio", b::median(forwarder) / b::median(naive));
+  b::figure("naive_backlog_events", static_cast<double>(full_setup.naive_events));
+  b::figure("naive_events_per_s", full.naive);
+  b::figure("naive_forwarder_events_per_s", full.forwarder);
+  b::figure("forward_vs_naive_ratio", full.forwarder / full.naive);
+  b::figure("naive_normal_backlog_events", static_cast<double>(normal_setup.naive_events));
+  b::figure("naive_normal_events_per_s", normal.naive);
+  b::figure("naive_normal_forwarder_events_per_s", normal.forwarder);
+  b::figure("forward_vs_naive_ratio_normal", normal.forwarder / normal.naive);
+  b::figure("naive_rtt10ms_events_per_s", rtt.naive);
+  b::figure("naive_rtt10ms_forwarder_events_per_s", rtt.forwarder);
+  b::figure("forward_vs_naive_ratio_rtt10ms", rtt.forwarder / rtt.naive);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_naive: %s\n", e.what());
