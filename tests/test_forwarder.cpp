@@ -237,6 +237,8 @@ TEST_CASE("events go out in commit order, each once, and leave the outbox") {
   Forwarder forwarder(outbox, broker.publisher(), fast_options());
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  // stats() counts a commit just after it lands: it may trail the file briefly.
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 1000; }));
   auto sent = broker.sent();
   REQUIRE(sent.size() == 1000);
   auto seqs = sequences(sent);
@@ -310,6 +312,10 @@ TEST_CASE("a permanent refusal dead-letters the event and the rest flow") {
   Forwarder forwarder(outbox, broker.publisher(), fast_options());
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  REQUIRE(eventually([&] {
+    auto s = forwarder.stats();
+    return s.published_total == 20 && s.dead_lettered == 1;
+  }));
   auto dead = outbox.dead(10);
   REQUIRE(dead.size() == 1);
   CHECK(dead[0].event.id == bad);
@@ -343,6 +349,10 @@ TEST_CASE("a transiently failing event is retried, then dead-lettered, without b
   Forwarder forwarder(outbox, broker.publisher(), o);
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  REQUIRE(eventually([&] {
+    auto s = forwarder.stats();
+    return s.published_total == 55 && s.dead_lettered == 1;
+  }));
   CHECK(poison_attempts.load() == 3);
   auto dead = outbox.dead(10);
   REQUIRE(dead.size() == 1);

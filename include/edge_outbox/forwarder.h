@@ -101,6 +101,9 @@ class Forwarder {
   // Unacknowledged events stay pending for the next run. Idempotent.
   void stop(std::chrono::milliseconds drain_timeout = std::chrono::milliseconds(0));
 
+  // A snapshot. A transaction that marked events published (or
+  // dead-lettered one) is counted just after it commits, so the counters may
+  // trail what Outbox::stats() reads from the file by that one commit.
   ForwarderStats stats() const;
   // The network is known to be back: retry the connection now.
   void notify_connectivity();
