@@ -60,14 +60,14 @@ TEST_CASE("a structured-mode event is marked as such") {
   CHECK(std::get<EventRow>(row).payload == R"({"v":1})");
 }
 
-TEST_CASE("rejections keep a prefix of the payload and its size") {
+TEST_CASE("rejections keep the whole payload, its size and the properties that arrived") {
   ClassifyOptions o;
-  o.rejected_prefix_bytes = 4;
-  Row row = run(ce::MqttMessage{"not json at all", "", {}}, "devices/dev-1/events/x", o);
+  Row row = run(ce::MqttMessage{"not json at all", "text/plain", {{"k", "v"}}}, "devices/dev-1/events/x", o);
   REQUIRE(std::holds_alternative<RejectedRow>(row));
   const auto& r = std::get<RejectedRow>(row);
-  CHECK(r.payload == "not ");
+  CHECK(r.payload == "not json at all");
   CHECK(r.payload_size == 15);
+  CHECK(r.properties == R"({"content_type":"text/plain","retained":false,"user_properties":[["k","v"]]})");
   CHECK(r.topic == "devices/dev-1/events/x");
   CHECK(r.reason.find("not JSON") != std::string::npos);
 }

@@ -28,8 +28,16 @@ RejectedRow rejected(const Received& m, const ClassifyOptions& options, std::str
   row.received_at_ms = m.received_at_ms;
   row.topic = m.topic;
   row.reason = printable(reason);
-  row.payload = std::string(m.payload.substr(0, options.rejected_prefix_bytes));
+  row.payload = std::string(m.payload.substr(0, options.max_payload_bytes));
   row.payload_size = m.payload.size();
+  nlohmann::json props = nlohmann::json::object();
+  props["content_type"] = std::string(m.content_type);
+  nlohmann::json user = nlohmann::json::array();
+  for (const auto& [name, value] : m.user_properties) user.push_back({name, value});
+  props["user_properties"] = std::move(user);
+  props["retained"] = m.retained;
+  // Property bytes that are not UTF-8 must not make the rejection itself fail.
+  row.properties = props.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return row;
 }
 

@@ -20,8 +20,6 @@ struct ClassifyOptions {
   // The event's source must equal the 2nd level of the topic
   // (devices/<id>/events/...).
   bool require_source_match = false;
-  // How much of a rejected payload is kept in the rejected table.
-  std::size_t rejected_prefix_bytes = 1024;
 };
 
 struct Received {
@@ -29,6 +27,7 @@ struct Received {
   std::string_view payload;
   std::string_view content_type;
   cloudevents::UserProperties user_properties;
+  bool retained = false;  // delivered from the broker's retained store
   std::int64_t received_at_ms = 0;
 };
 

@@ -14,7 +14,8 @@ struct EventRow {
   std::string source;
   std::string type;
   std::string topic;
-  std::string time;          // as sent; may be empty
+  std::string time;          // RFC 3339 as sent when valid; empty when absent or invalid
+  std::string time_original; // the time attribute as sent when it is not RFC 3339 (then `time` is empty)
   std::int64_t received_at_ms = 0;
   std::string payload;       // the event data, bytes
   std::string content_type;  // datacontenttype; may be empty
@@ -29,8 +30,12 @@ struct RejectedRow {
   std::int64_t received_at_ms = 0;
   std::string topic;
   std::string reason;
-  std::string payload;  // the first bytes of the message, for diagnosis
-  std::uint64_t payload_size = 0;
+  std::string payload;  // the message payload, whole up to --max-payload-bytes
+  std::uint64_t payload_size = 0;  // the payload's size as received
+  // What arrived beside the payload, as a JSON object, so that `reprocess`
+  // can classify the message again: {"content_type": "...",
+  // "user_properties": [["name", "value"], ...], "retained": false}.
+  std::string properties = "{}";
 };
 
 using Row = std::variant<EventRow, RejectedRow>;
