@@ -3,8 +3,9 @@
 # at 50 Hz into its outbox while a private mosquitto broker is stopped for a
 # while in the middle and started again on the same port; edge-outbox-ingest
 # stores what arrives. At the end it prints what was recorded, what arrived,
-# the duplicates the ingest dropped, and how many readings were lost (must
-# be 0; the script exits non-zero otherwise).
+# the duplicates the ingest dropped, how many readings were lost (must be 0;
+# the script exits non-zero otherwise), and how long the outage's backlog
+# took to drain after the reconnection.
 #
 # Everything runs on 127.0.0.1 in a temporary directory; every process the
 # script started is stopped on exit, also on Ctrl-C.
