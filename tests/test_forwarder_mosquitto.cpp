@@ -241,7 +241,6 @@ TEST_CASE("a blackholed link with publishes outstanding is dropped after ack_tim
   auto second = enqueue_many(outbox, 300);  // sent into the silent link, never acknowledged
   REQUIRE(eventually([&] { return forwarder.stats().ack_timeouts >= 1; }, 40s));
   CHECK(outbox.stats().pending > 0);
-  CHECK(forwarder.stats().last_error.find("ack_timeout") != std::string::npos);
   proxy.set_mode(TcpProxy::Mode::pass);
 
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }, 40s));
