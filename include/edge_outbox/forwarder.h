@@ -74,8 +74,8 @@ struct ForwarderOptions {
   // acknowledgement before the connection is dropped and re-opened. Keep it
   // above the slowest acknowledgement round trip of the link (a thin link
   // with max_in_flight large messages needs more). Measured on the
-  // monotonic time of the Queue's OutboxOptions::clock. 0 turns it off: only the MQTT keepalive
-  // then notices a frozen broker. Requires: >= 0.
+  // monotonic time of the Queue's OutboxOptions::clock. 0 turns it off:
+  // only the MQTT keepalive then notices a frozen broker. Requires: >= 0.
   std::chrono::milliseconds ack_timeout{15'000};
   WireMode wire_mode = WireMode::automatic;
   // For the Outbox& constructor: max_attempts, retention, log and clock of
