@@ -126,4 +126,13 @@ void GatedPublisher::notify_connectivity() {
   if (inner) inner->notify_connectivity();
 }
 
+void GatedPublisher::drop_connection(const std::string& reason) {
+  std::shared_ptr<Publisher> inner;
+  {
+    std::lock_guard lock(mutex_);
+    inner = inner_;
+  }
+  if (inner) inner->drop_connection(reason);
+}
+
 }  // namespace edge_outbox::sim

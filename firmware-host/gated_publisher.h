@@ -34,6 +34,7 @@ class GatedPublisher final : public Publisher {
   bool connected() const override;
   MqttVersion version() const override;
   void notify_connectivity() override;
+  void drop_connection(const std::string& reason) override;
 
  private:
   // Requires: mutex_ held; started_, online_ and !stopped_.

@@ -107,6 +107,8 @@ const std::vector<Field>& fields() {
       EO_STRING_FIELD("key-file", key_file),
       {"backoff-max", [](SimConfig& c, const json& v) { c.backoff_max = want_duration("backoff-max", v); },
        [](SimConfig& c, const SimConfig& f) { c.backoff_max = f.backoff_max; }},
+      {"ack-timeout", [](SimConfig& c, const json& v) { c.ack_timeout = want_duration("ack-timeout", v); },
+       [](SimConfig& c, const SimConfig& f) { c.ack_timeout = f.ack_timeout; }},
       EO_STRING_FIELD("durability", durability),
       {"max-pending", [](SimConfig& c, const json& v) { c.max_pending = want_count("max-pending", v); },
        [](SimConfig& c, const SimConfig& f) { c.max_pending = f.max_pending; }},
@@ -204,6 +206,10 @@ void add_options(CLI::App& app, SimConfig& cli) {
   app.add_option_function<std::string>(
       "--backoff-max", [&cli](const std::string& s) { cli.backoff_max = cli_duration("--backoff-max", s); },
       "Longest wait between reconnection attempts (exponential backoff with jitter; default 60s)");
+  app.add_option_function<std::string>(
+      "--ack-timeout", [&cli](const std::string& s) { cli.ack_timeout = cli_duration("--ack-timeout", s); },
+      "With publishes outstanding, drop and re-open the connection when no acknowledgement arrives for this "
+      "long (a frozen broker or a dead link that looks open; default 15s; 0: off, only the keepalive notices)");
   app.add_option("--durability", cli.durability,
                  "full: every reading survives a power loss; normal: a crash, not a power loss")
       ->capture_default_str();

@@ -41,6 +41,7 @@ struct SimConfig {
   std::string cert_file;
   std::string key_file;
   std::chrono::milliseconds backoff_max{60'000};  // longest wait between reconnection attempts
+  std::chrono::milliseconds ack_timeout{15'000};  // ForwarderOptions::ack_timeout; 0: off
   std::string durability = "full";           // full | normal
   std::uint64_t max_pending = 0;             // 0: unbounded
   std::string capacity_policy = "reject_new";  // reject_new | drop_oldest

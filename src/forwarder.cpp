@@ -14,6 +14,7 @@
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
 
+#include "ack_timeout.h"
 #include "event_wire.h"
 
 namespace edge_outbox {
@@ -29,6 +30,10 @@ void validate(const ForwarderOptions& o) {
   if (o.batch_size < 1) throw Error(ErrorKind::invalid_argument, "ForwarderOptions::batch_size must be at least 1");
   if (o.poll_interval.count() < 1 || o.expire_interval.count() < 1 || o.retry_interval.count() < 0) {
     throw Error(ErrorKind::invalid_argument, "ForwarderOptions intervals must be positive");
+  }
+  if (o.ack_timeout.count() < 0) {
+    throw Error(ErrorKind::invalid_argument,
+                "ForwarderOptions::ack_timeout must be 0 (off) or a positive time such as 15 s");
   }
 }
 
@@ -48,7 +53,8 @@ struct Completion {
 struct Forwarder::Impl {
   Impl(std::unique_ptr<Queue> q, std::unique_ptr<Publisher> p, ForwarderOptions o)
       : options(std::move(o)), queue(std::move(q)), publisher(std::move(p)), stream_id(queue->stream_id()),
-        clock(options.queue_options.clock ? options.queue_options.clock : system_clock()) {}
+        clock(options.queue_options.clock ? options.queue_options.clock : system_clock()),
+        ack_timeout(options.ack_timeout) {}
 
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
@@ -100,6 +106,7 @@ struct Forwarder::Impl {
   }
 
   void handle(std::vector<Completion>& done) {
+    if (!done.empty()) ack_timeout.completed(clock->monotonic_ms());
     for (auto& c : done) {
       in_flight.erase(c.sequence);
       switch (c.result.status) {
@@ -167,12 +174,35 @@ struct Forwarder::Impl {
         shared_stats.last_error = e.what();
         continue;
       }
+      ack_timeout.sent(clock->monotonic_ms(), in_flight.size());
       in_flight.insert(seq);
       publisher->publish(std::move(msg), [this, seq](PublishResult r) { on_completion(seq, std::move(r)); });
     }
   }
 
+  // Publishes are outstanding and the broker has said nothing for
+  // ack_timeout: the connection is dead although it looks open. Dropping it
+  // completes the outstanding publishes as not_sent, which rewinds to the
+  // oldest of them as after any lost connection.
+  void check_ack_timeout() {
+    std::int64_t now_ms = clock->monotonic_ms();
+    if (!ack_timeout.expired(now_ms, in_flight.size())) return;
+    std::string reason = "no acknowledgement from the broker for " +
+                         std::to_string(ack_timeout.silent_for(now_ms).count()) + " ms with " +
+                         std::to_string(in_flight.size()) +
+                         " publishes outstanding (ack_timeout); dropping the connection and sending them again";
+    ack_timeout.restart(now_ms);
+    log(LogLevel::warning, "forwarder: " + reason);
+    {
+      std::lock_guard lock(mutex);
+      ++shared_stats.ack_timeouts;
+      shared_stats.last_error = reason;
+    }
+    publisher->drop_connection(reason);
+  }
+
   void step(SteadyClock::time_point now, bool is_connected, MqttVersion v, bool draining, bool& finished) {
+    check_ack_timeout();
     if (now >= next_poll) {
       std::uint64_t dv = queue->data_version();
       if (dv != last_data_version) {
@@ -216,6 +246,12 @@ struct Forwarder::Impl {
   SteadyClock::time_point next_deadline(SteadyClock::time_point now) const {
     auto t = std::min(next_poll, next_expire);
     if ((wrap_wanted || retry_wanted) && caught_up) t = std::min(t, last_wrap + options.retry_interval);
+    if (auto due = ack_timeout.deadline(in_flight.size())) {
+      // The clock may be another than the steady one (tests move it by
+      // hand); a poll_interval bounds the wait in any case.
+      auto left = std::max<std::int64_t>(*due - clock->monotonic_ms(), 0);
+      t = std::min(t, now + std::chrono::milliseconds(left));
+    }
     return std::max(t, now);
   }
 
@@ -289,6 +325,7 @@ struct Forwarder::Impl {
   std::unique_ptr<Publisher> publisher;
   std::string stream_id;
   std::shared_ptr<const Clock> clock;
+  detail::AckTimeout ack_timeout;  // the forwarder thread's
 
   // Shared with other threads, under mutex.
   mutable std::mutex mutex;

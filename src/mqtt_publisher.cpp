@@ -232,6 +232,24 @@ struct MqttPublisher::Impl {
     cv.notify_all();
   }
 
+  // From the owner (drop_connection): the connection looks open but is
+  // believed dead. Handled as a loss: the connection thread retires the
+  // client (outside our lock) and reconnects after the backoff.
+  void drop(const std::string& reason) {
+    std::vector<PublishCallback> orphans;
+    {
+      std::lock_guard lock(mutex);
+      if (stopping || state != State::connected) return;
+      state = State::lost;
+      lost_reason = reason.empty() ? "connection dropped" : "connection dropped: " + reason;
+      orphans = take_all_locked();
+    }
+    fail_all(orphans, "connection dropped before the broker acknowledged");
+    std::lock_guard lock(mutex);
+    lost_ready = true;
+    cv.notify_all();
+  }
+
   // --- outstanding publishes ----------------------------------------------
 
   PublishCallback take(std::uint64_t id) {
@@ -698,6 +716,8 @@ void MqttPublisher::notify_connectivity() {
     impl_->cv.notify_all();
   }
 }
+
+void MqttPublisher::drop_connection(const std::string& reason) { impl_->drop(reason); }
 
 std::uint32_t MqttPublisher::broker_max_packet_size() const {
   std::lock_guard lock(impl_->mutex);

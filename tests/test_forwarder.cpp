@@ -1,6 +1,7 @@
 // Forwarder against a fake Publisher: ordering, the in-flight window, group
 // commits of acknowledgements, refusals and dead letters, connection loss,
-// stop semantics, resuming in a new Forwarder, and the wire mapping.
+// stop semantics, resuming in a new Forwarder, the wire mapping, and the ack
+// timeout (a broker that stops acknowledging), on a clock moved by hand.
 // The real broker is exercised in test_forwarder_mosquitto.cpp.
 #include <doctest/doctest.h>
 
@@ -21,6 +22,8 @@
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/outbox.h>
 
+#include "ack_timeout.h"
+#include "support/manual_clock.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
@@ -58,6 +61,8 @@ class FakePublisher final : public Publisher {
     std::vector<Pending> outstanding;
     std::size_t max_outstanding = 0;
     int connectivity_kicks = 0;
+    int drops = 0;  // drop_connection() calls that dropped a connection
+    std::string drop_reason;
   };
 
   explicit FakePublisher(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
@@ -121,6 +126,28 @@ class FakePublisher final : public Publisher {
     std::lock_guard l(s_->mutex);
     ++s_->connectivity_kicks;
   }
+  // As a real one: outstanding publishes complete as not_sent, the handler
+  // hears of the loss. It stays down until the test calls set_connected(true).
+  void drop_connection(const std::string& reason) override {
+    std::vector<Pending> orphans;
+    ConnectionHandler h;
+    ConnectionEvent ev;
+    {
+      std::lock_guard l(s_->mutex);
+      if (!s_->connected || s_->stopped) return;
+      ++s_->drops;
+      s_->drop_reason = reason;
+      s_->connected = false;
+      orphans.swap(s_->outstanding);
+      h = s_->handler;
+      ev.version = s_->version;
+      s_->cv.notify_all();
+    }
+    for (auto& p : orphans) p.done(PublishResult{PublishResult::Status::not_sent, false, "connection dropped"});
+    ev.connected = false;
+    ev.reason = "connection dropped: " + reason;
+    if (h) h(ev);
+  }
 
  private:
   std::shared_ptr<Shared> s_;
@@ -171,9 +198,29 @@ struct Broker {
     ev.reason = up ? "" : "connection lost";
     if (h) h(ev);
   }
+  // Completes the oldest outstanding publish with result; false if none.
+  bool complete_oldest(PublishResult result = {}) {
+    std::optional<FakePublisher::Pending> first;
+    {
+      std::lock_guard l(s->mutex);
+      if (s->outstanding.empty()) return false;
+      first = std::move(s->outstanding.front());
+      s->outstanding.erase(s->outstanding.begin());
+    }
+    first->done(result);
+    return true;
+  }
   std::size_t outstanding() {
     std::lock_guard l(s->mutex);
     return s->outstanding.size();
+  }
+  int drops() {
+    std::lock_guard l(s->mutex);
+    return s->drops;
+  }
+  std::string drop_reason() {
+    std::lock_guard l(s->mutex);
+    return s->drop_reason;
   }
   std::vector<OutgoingMessage> sent() {
     std::lock_guard l(s->mutex);
@@ -571,6 +618,11 @@ TEST_CASE("bad options are refused") {
   o = fast_options();
   o.max_in_flight = 0;
   CHECK_THROWS_AS(Forwarder(outbox, broker.publisher(), o), Error);
+  o = fast_options();
+  o.ack_timeout = -1ms;
+  CHECK_THROWS_AS(Forwarder(outbox, broker.publisher(), o), Error);
+  o.ack_timeout = 0ms;  // off
+  CHECK_NOTHROW(Forwarder(outbox, broker.publisher(), o));
   CHECK_THROWS_AS(Forwarder(outbox, nullptr, fast_options()), Error);
 }
 
@@ -593,5 +645,156 @@ TEST_CASE("an event whose TTL ran out is dead-lettered as expired, not sent") {
   CHECK(dead[0].event.id == id);
   CHECK(dead[0].reason == "expired");
   for (const auto& m : broker.sent()) CHECK(property(m, "id") != id);
+  forwarder.stop();
+}
+
+TEST_CASE("AckTimeout: expires only with publishes outstanding and nothing completed for the timeout") {
+  detail::AckTimeout t(15s);
+  CHECK(!t.deadline(0));
+  CHECK(!t.expired(1'000'000, 0));  // nothing outstanding: never
+  t.sent(1'000, 0);                  // into an empty window: the wait starts
+  t.sent(5'000, 1);                  // more into a busy window: it goes on
+  CHECK(*t.deadline(2) == 16'000);
+  CHECK(!t.expired(15'999, 2));
+  CHECK(t.expired(16'000, 2));
+  t.completed(16'000);  // any completion starts it again
+  CHECK(!t.expired(30'999, 1));
+  CHECK(t.expired(31'000, 1));
+  t.restart(31'000);
+  CHECK(!t.expired(45'999, 1));
+  CHECK(t.silent_for(45'999) == 14'999ms);
+
+  detail::AckTimeout off(0ms);
+  off.sent(0, 0);
+  CHECK(!off.deadline(5));
+  CHECK(!off.expired(1'000'000'000, 5));
+}
+
+namespace {
+
+// The clock the forwarder measures ack_timeout on, moved by the test.
+ForwarderOptions manual_clock_options(const std::shared_ptr<test::ManualClock>& clock) {
+  auto o = fast_options();
+  o.queue_options.clock = clock;
+  o.ack_timeout = 15s;
+  o.max_in_flight = 16;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("acknowledgements that stop coming: after ack_timeout the connection is dropped and the unacknowledged "
+          "events are sent again, oldest first") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 100);
+  auto clock = std::make_shared<test::ManualClock>();
+  Broker broker;
+  broker.hold_all();
+  Forwarder forwarder(outbox, broker.publisher(), manual_clock_options(clock));
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 16; }));
+  broker.complete_outstanding();  // the first 16 acknowledged
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 16 && broker.outstanding() == 16; }));
+
+  // The broker goes silent with 16 outstanding.
+  clock->advance(14'000);
+  std::this_thread::sleep_for(200ms);  // ten polls: not yet
+  CHECK(broker.drops() == 0);
+  CHECK(forwarder.stats().ack_timeouts == 0);
+  CHECK(forwarder.stats().connected);
+  auto before = broker.sent_count();
+  clock->advance(1'000);
+  REQUIRE(eventually([&] { return broker.drops() == 1; }));
+  CHECK(broker.drop_reason().find("no acknowledgement") != std::string::npos);
+  REQUIRE(eventually([&] { return !forwarder.stats().connected; }));
+  auto st = forwarder.stats();
+  CHECK(st.ack_timeouts == 1);
+  CHECK(st.last_error.find("ack_timeout") != std::string::npos);
+  std::this_thread::sleep_for(50ms);
+  CHECK(broker.sent_count() == before);  // nothing is sent while down
+
+  broker.ack_all_later();
+  broker.set_connected(true);
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  auto seqs = sequences(broker.sent());
+  std::vector<std::uint64_t> resent(seqs.begin() + static_cast<std::ptrdiff_t>(before), seqs.end());
+  REQUIRE(!resent.empty());
+  CHECK(resent.front() == seqs[16]);  // from the first unacknowledged one
+  CHECK(std::is_sorted(resent.begin(), resent.end()));
+  CHECK(std::set<std::uint64_t>(seqs.begin(), seqs.end()).size() == 100);
+  CHECK(seqs.size() - 100 == 16);  // the silent window, sent twice
+  CHECK(forwarder.stats().reconnects == 1);
+  CHECK(forwarder.stats().failures == 0);
+  CHECK(broker.drops() == 1);
+  forwarder.stop();
+}
+
+TEST_CASE("no ack timeout while nothing is outstanding") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  auto clock = std::make_shared<test::ManualClock>();
+  Broker broker;  // acknowledges at once
+  Forwarder forwarder(outbox, broker.publisher(), manual_clock_options(clock));
+  forwarder.start();
+  enqueue_many(outbox, 50);
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 50; }));
+  for (int i = 0; i < 10; ++i) {
+    clock->advance(60'000);
+    std::this_thread::sleep_for(30ms);
+  }
+  enqueue_many(outbox, 50);
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 100; }));
+  clock->advance(60'000);
+  std::this_thread::sleep_for(100ms);
+  CHECK(broker.drops() == 0);
+  CHECK(forwarder.stats().ack_timeouts == 0);
+  CHECK(forwarder.stats().connected);
+  forwarder.stop();
+}
+
+TEST_CASE("no ack timeout while acknowledgements keep arriving, however long the whole takes") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 40);
+  auto clock = std::make_shared<test::ManualClock>();
+  Broker broker;
+  broker.hold_all();
+  auto o = manual_clock_options(clock);
+  o.max_in_flight = 4;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 4; }));
+  // One acknowledgement every 10 s: 400 s in all, never 15 s of silence.
+  for (std::uint64_t acked = 1; acked <= 40; ++acked) {
+    clock->advance(10'000);
+    REQUIRE(broker.complete_oldest());
+    // Handled (and the window refilled) before the clock moves again.
+    REQUIRE(eventually([&] { return forwarder.stats().published_total == acked; }));
+    REQUIRE(eventually([&] { return broker.outstanding() == std::min<std::uint64_t>(4, 40 - acked); }));
+  }
+  CHECK(outbox.stats().pending == 0);
+  CHECK(broker.drops() == 0);
+  CHECK(forwarder.stats().ack_timeouts == 0);
+  CHECK(broker.sent_count() == 40);
+  forwarder.stop();
+}
+
+TEST_CASE("ack_timeout 0: a silent broker is left to the publisher's keepalive") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 10);
+  auto clock = std::make_shared<test::ManualClock>();
+  Broker broker;
+  broker.hold_all();
+  auto o = manual_clock_options(clock);
+  o.ack_timeout = 0ms;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 10; }));
+  clock->advance(3'600'000);
+  std::this_thread::sleep_for(100ms);
+  CHECK(broker.drops() == 0);
+  CHECK(forwarder.stats().ack_timeouts == 0);
   forwarder.stop();
 }

@@ -1,7 +1,8 @@
 // Forwarder + MqttPublisher against a real mosquitto started by the test,
 // verified by an independent subscriber: offline first, broker SIGKILL
-// mid-drain, a blackholed link, an ACL refusal, a writer in another process,
-// stop() while disconnected, MQTT 3.1.1 and TLS.
+// mid-drain, a blackholed link (noticed by keepalive, and by the ack timeout
+// with a long keepalive), a broker frozen with SIGSTOP, an ACL refusal, a
+// writer in another process, stop() while disconnected, MQTT 3.1.1 and TLS.
 #include <doctest/doctest.h>
 
 #include <dirent.h>
@@ -216,6 +217,71 @@ TEST_CASE("a blackholed link is noticed through keepalive and recovered") {
   REQUIRE(eventually([&] { return all_arrived(sub, second); }, 20s));
   CHECK(all_arrived(sub, first));
   CHECK(forwarder.stats().reconnects >= 1);
+  forwarder.stop(2s);
+}
+
+TEST_CASE("a blackholed link with publishes outstanding is dropped after ack_timeout, before any keepalive") {
+  TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Mosquitto broker;
+  TcpProxy proxy(broker.port());
+  Subscriber sub(broker.uri(), {"t/#"});
+  auto po = publisher_options(proxy.uri());
+  po.keepalive = 60s;  // Paho would notice after 60-90 s: only the ack timeout can explain a drop before
+  po.connect_timeout = 2s;
+  auto fo = forwarder_options();
+  fo.ack_timeout = 2s;
+  Forwarder forwarder(outbox, std::make_unique<MqttPublisher>(po), fo);
+  forwarder.start();
+  auto first = enqueue_many(outbox, 200);
+  REQUIRE(sub.wait_for_count(200, 30s));
+  CHECK(forwarder.stats().ack_timeouts == 0);
+
+  proxy.set_mode(TcpProxy::Mode::blackhole);
+  auto second = enqueue_many(outbox, 300);  // sent into the silent link, never acknowledged
+  REQUIRE(eventually([&] { return forwarder.stats().ack_timeouts >= 1; }, 40s));
+  CHECK(outbox.stats().pending > 0);
+  proxy.set_mode(TcpProxy::Mode::pass);
+
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }, 40s));
+  REQUIRE(eventually([&] { return all_arrived(sub, second); }, 20s));
+  CHECK(all_arrived(sub, first));
+  CHECK(eventually([&] { return forwarder.stats().reconnects >= 1; }, 10s));
+  CHECK(forwarder.stats().failures == 0);
+  forwarder.stop(2s);
+}
+
+TEST_CASE("a broker frozen with SIGSTOP is given up after ack_timeout; after SIGCONT everything arrives") {
+  TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Mosquitto broker;
+  Subscriber sub(broker.uri(), {"t/#"});
+  auto po = publisher_options(broker.uri());
+  po.keepalive = 60s;
+  po.connect_timeout = 2s;  // connections to the frozen broker are accepted by the kernel, never answered
+  auto fo = forwarder_options();
+  fo.ack_timeout = 2s;
+  Forwarder forwarder(outbox, std::make_unique<MqttPublisher>(po), fo);
+  forwarder.start();
+  auto first = enqueue_many(outbox, 200);
+  REQUIRE(sub.wait_for_count(200, 30s));
+
+  REQUIRE(::kill(broker.pid(), SIGSTOP) == 0);
+  struct Thaw {
+    pid_t pid;
+    ~Thaw() { ::kill(pid, SIGCONT); }  // also when a REQUIRE below fails
+  } thaw{broker.pid()};
+  auto frozen_at = std::chrono::steady_clock::now();
+  auto second = enqueue_many(outbox, 300);
+  REQUIRE(eventually([&] { return forwarder.stats().ack_timeouts >= 1; }, 40s));
+  std::this_thread::sleep_until(frozen_at + 5s);
+  REQUIRE(::kill(broker.pid(), SIGCONT) == 0);
+
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }, 40s));
+  REQUIRE(eventually([&] { return all_arrived(sub, second); }, 20s));
+  CHECK(all_arrived(sub, first));
+  CHECK(eventually([&] { return forwarder.stats().reconnects >= 1; }, 10s));
+  CHECK(forwarder.stats().failures == 0);
   forwarder.stop(2s);
 }
 

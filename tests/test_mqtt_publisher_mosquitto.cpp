@@ -1,7 +1,7 @@
 // MqttPublisher against a real mosquitto started by the test: MQTT 5 and
 // 3.1.1, properties on the wire, status topic and Last Will, refusals (ACL,
 // maximum packet size), credentials, TLS, backoff and notify_connectivity,
-// and the automatic fallback to 3.1.1.
+// drop_connection on a silent link, and the automatic fallback to 3.1.1.
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -502,6 +502,51 @@ TEST_CASE("stop() while a connect hangs on a blackholed link is prompt") {
   pub.stop(500ms);
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // failure guard only
   CHECK(!pub.connected());
+}
+
+TEST_CASE("drop_connection on a silent link: outstanding publishes complete as not_sent, the loss is reported, "
+          "it connects again") {
+  Mosquitto broker;
+  TcpProxy proxy(broker.port());
+  Recorder rec;
+  auto o = options_for(proxy.uri(), rec);
+  o.keepalive = 60s;
+  o.connect_timeout = 2s;
+  MqttPublisher p(o);
+  p.drop_connection("not connected yet: nothing to drop");  // does nothing
+  p.set_connection_handler(rec.handler());
+  p.start();
+  REQUIRE(rec.wait_connected());
+  REQUIRE(is_ack(publish_sync(p, message("t/a", "before"))));
+
+  proxy.set_mode(TcpProxy::Mode::blackhole);
+  std::mutex mutex;
+  std::vector<PublishResult> results;
+  for (int i = 0; i < 5; ++i) {
+    p.publish(message("t/a", "silent-" + std::to_string(i)), [&](PublishResult r) {
+      std::lock_guard l(mutex);
+      results.push_back(std::move(r));
+    });
+  }
+  std::this_thread::sleep_for(300ms);
+  {
+    std::lock_guard l(mutex);
+    CHECK(results.empty());  // the broker never hears them
+  }
+  p.drop_connection("test: the broker went silent");
+  {
+    std::lock_guard l(mutex);
+    REQUIRE(results.size() == 5);  // completed before drop_connection returned
+    for (const auto& r : results) CHECK(r.status == PublishResult::Status::not_sent);
+  }
+  CHECK(!p.connected());
+  REQUIRE(rec.wait_failures(1));
+  CHECK(rec.last_reason().find("test: the broker went silent") != std::string::npos);
+
+  proxy.set_mode(TcpProxy::Mode::pass);
+  REQUIRE(rec.wait_connected(30s));
+  CHECK(is_ack(publish_sync(p, message("t/a", "after"))));
+  p.stop(1s);
 }
 
 TEST_CASE("malformed broker URIs are refused at construction with invalid_argument") {

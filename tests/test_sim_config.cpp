@@ -94,6 +94,13 @@ TEST_CASE("defaults and flags") {
   CHECK(c.backoff_max == 2s);
   CHECK(parse({"--db", "x.db"}).backoff_max == 60s);
 
+  CHECK(parse({"--db", "x.db"}).ack_timeout == 15s);
+  CHECK(parse({"--db", "x.db", "--ack-timeout", "2s"}).ack_timeout == 2s);
+  CHECK(parse({"--db", "x.db", "--ack-timeout", "1500ms"}).ack_timeout == 1500ms);
+  CHECK(parse({"--db", "x.db", "--ack-timeout", "0"}).ack_timeout == 0ms);  // off
+  CHECK_THROWS_AS(parse({"--db", "x.db", "--ack-timeout", "-1s"}), CLI::ValidationError);
+  CHECK_THROWS_AS(parse({"--db", "x.db", "--ack-timeout", "soon"}), CLI::ValidationError);
+
   c = parse({"--db", "x.db", "--duration", "90s"});
   REQUIRE(c.duration);
   CHECK(*c.duration == 90s);
@@ -129,7 +136,8 @@ TEST_CASE("the JSON config: same keys as the flags, flags override it") {
   test::TempDir dir;
   auto file = dir / "sim.json";
   std::ofstream(file) << R"({"db": "from-file.db", "device_id": "gw-file", "rate": 50, "sensors": 5,
-                             "duration": "30s", "exit-when-drained": true, "max-pending": 1000})";
+                             "duration": "30s", "exit-when-drained": true, "max-pending": 1000,
+                             "ack_timeout": "5s"})";
   auto c = parse({"--config", file.string(), "--rate", "7"});
   CHECK(c.db == "from-file.db");
   CHECK(c.device_id == "gw-file");
@@ -139,6 +147,10 @@ TEST_CASE("the JSON config: same keys as the flags, flags override it") {
   CHECK(*c.duration == 30s);
   CHECK(c.exit_when_drained);
   CHECK(c.max_pending == 1000);
+  CHECK(c.ack_timeout == 5s);
+  CHECK(parse({"--config", file.string(), "--ack-timeout", "20s"}).ack_timeout == 20s);
+  sim::apply_json(c, json{{"ack-timeout", 2.5}});  // a number of seconds
+  CHECK(c.ack_timeout == 2500ms);
 }
 
 TEST_CASE("the JSON config: unknown keys, wrong types and bad JSON are clear errors") {
@@ -162,6 +174,8 @@ TEST_CASE("the JSON config: unknown keys, wrong types and bad JSON are clear err
   CHECK(error_of([&] { sim::apply_json(c, json::parse(R"({"backoff-max": -1})")); }).find("from 0 to") !=
         std::string::npos);
   CHECK(error_of([&] { sim::apply_json(c, json::array()); }).find("one JSON object") != std::string::npos);
+  CHECK(error_of([&] { sim::apply_json(c, json{{"ack-timeout", "never"}}); }).find("\"ack-timeout\"") !=
+        std::string::npos);
 
   test::TempDir dir;
   std::ofstream(dir / "bad.json") << "{\"rate\": ";

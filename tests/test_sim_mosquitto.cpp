@@ -1,6 +1,7 @@
 // edge-outbox-sim (firmware-host/sim_main.cpp) end to end against a real
 // mosquitto: the summary agrees with the database, an offline run is drained
-// by a later one, SIGTERM and restart lose nothing, outages by schedule.
+// by a later one, SIGTERM and restart lose nothing, outages by schedule (with
+// the drain figures), --ack-timeout on a blackholed link.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -10,6 +11,7 @@
 
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
+#include "support/tcp_proxy.h"
 #include "support/test_pki.h"
 #include "test_sim_support.h"
 
@@ -169,6 +171,44 @@ TEST_CASE("--offline-schedule cuts the connection and the backlog drains after e
   CHECK(s["published"] == readings);
   CHECK(s["pending"] == 0);
   CHECK(s["reconnects"].get<int>() >= 1);
+  CHECK(s["ack_timeouts"] == 0);
+  // The last outage's backlog, and the time it took to drain (it did: pending is 0).
+  REQUIRE(s["backlog_at_reconnect"].is_number_unsigned());
+  CHECK(s["backlog_at_reconnect"].get<std::int64_t>() > 0);
+  CHECK(s["drain_ms"].is_number_unsigned());
+  REQUIRE(sub.wait_for_count(static_cast<std::size_t>(readings), 30s));
+  CHECK(reading_ids(sub).size() == static_cast<std::size_t>(readings));
+}
+
+TEST_CASE("--ack-timeout: a blackholed link with events in flight is dropped and re-opened; nothing is lost") {
+  Mosquitto broker;
+  TcpProxy proxy(broker.port());
+  Subscriber sub(broker.uri(), {"devices/gw-8/events/#"});
+  TempDir dir;
+  auto db = dir / "device.db";
+  // The sim's keepalive is 30 s: within this test only the ack timeout can
+  // notice the blackhole.
+  auto child = Child::spawn(sim_binary(),
+                            {"--db", db.string(), "--device-id", "gw-8", "--broker", proxy.uri(), "--rate", "100",
+                             "--duration", "6s", "--ack-timeout", "1s", "--backoff-max", "500ms",
+                             "--exit-when-drained", "--drain-timeout", "60s"},
+                            dir / "sim.out", dir / "sim.err");
+  REQUIRE(sub.wait_for_count(50, 30s));
+  proxy.set_mode(TcpProxy::Mode::blackhole);
+  std::this_thread::sleep_for(3s);
+  proxy.set_mode(TcpProxy::Mode::pass);
+  REQUIRE(child.wait(90s) == 0);
+  RunResult r;
+  r.out = read_text(dir / "sim.out");
+  r.err = read_text(dir / "sim.err");
+  INFO(r.err);
+  auto s = r.summary();
+  auto readings = s["readings"].get<std::int64_t>();
+  CHECK(s["ack_timeouts"].get<int>() >= 1);
+  CHECK(s["reconnects"].get<int>() >= 1);
+  CHECK(s["pending"] == 0);
+  CHECK(s["published"] == readings);
+  CHECK(r.err.find("ack_timeout") != std::string::npos);  // the warning says why it reconnected
   REQUIRE(sub.wait_for_count(static_cast<std::size_t>(readings), 30s));
   CHECK(reading_ids(sub).size() == static_cast<std::size_t>(readings));
 }

@@ -5,6 +5,16 @@
 // after a lost connection or a crash the unacknowledged events are sent
 // again, oldest first; the receiver deduplicates by CloudEvents id.
 //
+// A silent broker: a broker that is frozen (stopped, hung, or a dead link
+// that still looks open) takes publishes without acknowledging them, and the
+// MQTT keepalive may take up to 1.5 keepalive intervals to notice (Paho
+// fixes it at CONNECT). So while publishes are outstanding and no
+// acknowledgement (nor any other outcome) arrives for ack_timeout, the
+// forwarder asks the publisher to drop the connection
+// (Publisher::drop_connection) and sends the unacknowledged events again,
+// oldest first, once it has reconnected, as after any lost connection
+// (ForwarderStats::ack_timeouts counts these).
+//
 // Failures: a refused message counts as a failed attempt with its reason
 // (Queue::record_failure); permanent refusals and the max_attempts-th
 // transient one dead-letter the event. A failing event never holds back the
@@ -60,6 +70,13 @@ struct ForwarderOptions {
   std::chrono::milliseconds expire_interval{10'000};
   // The shortest time between two attempts to send events that failed.
   std::chrono::milliseconds retry_interval{1'000};
+  // With publishes outstanding, the longest wait for the next
+  // acknowledgement before the connection is dropped and re-opened. Keep it
+  // above the slowest acknowledgement round trip of the link (a thin link
+  // with max_in_flight large messages needs more). Measured on the
+  // monotonic time of the Queue's OutboxOptions::clock. 0 turns it off:
+  // only the MQTT keepalive then notices a frozen broker. Requires: >= 0.
+  std::chrono::milliseconds ack_timeout{15'000};
   WireMode wire_mode = WireMode::automatic;
   // For the Outbox& constructor: max_attempts, retention, log and clock of
   // the Queue it opens on the outbox's file. (The path constructor takes
@@ -76,6 +93,7 @@ struct ForwarderStats {
   std::uint64_t failures = 0;         // refused attempts, since start
   std::uint64_t dead_lettered = 0;    // by refusals, since start
   std::uint64_t reconnects = 0;       // connections made after the first
+  std::uint64_t ack_timeouts = 0;     // connections dropped for want of acknowledgements (ack_timeout)
   std::string last_error;
   std::int64_t last_publish_wall_ms = 0;  // last acknowledgement; 0: none yet
 };

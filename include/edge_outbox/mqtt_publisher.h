@@ -91,6 +91,9 @@ class MqttPublisher final : public Publisher {
   bool connected() const override;
   MqttVersion version() const override;
   void notify_connectivity() override;
+  // Closes the connection without waiting for the broker (it is presumed
+  // unresponsive) and reconnects after the backoff, as after a lost one.
+  void drop_connection(const std::string& reason) override;
 
   // The broker's Maximum Packet Size from the last CONNACK; 0: none given.
   std::uint32_t broker_max_packet_size() const;

@@ -13,14 +13,15 @@
 //                      connection (lost, never up, stopped, or the protocol
 //                      changed since the message was encoded): not an attempt
 //                      of the message's, send it again after reconnecting
-// When a connection is lost, every publish outstanding on it completes
-// (not_sent, unless its acknowledgement arrived first) before the
-// handler hears of the loss.
+// When a connection is lost (or dropped by drop_connection()), every publish
+// outstanding on it completes (not_sent, unless its acknowledgement arrived
+// first) before the handler hears of the loss.
 //
-// Thread rule: publish(), connected(), protocol() and notify_connectivity()
-// may be called from any thread. Callbacks and the connection handler run
-// on the publisher's threads (or inside publish() itself); they must be
-// quick, must not block and must not call stop().
+// Thread rule: publish(), connected(), version(), notify_connectivity() and
+// drop_connection() may be called from any thread. Callbacks and the
+// connection handler run on the publisher's threads (or inside publish() or
+// drop_connection() themselves); they must be quick, must not block and must
+// not call stop() or drop_connection().
 #pragma once
 
 #include <chrono>
@@ -85,6 +86,12 @@ class Publisher {
   virtual MqttVersion version() const = 0;
   // The network is known to be back: end the current backoff and retry now.
   virtual void notify_connectivity() = 0;
+  // The current connection is believed dead although it looks open (the
+  // broker stopped acknowledging): close it as if it had been lost, complete
+  // its outstanding publishes as not_sent, report the loss with reason to
+  // the connection handler, and connect again as after any loss. Returns
+  // without waiting for the new connection. Does nothing while not connected.
+  virtual void drop_connection(const std::string& reason) = 0;
 };
 
 }  // namespace edge_outbox

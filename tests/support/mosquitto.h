@@ -91,6 +91,8 @@ class Mosquitto {
   // stop(signal), then start().
   void restart(int signal = SIGTERM);
   bool running();
+  // The broker's process (to freeze it with SIGSTOP); -1 when not started.
+  pid_t pid() const noexcept { return child_ ? child_->pid() : -1; }
 
   const std::filesystem::path& dir() const noexcept { return dir_.path(); }
   std::filesystem::path log_file() const { return dir_ / "mosquitto.log"; }
