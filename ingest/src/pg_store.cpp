@@ -122,6 +122,10 @@ class Params {
     if (null_if_empty && v.empty()) null();
     else bytes(v);
   }
+  void owned_text(std::string v) {  // a temporary: kept here
+    owned_.push_back(std::move(v));
+    bytes(owned_.back());
+  }
   void number(std::int64_t v) {
     numbers_.push_back(std::to_string(v));
     add(numbers_.back().c_str(), 0, 0);
@@ -138,7 +142,7 @@ class Params {
     lengths_.push_back(length);
     formats_.push_back(format);
   }
-  std::deque<std::string> numbers_;  // stable addresses
+  std::deque<std::string> numbers_, owned_;  // stable addresses
   std::vector<const char*> values_;
   std::vector<int> lengths_, formats_;
 };
@@ -205,7 +209,7 @@ class PgStore final : public Store {
       const std::function<void(const std::string&, const std::string&, const std::string&)>& fn) override {
     ensure_connected();
     Params p;
-    p.text(std::string(type));
+    p.owned_text(std::string(type));
     Result r = exec_params("SELECT source, COALESCE(streamid, ''), payload FROM events WHERE type = $1", p, 1,
                            PGRES_TUPLES_OK, "select events by type");
     for (int i = 0; i < PQntuples(r.get()); ++i) fn(value(r, i, 0), value(r, i, 1), value(r, i, 2));
@@ -339,7 +343,7 @@ class PgStore final : public Store {
     p.text(row.reason);
     p.bytes(row.payload);
     p.number(static_cast<std::int64_t>(row.payload_size));
-    p.text(row.properties.empty() ? std::string("{}") : row.properties);
+    p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
     exec_params(
         "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties) "
         "VALUES ($1,$2,$3,$4,$5,$6)",

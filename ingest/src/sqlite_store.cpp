@@ -136,8 +136,8 @@ class SqliteStore final : public Store {
       }
       tx.commit();
     } catch (const SQLite::Exception& e) {
-      insert_event_->reset();
-      insert_rejected_->reset();
+      insert_event_->tryReset();
+      insert_rejected_->tryReset();
       throw sqlite_error(path_, e);
     }
     rejected_bytes_ += added;
@@ -196,7 +196,7 @@ class SqliteStore final : public Store {
       tx.commit();
       return written;
     } catch (const SQLite::Exception& e) {
-      insert_event_->reset();
+      insert_event_->tryReset();
       throw sqlite_error(path_, e);
     }
   }
@@ -241,7 +241,7 @@ class SqliteStore final : public Store {
 
   bool insert_event(const EventRow& e) {
     auto& st = *insert_event_;
-    st.reset();
+    st.tryReset();
     st.clearBindings();
     st.bind(1, e.event_id);
     st.bind(2, e.source);
@@ -262,7 +262,7 @@ class SqliteStore final : public Store {
 
   void insert_rejected(const RejectedRow& r) {
     auto& st = *insert_rejected_;
-    st.reset();
+    st.tryReset();
     st.clearBindings();
     st.bind(1, static_cast<std::int64_t>(r.received_at_ms));
     st.bind(2, r.topic);
