@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "postgres_support.h"
+#include "reprocess.h"
 #include "store.h"
 #include "support/temp_dir.h"
 
@@ -189,15 +190,16 @@ INSERT INTO rejected (received_at, topic, reason, payload, payload_size)
 VALUES (1796000000002, 'devices/dev-1/events/r', 'not JSON', 'hello', 5000);
 )sql";
 
-// Printable characters PostgreSQL cannot compress below the btree limit.
+// Letters and digits PostgreSQL cannot compress below the btree limit.
 std::string incompressible(std::size_t size) {
+  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   std::string s;
   std::uint32_t x = 2463534242u;
   for (std::size_t i = 0; i < size; ++i) {
     x ^= x << 13;
     x ^= x >> 17;
     x ^= x << 5;
-    s += static_cast<char>('!' + x % 90);
+    s += alphabet[x % 62];
   }
   return s;
 }
@@ -458,4 +460,61 @@ TEST_CASE("rejected messages are kept whole, under --rejected-max-bytes (Postgre
   }
   check_quota([&](const StoreOptions& o) { return open_store(pg.uri(), o); },
               [&](const std::string& sql) { return std::stoll(pg.query(sql)); });
+}
+
+// ---------------------------------------------------------------------------
+// reprocess: rejected messages classified again with the current options.
+
+namespace {
+
+void check_reprocess(Store& store, const std::function<std::string(const std::string&)>& query, bool postgres) {
+  const std::string structured =
+      R"({"specversion":"1.0","id":"re-1","source":"sensor-1","type":"t","time":"2026-11-30T10:00:00Z","data":{"v":1}})";
+  auto binary = rejection("raw data bytes", R"({"content_type":"application/octet-stream","user_properties":)"
+                                            R"([["specversion","1.0"],["id","re-2"],["source","sensor-1"],)"
+                                            R"(["type","t"]],"retained":false})");
+  auto cut = rejection(structured.substr(0, 20));
+  cut.payload_size = structured.size();  // kept cut: cannot be decoded again
+  std::string long_source = R"({"specversion":"1.0","id":"re-3","type":"t","source":")" + incompressible(8000) + "\"}";
+  std::vector<Row> rows = {rejection(structured), binary, rejection("garbage"), cut, rejection(long_source),
+                           rejection(structured)};
+  store.commit(rows);
+
+  ClassifyOptions strict;
+  strict.require_source_match = true;  // still wrong: sensor-1 is not dev-1
+  auto same = reprocess_rejected(store, strict, {});
+  CHECK(same.examined == 6);
+  CHECK(same.stored == 0);
+  CHECK(same.still_rejected == 6);
+  CHECK(query("SELECT count(*) FROM rejected WHERE reason LIKE '%does not match%'") == "3");  // and the long source, whose reason is cut
+
+  auto fixed = reprocess_rejected(store, ClassifyOptions{}, {});
+  CHECK(fixed.examined == 6);
+  CHECK(fixed.stored == (postgres ? 2 : 3));  // PostgreSQL refuses the 8,000-character source
+  CHECK(fixed.duplicates == 1);
+  CHECK(fixed.incomplete == 1);
+  CHECK(fixed.still_rejected == (postgres ? 3 : 2));
+  CHECK(query("SELECT mode FROM events WHERE event_id = 're-2'") == "binary");
+  CHECK(query("SELECT received_at FROM events WHERE event_id = 're-1'") == "1796000000003");
+  if (postgres) CHECK(query("SELECT count(*) FROM rejected WHERE reason LIKE '%SQLSTATE 54000%'") == "1");
+  CHECK(query("SELECT count(*) FROM rejected") == (postgres ? "3" : "2"));
+}
+
+}  // namespace
+
+TEST_CASE("reprocess stores what now decodes and keeps the rest (SQLite)") {
+  TempDir dir;
+  auto path = (dir / "r.db").string();
+  auto store = open_store("sqlite:" + path);
+  check_reprocess(*store, [&](const std::string& sql) { return sqlite_text(path, sql); }, false);
+}
+
+TEST_CASE("reprocess stores what now decodes and keeps the rest (PostgreSQL)") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  auto store = open_store(pg.uri());
+  check_reprocess(*store, [&](const std::string& sql) { return pg.query(sql); }, true);
 }
