@@ -303,3 +303,28 @@ TEST_CASE("PostgreSQL: an event whose source is 8,000 characters ends in rejecte
   CHECK(pg.query("SELECT topic FROM rejected") == "devices/d/events/x");
   CHECK(writer.counters().store_refused == 1);
 }
+
+TEST_CASE("rejected rows pruned under the quota are counted and logged") {
+  TempDir dir;
+  StoreOptions options;
+  options.sqlite_sync = SqliteSync::normal;
+  options.rejected_max_bytes = 4096;
+  auto store = open_sqlite_store((dir / "q.db").string(), options);
+  Log log;
+  Writer writer(*store, 8, log.logger());
+  for (int i = 0; i < 10; ++i) {
+    RejectedRow r;
+    r.topic = "devices/d/events/x";
+    r.reason = "not JSON";
+    r.payload = std::string(1000, 'x');
+    r.payload_size = 1000;
+    CHECK(writer.submit(r) == Outcome::rejected);
+  }
+  auto c = writer.counters();
+  CHECK(c.rejected == 10);
+  CHECK(c.rejected_pruned > 0);
+  std::lock_guard lock(log.mutex);
+  bool logged = false;
+  for (const auto& line : log.lines) logged |= line.find("oldest rejected messages") != std::string::npos;
+  CHECK(logged);
+}
