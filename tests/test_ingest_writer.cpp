@@ -34,6 +34,7 @@ class FakeStore final : public Store {
  public:
   std::vector<bool> commit(const std::vector<Row>& rows) override {
     std::this_thread::sleep_for(delay);
+    ++entered;
     while (hold) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::lock_guard lock(mutex);
     if (failures_left > 0) {
@@ -64,6 +65,7 @@ class FakeStore final : public Store {
   std::vector<std::size_t> batches;
   std::vector<Row> committed;
   std::atomic<bool> hold{false};  // commit() waits while set
+  std::atomic<int> entered{0};     // commit() calls so far
 };
 
 struct Log {
@@ -185,6 +187,8 @@ TEST_CASE("a row the store refuses for good is rejected with the store's reason;
       };
       outcomes[static_cast<std::size_t>(i)] = writer.submit(e, as_rejected);
     });
+    if (i == 0)  // e-0 inside its commit before the others come
+      while (store.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     while (writer.pending() < static_cast<std::size_t>(i + 1)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   store.hold = false;
