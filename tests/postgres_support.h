@@ -36,7 +36,6 @@ class PostgresServer {
       why_ = "no postgres user";
       return;
     }
-    bin_ = bin;
     data_ = dir_ / "data";
     run_command({"chown", "postgres:postgres", dir_.path().string()});
     auto log = dir_ / "initdb.log";
@@ -44,15 +43,9 @@ class PostgresServer {
                      "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"},
                     log) != 0)
       throw std::runtime_error("initdb failed: " + read_text(log));
+    bin_ = bin;
     port_ = free_port();
-    std::string opts = "-p " + std::to_string(port_) + " -k " + dir_.path().string() +
-                       " -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50";
-    if (run_command({"runuser", "-u", "postgres", "--", (bin / "pg_ctl").string(), "-D", data_.string(), "-l",
-                     (dir_ / "postgres.log").string(), "-w", "-t", "60", "-o", opts, "start"},
-                    dir_ / "pg_ctl.log") != 0)
-      throw std::runtime_error("pg_ctl start failed: " + read_text(dir_ / "pg_ctl.log") +
-                               read_text(dir_ / "postgres.log"));
-    running_ = true;
+    start();
   }
   ~PostgresServer() {
     if (!running_) return;
@@ -64,15 +57,38 @@ class PostgresServer {
   PostgresServer(const PostgresServer&) = delete;
   PostgresServer& operator=(const PostgresServer&) = delete;
 
-  bool available() const noexcept { return running_; }
+  // Starts the server again after stop() (same port and data).
+  void start() {
+    std::string opts = "-p " + std::to_string(port_) + " -k " + dir_.path().string() +
+                       " -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50";
+    if (run_command({"runuser", "-u", "postgres", "--", (bin_ / "pg_ctl").string(), "-D", data_.string(), "-l",
+                     (dir_ / "postgres.log").string(), "-w", "-t", "60", "-o", opts, "start"},
+                    dir_ / "pg_ctl.log") != 0)
+      throw std::runtime_error("pg_ctl start failed: " + read_text(dir_ / "pg_ctl.log") +
+                               read_text(dir_ / "postgres.log"));
+    running_ = true;
+  }
+  // Stops the server (fast shutdown: clients are disconnected).
+  void stop() {
+    if (!running_) return;
+    if (run_command({"runuser", "-u", "postgres", "--", (bin_ / "pg_ctl").string(), "-D", data_.string(), "-m", "fast",
+                     "-w", "stop"},
+                    dir_ / "pg_ctl.log") != 0)
+      throw std::runtime_error("pg_ctl stop failed: " + read_text(dir_ / "pg_ctl.log"));
+    running_ = false;
+  }
+
+  bool available() const noexcept { return !bin_.empty() && port_ != 0; }
   const std::string& why() const noexcept { return why_; }
-  std::string uri() const { return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres"; }
+  std::string uri(const std::string& database = "postgres") const {
+    return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/" + database;
+  }
 
   // Runs one SQL statement with psql; returns its unaligned output.
-  std::string query(const std::string& sql) const {
+  std::string query(const std::string& sql, const std::string& database = "postgres") const {
     auto out = dir_ / "psql.out";
     std::filesystem::remove(out);
-    int rc = run_command({(bin_ / "psql").string(), "-X", "-At", "-d", uri(), "-c", sql}, out);
+    int rc = run_command({(bin_ / "psql").string(), "-X", "-At", "-d", uri(database), "-c", sql}, out);
     std::string text = read_text(out);
     if (rc != 0) throw std::runtime_error("psql failed: " + text);
     while (!text.empty() && text.back() == '\n') text.pop_back();

@@ -4,6 +4,8 @@
 // instance got them.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
 #include "ingest_support.h"
 #include "postgres_support.h"
 #include "support/mosquitto.h"
@@ -70,4 +72,41 @@ TEST_CASE("two instances, one shared subscription, one PostgreSQL: 20,000 events
   auto report = nlohmann::json::parse(read_text(out));
   CHECK(report["streams"].size() == 20);
   CHECK(report["unexplained_missing"] == 0);
+}
+
+TEST_CASE("SIGTERM while the PostgreSQL server is down: the ingest exits, the message it held is stored later") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  Mosquitto broker;
+  TempDir dir;
+  std::vector<std::string> args = {"--broker", broker.uri(), "--store", pg.uri(), "--client-id", "pg-stop"};
+  {
+    IngestProcess ingest(dir.path(), "down", args);
+    ingest.wait_subscribed();
+    pg.stop();
+    {
+      TestPublisher pub(broker.uri());
+      pub.publish("devices/dev-1/events/r", ce::encode_binary(device_event("dev-1", "held-pg", 1)));
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (ingest.log().find("store commit failed") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    INFO(ingest.log());
+    REQUIRE(ingest.log().find("store commit failed") != std::string::npos);
+    ingest.kill(SIGTERM);
+    const int status = ingest.wait(std::chrono::seconds(20));
+    if (status == -1) ingest.kill(SIGKILL);
+    CHECK(status == 3);
+  }
+  pg.start();
+  CHECK(pg.query("SELECT count(*) FROM events") == "0");
+  args.insert(args.end(), {"--exit-after-idle", "2"});
+  IngestProcess fresh(dir.path(), "fresh", args);
+  REQUIRE(fresh.wait() == 0);
+  INFO(fresh.log());
+  CHECK(fresh.counters()["stored"] == 1);
+  CHECK(pg.query("SELECT count(*) FROM events WHERE event_id = 'held-pg'") == "1");
 }

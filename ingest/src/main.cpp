@@ -1,12 +1,21 @@
 // edge-outbox-ingest: subscribes to device events over MQTT and stores each
-// event id once (SQLite or PostgreSQL); `gaps` reports missing sequences.
+// event id once (SQLite or PostgreSQL); `gaps` reports missing sequences;
+// `reprocess` classifies rejected messages again.
+//
+// Exit codes: 0 clean stop (signal or idle); 2 cannot start (store, MQTT
+// client, password); 3 stopped while the store was failing: the messages in
+// hand were neither stored nor acknowledged, the broker redelivers them.
+// reprocess: 0 nothing left rejected, 1 some messages still rejected, 2 the
+// store cannot be opened or failed.
 #include <signal.h>
 #include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -14,8 +23,10 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "gaps.h"
+#include "reprocess.h"
 #include "store.h"
 #include "subscriber.h"
 #include "writer.h"
@@ -58,7 +69,11 @@ std::string counters_json(const ingest::Counters& c) {
                         {"duplicates", c.duplicates},
                         {"rejected", c.rejected},
                         {"commits", c.commits},
-                        {"store_errors", c.store_errors}}
+                        {"store_errors", c.store_errors},
+                        {"store_refused", c.store_refused},
+                        {"invalid_time", c.invalid_time},
+                        {"rejected_pruned", c.rejected_pruned},
+                        {"retained_ignored", c.retained_ignored}}
       .dump();
 }
 
@@ -102,6 +117,24 @@ int run_gaps(const std::string& store_spec, bool json) {
   return 0;
 }
 
+int run_reprocess(const std::string& store_spec, const ingest::ClassifyOptions& classify, const ingest::Logger& log) {
+  std::unique_ptr<ingest::Store> store;
+  try {
+    store = ingest::open_store(store_spec);
+  } catch (const std::exception& e) {
+    log("error", e.what());
+    return 2;
+  }
+  try {
+    auto counts = ingest::reprocess_rejected(*store, classify, log);
+    std::cout << ingest::to_json(counts).dump() << std::endl;
+    return counts.still_rejected == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    log("error", std::string("reprocess stopped: ") + e.what() + " (what was reprocessed so far stays; run it again)");
+    return 2;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +148,7 @@ int main(int argc, char** argv) {
   std::string password_file, password_env, log_level = "info";
   double stats_interval = 0, exit_after_idle = 0;
   std::size_t max_batch = 512;
+  std::uint64_t rejected_max_bytes = ingest::StoreOptions{}.rejected_max_bytes;
   int debug_delay_ms = 0;
 
   app.add_option("--store", store_spec, "sqlite:PATH or postgresql://user@host:port/db")->capture_default_str();
@@ -141,6 +175,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--require-source-match", classify.require_source_match,
                "Reject events whose source is not the 2nd topic level (devices/<id>/...)");
+  app.add_option("--rejected-max-bytes", rejected_max_bytes,
+                 "Quota for the rejected messages' payloads; the oldest are deleted beyond it")
+      ->check(CLI::Range(std::uint64_t{1024}, std::uint64_t{1} << 50))
+      ->capture_default_str();
   app.add_option("--stats-interval", stats_interval, "Print counters to stderr every S seconds (0: off)");
   app.add_option("--exit-after-idle", exit_after_idle, "Exit after S seconds without messages (0: never)");
   app.add_option("--log-level", log_level, "error, warn, info or debug")
@@ -154,6 +192,16 @@ int main(int argc, char** argv) {
   bool gaps_json = false;
   gaps_cmd->add_option("--store", gaps_store, "sqlite:PATH or postgresql://...")->capture_default_str();
   gaps_cmd->add_flag("--json", gaps_json, "One JSON document instead of text");
+
+  auto* reprocess_cmd = app.add_subcommand(
+      "reprocess", "Classify the rejected messages again (after a configuration fix); store those that now decode");
+  std::string reprocess_store = store_spec;
+  ingest::ClassifyOptions reprocess_classify;
+  reprocess_cmd->add_option("--store", reprocess_store, "sqlite:PATH or postgresql://...")->capture_default_str();
+  reprocess_cmd->add_option("--max-payload-bytes", reprocess_classify.max_payload_bytes, "Larger messages are rejected")
+      ->capture_default_str();
+  reprocess_cmd->add_flag("--require-source-match", reprocess_classify.require_source_match,
+                          "Reject events whose source is not the device segment of the topic");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -172,6 +220,14 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (reprocess_cmd->parsed()) return run_reprocess(reprocess_store, reprocess_classify, log);
+
+  if (sub.mqtt_version == 4)
+    log("warn",
+        "--mqtt-version 4 (MQTT 3.1.1): the broker drops MQTT 5 user properties for this subscriber, so binary-mode "
+        "events (attributes in user properties, what edge-outbox devices send by default over MQTT 5) arrive "
+        "without their attributes and are rejected; use --mqtt-version 5 unless every device sends structured mode");
+
   // Signals are taken by sigtimedwait in this thread only; block them
   // before Paho and the Writer start their threads.
   sigset_t signals;
@@ -183,8 +239,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<ingest::Store> store;
   try {
     sub.password = read_password(password_file, password_env);
-    store = ingest::open_store(store_spec,
-                               sqlite_sync == "normal" ? ingest::SqliteSync::normal : ingest::SqliteSync::full);
+    ingest::StoreOptions store_options;
+    store_options.sqlite_sync = sqlite_sync == "normal" ? ingest::SqliteSync::normal : ingest::SqliteSync::full;
+    store_options.rejected_max_bytes = rejected_max_bytes;
+    store = ingest::open_store(store_spec, store_options);
   } catch (const std::exception& e) {
     log("error", e.what());
     return 2;
@@ -204,11 +262,31 @@ int main(int argc, char** argv) {
     log("info", "storing into " + store->describe() + "; subscribing to " + filters + " at " + sub.broker);
   }
 
+  // Paho calls (connect, is_connected, disconnect) can block while a
+  // message callback waits on the Writer (a failing store): they run on
+  // their own thread, so this one always answers signals.
+  std::mutex mqtt_mutex;
+  std::condition_variable mqtt_cv;
+  bool mqtt_stop = false, mqtt_done = false;
+  std::thread mqtt_thread([&] {
+    std::unique_lock lock(mqtt_mutex);
+    while (!mqtt_stop) {
+      lock.unlock();
+      subscriber->maintain();
+      lock.lock();
+      mqtt_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return mqtt_stop; });
+    }
+    lock.unlock();
+    subscriber->stop(std::chrono::milliseconds(5000));  // messages in callbacks are committed first
+    lock.lock();
+    mqtt_done = true;
+    mqtt_cv.notify_all();
+  });
+
   auto started = std::chrono::steady_clock::now();
   auto last_stats = started;
   int exit_signal = 0;
   for (;;) {
-    subscriber->maintain();
     timespec tick{0, 200'000'000};
     int sig = sigtimedwait(&signals, nullptr, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
@@ -230,17 +308,35 @@ int main(int argc, char** argv) {
   }
   if (exit_signal) log("info", std::string("stopping on ") + (exit_signal == SIGINT ? "SIGINT" : "SIGTERM"));
 
-  subscriber->stop(std::chrono::milliseconds(5000));
-  bool stuck = writer.pending() > 0;
-  writer.stop();
+  // Disconnect, letting callbacks commit what they hold; but while the store
+  // fails they cannot, and Paho's disconnect waits for them: then do not
+  // wait (nor past 10 s in any case).
+  bool disconnected;
+  {
+    std::unique_lock lock(mqtt_mutex);
+    mqtt_stop = true;
+    mqtt_cv.notify_all();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!mqtt_done && std::chrono::steady_clock::now() < deadline &&
+           !(writer.failing() && writer.pending() > 0))
+      mqtt_cv.wait_for(lock, std::chrono::milliseconds(100));
+    disconnected = mqtt_done;
+  }
+  writer.request_stop();
+  bool clean = disconnected && writer.wait_finished(std::chrono::seconds(10)) && writer.abandoned() == 0;
   std::cout << counters_json(writer.counters()) << std::endl;
-  if (stuck) {
-    // The store failed: callbacks are holding messages that must not be
-    // acknowledged. End without returning from them.
-    log("error", "exiting with messages not stored; the broker will redeliver them");
+  if (!clean) {
+    // Callbacks hold messages that are not stored: returning from them
+    // would acknowledge them. End the process without returning; the store
+    // is left as after a crash (SQLite and PostgreSQL roll back what was
+    // not committed).
+    log("error", "exiting with messages not stored (the store is failing); they were not acknowledged and the "
+                 "broker will redeliver them");
     std::fflush(nullptr);
     std::_Exit(3);
   }
+  mqtt_thread.join();
+  writer.stop();
   subscriber.reset();
   return 0;
 }

@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 namespace edge_outbox::ingest {
 
 // Logs the SUBACK (tests and operators wait for "subscribed").
@@ -38,6 +40,23 @@ std::int64_t now_ms() {
       .count();
 }
 
+RejectedRow rejected_message(const Received& m, const ClassifyOptions& options, const std::string& reason) {
+  RejectedRow row;
+  row.received_at_ms = m.received_at_ms;
+  row.topic = m.topic;
+  row.reason = printable(reason, 2000);
+  row.payload = std::string(m.payload.substr(0, options.max_payload_bytes));
+  row.payload_size = m.payload.size();
+  nlohmann::json props = nlohmann::json::object();
+  props["content_type"] = std::string(m.content_type);
+  nlohmann::json user = nlohmann::json::array();
+  for (const auto& [name, value] : m.user_properties) user.push_back({name, value});
+  props["user_properties"] = std::move(user);
+  props["retained"] = m.retained;
+  row.properties = props.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return row;
+}
+
 }  // namespace
 
 Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log)
@@ -67,7 +86,7 @@ Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writ
       if (log_) log_("warn", id + " lost the connection" + (cause.empty() ? "" : ": " + cause) + "; reconnecting");
     });
     c->client->set_message_callback([this](mqtt::const_message_ptr m) {
-      on_message(m->get_topic(), m->get_payload(), &m->get_properties().c_struct());
+      on_message(m->get_topic(), m->get_payload(), &m->get_properties().c_struct(), m->is_retained());
     });
     connection_ = std::move(c);
   }
@@ -81,9 +100,23 @@ Subscriber::~Subscriber() {
   }
 }
 
-void Subscriber::on_message(const std::string& topic, const std::string& payload, const void* properties) {
+void Subscriber::on_message(const std::string& topic, const std::string& payload, const void* properties,
+                            bool retained) {
   // Runs on Paho's receive thread; Paho sends the PUBACK when this returns.
+  if (retained) {
+    writer_.add_retained_ignored();
+    bool first;
+    {
+      std::lock_guard lock(retained_mutex_);
+      first = retained_topics_logged_.insert(topic).second;
+    }
+    if (first && log_)
+      log_("warn", "ignoring the retained message on '" + printable(topic) +
+                       "' (sent again on every subscribe; clear it with an empty retained publish)");
+    return;
+  }
   Received m;
+  m.retained = retained;
   m.topic = topic;
   m.payload = payload;
   m.received_at_ms = now_ms();
@@ -100,17 +133,17 @@ void Subscriber::on_message(const std::string& topic, const std::string& payload
   try {
     row = classify(m, classify_);
   } catch (const std::exception& e) {  // bad_alloc and the like: still a bad message, not a crash
-    RejectedRow r;
-    r.received_at_ms = m.received_at_ms;
-    r.topic = topic;
-    r.reason = std::string("internal error while decoding: ") + e.what();
-    r.payload_size = payload.size();
-    row = std::move(r);
+    row = rejected_message(m, classify_, std::string("internal error while decoding: ") + e.what());
   }
   if (const auto* r = std::get_if<RejectedRow>(&row); r && log_)
     log_("warn", "rejected a message on '" + printable(topic) + "': " + r->reason);
   if (options_.debug_delay_before_commit.count() > 0) std::this_thread::sleep_for(options_.debug_delay_before_commit);
-  if (writer_.submit(std::move(row)) == Outcome::not_committed) {
+  // If the store refuses the event for good, the message is kept as a
+  // rejection, whole, so that `reprocess` can try it again.
+  const RejectFn as_rejected = [&](const std::string& reason) {
+    return rejected_message(m, classify_, reason);
+  };
+  if (writer_.submit(std::move(row), as_rejected) == Outcome::not_committed) {
     // The store failed and the ingest is stopping: returning would send the
     // PUBACK for a message that is not stored. Wait for the process to end.
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));

@@ -16,13 +16,26 @@
 // out with processes (--share-group), whose concurrent commits the database
 // groups (PostgreSQL), not with connections.
 //
+// Retained messages: a delivery from the broker's retained store (the
+// retain flag set on delivery, which the broker does only for messages it
+// holds as retained, sent again on every subscribe) is ignored and
+// acknowledged: counted as retained_ignored and logged once per topic per
+// process. An event published with the retain flag while the ingest is
+// subscribed arrives as a normal delivery (flag clear) and is stored once;
+// what the broker keeps retained is not an event stream.
+//
 // Thread rule: construct, maintain() and stop() from one thread; callbacks
-// run on Paho's threads.
+// run on Paho's threads. maintain() and stop() call into Paho and can block
+// while a callback waits on the Writer (Paho holds its lock around
+// callbacks): the process's main thread must not call them while it needs
+// to answer signals (main.cpp runs them on their own thread).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,7 +76,7 @@ class Subscriber {
 
  private:
   struct Connection;
-  void on_message(const std::string& topic, const std::string& payload, const void* properties);
+  void on_message(const std::string& topic, const std::string& payload, const void* properties, bool retained);
 
   SubscriberOptions options_;
   ClassifyOptions classify_;
@@ -71,6 +84,8 @@ class Subscriber {
   Logger log_;
   std::vector<std::string> subscriptions_;
   std::unique_ptr<Connection> connection_;
+  std::mutex retained_mutex_;
+  std::set<std::string> retained_topics_logged_;
 };
 
 }  // namespace edge_outbox::ingest
