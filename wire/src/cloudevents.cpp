@@ -40,10 +40,10 @@ std::optional<std::string> attribute_problem(std::string_view name, std::string_
   if (required && value.empty()) return "missing " + quoted;
   if (value.size() > max_bytes)
     return quoted + " is " + std::to_string(value.size()) + " bytes: the limit is " + std::to_string(max_bytes);
-  if (auto at = detail::find_control_character(value))
+  if (auto at = find_control_character(value))
     return quoted + " contains a control character (byte " + std::to_string(*at) +
            "); CloudEvents attribute values cannot hold U+0000-U+001F or U+007F-U+009F";
-  if (required && detail::is_blank(value)) return quoted + " is blank (white space only)";
+  if (required && is_blank(value)) return quoted + " is blank (white space only)";
   return std::nullopt;
 }
 

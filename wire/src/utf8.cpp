@@ -1,5 +1,7 @@
 #include "utf8.h"
 
+#include <edge_outbox/cloudevents.h>
+
 namespace edge_outbox::cloudevents::detail {
 
 bool is_valid_utf8(std::string_view text) noexcept {
@@ -38,7 +40,7 @@ bool is_valid_utf8(std::string_view text) noexcept {
 
 }  // namespace edge_outbox::cloudevents::detail
 
-namespace edge_outbox::cloudevents::detail {
+namespace edge_outbox::cloudevents {
 
 std::optional<std::size_t> find_control_character(std::string_view text) noexcept {
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -74,4 +76,4 @@ bool is_blank(std::string_view text) noexcept {
   return true;
 }
 
-}  // namespace edge_outbox::cloudevents::detail
+}  // namespace edge_outbox::cloudevents

@@ -115,6 +115,14 @@ bool is_valid_attribute_name(std::string_view name) noexcept;
 // application/json, text/json or any type/subtype+json (parameters ignored).
 bool is_json_content_type(std::string_view content_type) noexcept;
 
+// The byte offset of the first control character (U+0000-U+001F, U+007F,
+// U+0080-U+009F) in UTF-8 text, if any.
+std::optional<std::size_t> find_control_character(std::string_view text) noexcept;
+// True when UTF-8 text is empty or holds only white space (Unicode
+// White_Space, and the invisible U+200B and U+FEFF): a blank id, source
+// or type.
+bool is_blank(std::string_view text) noexcept;
+
 // RFC 3339 section 5.6 date-time: full-date "T" full-time, e.g.
 // 2026-12-02T16:35:56.123Z or 2026-12-02t18:35:56+02:00 ('T' and 'Z' in
 // either case, fractional seconds optional, an offset required), with the
