@@ -94,8 +94,10 @@ void check_encodable(const CloudEvent& event) {
 
 // JSON text parsed as decode takes it: nested at most max_depth levels
 // (checked before the parser builds anything), no duplicate member names.
+// `what` says where the text is, for messages; event_object: the text is
+// the structured-mode event itself.
 // Throws DecodeError (the parser's own exceptions do not escape).
-json parse_json(std::string_view text, std::size_t max_depth, std::string_view what) {
+json parse_json(std::string_view text, std::size_t max_depth, std::string_view what, bool event_object) {
   if (json_nesting_depth(text, max_depth) > max_depth)
     throw DecodeError("JSON nested deeper than " + std::to_string(max_json_depth) + " levels " + std::string(what));
   // Member names seen, one hash set per open object (kept for reuse: an
@@ -137,7 +139,8 @@ json parse_json(std::string_view text, std::size_t max_depth, std::string_view w
     throw DecodeError(std::string("not a CloudEvent: the payload is not JSON (") + e.what() + ")");
   }
   if (duplicate) {
-    if (duplicate_at_top) throw DecodeError("'" + excerpt(*duplicate) + "' appears twice in the event object");
+    if (duplicate_at_top && event_object)
+      throw DecodeError("'" + excerpt(*duplicate) + "' appears twice in the event object");
     throw DecodeError("the member name '" + excerpt(*duplicate) + "' appears twice in one object " +
                       std::string(what) + " (a duplicate cannot be kept as sent)");
   }
@@ -220,7 +223,7 @@ std::string attribute_string(const std::string& name, const json& value) {
 
 CloudEvent decode_structured(std::string_view payload) {
   // The event object is one level; its members may nest max_json_depth more.
-  json doc = parse_json(payload, max_json_depth + 1, "inside the event object");
+  json doc = parse_json(payload, max_json_depth + 1, "inside the event object", true);
   if (!doc.is_object()) throw DecodeError("not a CloudEvent: the JSON payload is not an object");
 
   CloudEvent event;
@@ -369,7 +372,7 @@ MqttMessage encode_structured(const CloudEvent& event) {
       // Inline only what decode takes back whole: anything else (not JSON,
       // too deep, duplicate names) travels as bytes.
       try {
-        doc["data"] = parse_json(event.data, max_json_depth, "in the data");
+        doc["data"] = parse_json(event.data, max_json_depth, "in the data", false);
         placed = true;
       } catch (const DecodeError&) {
         placed = false;
