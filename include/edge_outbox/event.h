@@ -11,9 +11,10 @@
 //   Requires: content_type is 1..255 bytes of UTF-8 without control
 //             characters.
 //   Requires: payload.size() <= OutboxOptions::max_payload_bytes.
-//   Requires: a payload whose content_type is JSON (application/json,
+//   Requires: a payload with a JSON content_type (application/json,
 //             text/json, */*+json) nests at most 64 levels of arrays and
-//             objects when it is JSON (cloudevents::max_json_depth).
+//             objects (cloudevents::max_json_depth, counted by the brackets
+//             outside strings).
 //   Requires: at most 64 attributes; names are 1..20 characters of [a-z0-9]
 //             (the CloudEvents rule) and not a reserved CloudEvents name;
 //             values are at most 4096 bytes of UTF-8 without control
