@@ -4,8 +4,12 @@
 // (first the content type, then user properties as name=value) and the
 // rest as the payload.
 // Properties: decode either returns an event with id, source and type, or
-// throws DecodeError (nothing else); what it accepts re-encodes (binary
-// and structured) and decodes to the same event.
+// throws DecodeError (nothing else); a structured-mode event it accepts
+// nests at most max_json_depth levels inside the event object; what it
+// accepts re-encodes (binary and structured) and decodes to the same event.
+// Seeds include JSON nested 100,000 levels (the fuzzer reads the first
+// -max_len bytes of it), just over and at the limit, in both modes.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -65,6 +69,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   if (event.id.empty() || event.source.empty() || event.type.empty()) std::abort();
+  bool structured_mode = std::none_of(props.begin(), props.end(), [](const auto& p) { return p.first == "specversion"; });
+  if (structured_mode && ce::json_nesting_depth(payload, 100000) > ce::max_json_depth + 1) std::abort();
+  (void)ce::is_rfc3339(event.time);
 
   ce::MqttMessage binary;
   try {

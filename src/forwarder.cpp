@@ -16,6 +16,7 @@
 
 #include "ack_timeout.h"
 #include "event_wire.h"
+#include "validate.h"
 
 namespace edge_outbox {
 namespace {
@@ -26,6 +27,7 @@ void validate(const ForwarderOptions& o) {
   if (o.source.empty()) {
     throw Error(ErrorKind::invalid_argument, "ForwarderOptions::source must name the device (the CloudEvents source)");
   }
+  validate_source(o.source);
   if (o.max_in_flight < 1) throw Error(ErrorKind::invalid_argument, "ForwarderOptions::max_in_flight must be at least 1");
   if (o.batch_size < 1) throw Error(ErrorKind::invalid_argument, "ForwarderOptions::batch_size must be at least 1");
   if (o.poll_interval.count() < 1 || o.expire_interval.count() < 1 || o.retry_interval.count() < 0) {

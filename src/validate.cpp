@@ -17,6 +17,17 @@ void validate_text(std::string_view field, std::string_view value, std::size_t m
   if (!is_valid_utf8(value)) refuse(std::string(field) + " is not valid UTF-8");
 }
 
+// What becomes a CloudEvents attribute: validate_text, and no control
+// characters (the ingest rejects them; see cloudevents.h).
+void validate_attribute_text(std::string_view field, std::string_view value, std::size_t max_bytes,
+                             bool allow_empty) {
+  validate_text(field, value, max_bytes, allow_empty);
+  if (auto at = cloudevents::find_control_character(value))
+    refuse(std::string(field) + " contains a control character (byte " + std::to_string(*at) +
+           "): CloudEvents attribute values cannot hold U+0000-U+001F or U+007F-U+009F");
+  if (!allow_empty && cloudevents::is_blank(value)) refuse(std::string(field) + " is blank (white space only)");
+}
+
 }  // namespace
 
 bool is_valid_utf8(std::string_view text) noexcept {
@@ -69,23 +80,34 @@ void validate_event(const Event& event, std::size_t max_payload_bytes) {
       if (c < 0x21 || c > 0x7E) refuse("event id must be printable ASCII without spaces");
   }
   validate_topic(event.topic);
-  validate_text("type", event.type, 255, false);
-  validate_text("content_type", event.content_type, 255, false);
+  validate_attribute_text("type", event.type, 255, false);
+  validate_attribute_text("content_type", event.content_type, 255, false);
   if (event.payload.size() > max_payload_bytes)
     refuse("payload is " + std::to_string(event.payload.size()) + " bytes: the limit is " +
            std::to_string(max_payload_bytes) + " (OutboxOptions::max_payload_bytes)");
+  if (cloudevents::is_json_content_type(event.content_type) &&
+      cloudevents::json_nesting_depth(event.payload) > cloudevents::max_json_depth)
+    refuse("payload is JSON nested deeper than " + std::to_string(cloudevents::max_json_depth) +
+           " levels of arrays and objects, the wire format's limit: flatten it, or send it as bytes with a "
+           "content_type that is not JSON");
   const auto priority = static_cast<int>(event.priority);
   if (priority < static_cast<int>(Priority::critical) || priority > static_cast<int>(Priority::low))
     refuse("priority " + std::to_string(priority) + " is not one of critical, normal, low");
   if (event.ttl && event.ttl->count() <= 0) refuse("ttl must be positive (or absent for no expiry)");
-  if (event.attributes.size() > 64) refuse("an event may have at most 64 attributes");
+  if (event.attributes.size() > cloudevents::max_extensions)
+    refuse("an event may have at most " + std::to_string(cloudevents::max_extensions) + " attributes");
   for (const auto& [name, value] : event.attributes) {
     if (!cloudevents::is_valid_attribute_name(name))
       refuse("attribute name '" + name + "' must be 1-20 characters of a-z and 0-9 (the CloudEvents rule)");
     if (cloudevents::is_reserved_attribute(name))
       refuse("attribute name '" + name + "' is reserved by CloudEvents or edge-outbox: choose another");
-    validate_text("attribute '" + name + "'", value, 4096, true);
+    validate_attribute_text("attribute '" + name + "'", value, cloudevents::max_extension_bytes, true);
   }
+}
+
+void validate_source(std::string_view source) {
+  validate_attribute_text("ForwarderOptions::source (the CloudEvents source)", source,
+                          cloudevents::max_source_bytes, false);
 }
 
 }  // namespace edge_outbox

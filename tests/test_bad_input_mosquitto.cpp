@@ -459,6 +459,80 @@ TEST_CASE("malformed MQTT messages at the ingest are rejected and counted; good 
               "all " + std::to_string(good) + " stored, " + std::to_string(bad.size()) + " rejected, ingest exit 0");
 }
 
+TEST_CASE("hostile structured-mode messages over MQTT 3.1.1: rejected and acknowledged, the ingest survives") {
+  Mosquitto broker;
+  TempDir dir;
+  // The default --max-payload-bytes (1 MiB): every message below reaches the decoder.
+  std::vector<std::string> args = {"--broker", broker.uri(), "--store", "sqlite:" + (dir / "events.db").string(),
+                                   "--client-id", "hostile", "--exit-after-idle", "2"};
+  auto nested = [](std::size_t levels, bool objects) {
+    std::string data;
+    data.reserve(levels * 6 + 1);
+    for (std::size_t i = 0; i < levels; ++i) data += objects ? "{\"a\":" : "[";
+    data += "1";
+    for (std::size_t i = 0; i < levels; ++i) data += objects ? '}' : ']';
+    return data;
+  };
+  auto event = [](const std::string& id, const std::string& source, const std::string& extra) {
+    return R"({"specversion":"1.0","id":")" + id + R"(","source":")" + source + R"(","type":"t")" + extra + "}";
+  };
+  struct Bad {
+    std::string input, payload;
+  };
+  std::vector<Bad> bad = {
+      {"`data` nested 100,000 levels (`[[[...]]]`, 200 KB)", event("deep-1", "dev-1", ",\"data\":" + nested(100000, false))},
+      {"`data` nested 150,000 levels of objects (900 KB)", event("deep-2", "dev-1", ",\"data\":" + nested(150000, true))},
+      {"`data` nested 65 levels", event("deep-3", "dev-1", ",\"data\":" + nested(65, false))},
+      {"id `victim-0001\\u0000junk` (NUL)", event("victim-0001\\u0000junk", "dev-1", "")},
+      {"source with NUL", event("nul-source", "dev-1\\u0000x", "")},
+      {"`id` twice (duplicate member)", event("dup-1", "dev-1", ",\"id\":\"dup-2\"")},
+      {"id `\" \"` (blank)", event(" ", "dev-1", "")},
+      {"source of 8,000 characters", event("long-source", std::string(8000, 's'), "")},
+  };
+  int good = 0;
+  {
+    IngestProcess ingest(dir.path(), "ingest", args);
+    ingest.wait_subscribed();
+    {
+      TestPublisher pub(broker.uri(), MQTTVERSION_3_1_1);  // as mosquitto_pub -V mqttv311
+      for (const auto& b : bad) {
+        pub.publish("devices/dev-1/events/r", ce::MqttMessage{b.payload, "", {}});
+        // A good event behind each: it must be stored. The first carries
+        // the id the NUL one tried to take.
+        std::string id = good == 0 ? "victim-0001" : "good-" + std::to_string(good);
+        pub.publish("devices/dev-1/events/r",
+                    ce::encode_structured(device_event("dev-1", id, static_cast<std::uint64_t>(good + 1))));
+        ++good;
+      }
+    }
+    int status = ingest.wait();
+    INFO(ingest.log());
+    auto c = ingest.counters();
+    SQLite::Database db((dir / "events.db").string(), SQLite::OPEN_READONLY);
+    SQLite::Statement st(db, "SELECT reason FROM rejected ORDER BY id");
+    for (const auto& b : bad) {
+      std::string reason = st.executeStep() ? st.getColumn(0).getString() : "(not rejected)";
+      table().add("ingest message (MQTT 3.1.1)", b.input, reason != "(not rejected)",
+                  "rejected: " + shorten(reason));
+    }
+    table().add("ingest message (MQTT 3.1.1)", "(good events between the bad ones)",
+                c["stored"] == good && c["rejected"] == bad.size() &&
+                    sqlite_scalar(dir / "events.db", "SELECT count(*) FROM events") == good &&
+                    sqlite_scalar(dir / "events.db", "SELECT count(*) FROM events WHERE event_id = 'victim-0001'") == 1,
+                "all " + std::to_string(good) + " stored (`victim-0001` too), " + std::to_string(bad.size()) +
+                    " rejected");
+    table().add("ingest message (MQTT 3.1.1)", "(the ingest, after all of the above)", status == 0,
+                "exit " + std::to_string(status) + ": no crash");
+  }
+  // Acknowledged: the same session, started again, gets nothing redelivered.
+  IngestProcess again(dir.path(), "again", args);
+  int status = again.wait();
+  auto c = again.counters();
+  table().add("ingest message (MQTT 3.1.1)", "(the same session, restarted)", status == 0 && c["received"] == 0,
+              std::to_string(c["received"].is_number() ? c["received"].get<int>() : -1) +
+                  " messages redelivered: every one was acknowledged");
+}
+
 TEST_CASE("the table") {
   MESSAGE("bad input table:\n" << table().markdown());
 }

@@ -84,14 +84,27 @@ TEST_CASE("payload size limit") {
   CHECK(std::holds_alternative<EventRow>(run(m, "devices/dev-1/events/x", o)));
 }
 
-TEST_CASE("--require-source-match compares source with the 2nd topic level") {
+TEST_CASE("--require-source-match compares source with the level before 'events', whatever the prefix depth") {
   ClassifyOptions o;
   o.require_source_match = true;
-  CHECK(std::holds_alternative<EventRow>(run(ce::encode_binary(event()), "devices/dev-1/events/x", o)));
-  Row other = run(ce::encode_binary(event()), "devices/dev-2/events/x", o);
-  REQUIRE(std::holds_alternative<RejectedRow>(other));
-  CHECK(std::get<RejectedRow>(other).reason.find("does not match") != std::string::npos);
+  for (std::string prefix : {"", "devices/", "org/site1/", "org/site1/line-4/"}) {
+    CAPTURE(prefix);
+    CHECK(std::holds_alternative<EventRow>(run(ce::encode_binary(event()), prefix + "dev-1/events/x", o)));
+    CHECK(std::holds_alternative<EventRow>(run(ce::encode_structured(event()), prefix + "dev-1/events/a/b/c", o)));
+    Row other = run(ce::encode_binary(event()), prefix + "dev-2/events/x", o);
+    REQUIRE(std::holds_alternative<RejectedRow>(other));
+    CHECK(std::get<RejectedRow>(other).reason ==
+          "source 'dev-1' does not match the device segment 'dev-2' of the topic (--require-source-match)");
+  }
+  // The prefix's own last level is not the device ("device segment 'site1'").
+  Row site = run(ce::encode_binary(event()), "org/dev-1/site1/events/x", o);
+  REQUIRE(std::holds_alternative<RejectedRow>(site));
+  CHECK(std::get<RejectedRow>(site).reason.find("device segment 'site1'") != std::string::npos);
+  // No device segment at all.
   CHECK(std::holds_alternative<RejectedRow>(run(ce::encode_binary(event()), "dev-1", o)));
+  CHECK(std::holds_alternative<RejectedRow>(run(ce::encode_binary(event()), "devices/dev-1", o)));
+  // A device cannot name another one further down its own topic.
+  CHECK(std::holds_alternative<RejectedRow>(run(ce::encode_binary(event()), "devices/evil/events/dev-1/events/x", o)));
   CHECK(std::holds_alternative<EventRow>(run(ce::encode_binary(event()), "devices/dev-2/events/x")));
 }
 
@@ -104,9 +117,92 @@ TEST_CASE("sequences beyond int64 are rejected, not wrapped") {
 }
 
 TEST_CASE("topic_device and printable") {
+  CHECK(topic_device("dev-1/events") == "dev-1");
+  CHECK(topic_device("dev-1/events/x") == "dev-1");
   CHECK(topic_device("devices/dev-1/events/x") == "dev-1");
-  CHECK(topic_device("devices/dev-1") == "dev-1");
+  CHECK(topic_device("org/site1/dev-1/events/x") == "dev-1");
+  CHECK(topic_device("a/b/c/dev-1/events/x/y/z") == "dev-1");
+  CHECK(topic_device("events/dev-1/events/x") == "dev-1");
+  CHECK(topic_device("devices/dev-1/events/x/events/y") == "dev-1");
+  CHECK(topic_device("devices//events/x") == "");
+  CHECK(topic_device("devices/dev-1") == "");
+  CHECK(topic_device("events/x") == "");
+  CHECK(topic_device("devices/dev-1/eventsx/y") == "");
   CHECK(topic_device("devices") == "");
+  CHECK(topic_device("") == "");
   CHECK(printable("a\xff\n b") == "a?? b");
   CHECK(printable(std::string(400, 'x'), 300).size() == 303);
+}
+
+TEST_CASE("a valid time goes to time, an invalid one to time_original, and the event is kept") {
+  for (std::string valid : {"2026-12-02T16:35:56.123Z", "2026-12-02t18:35:56+02:00"}) {
+    auto e = event();
+    e.time = valid;
+    for (const auto& m : {ce::encode_binary(e), ce::encode_structured(e)}) {
+      Row row = run(m);
+      REQUIRE(std::holds_alternative<EventRow>(row));
+      CHECK(std::get<EventRow>(row).time == valid);
+      CHECK(std::get<EventRow>(row).time_original.empty());
+    }
+  }
+  for (std::string invalid : {"yesterday-ish", "not a time at all", "0000-01-01", "2026-02-30T00:00:00Z"}) {
+    CAPTURE(invalid);
+    auto e = event();
+    e.time = invalid;
+    for (const auto& m : {ce::encode_binary(e), ce::encode_structured(e)}) {
+      Row row = run(m);
+      REQUIRE(std::holds_alternative<EventRow>(row));
+      CHECK(std::get<EventRow>(row).time.empty());
+      CHECK(std::get<EventRow>(row).time_original == invalid);
+    }
+  }
+  Row none = run(ce::encode_binary(event()));  // no time at all
+  REQUIRE(std::holds_alternative<EventRow>(none));
+  CHECK(std::get<EventRow>(none).time.empty());
+  CHECK(std::get<EventRow>(none).time_original.empty());
+  // A time that is not even a string (structured mode) is kept as its JSON text.
+  std::string numeric = R"({"specversion":"1.0","id":"i","source":"dev-1","type":"t","time":1796229356})";
+  Row row = run(ce::MqttMessage{numeric, "", {}});
+  REQUIRE(std::holds_alternative<EventRow>(row));
+  CHECK(std::get<EventRow>(row).time_original == "1796229356");
+}
+
+TEST_CASE("hostile structured messages end as rejections with a reason, never a crash") {
+  auto deep = [](std::size_t levels, bool objects) {
+    std::string data;
+    for (std::size_t i = 0; i < levels; ++i) data += objects ? "{\"k\":" : "[";
+    data += "0";
+    for (std::size_t i = 0; i < levels; ++i) data += objects ? '}' : ']';
+    return R"({"specversion":"1.0","id":"i","source":"dev-1","type":"t","data":)" + data + "}";
+  };
+  struct Case {
+    std::string payload, reason;
+  };
+  std::vector<Case> cases = {
+      {deep(100000, false), "JSON nested deeper than 64 levels inside the event object"},
+      {deep(150000, true), "JSON nested deeper than 64 levels inside the event object"},
+      {deep(65, false), "JSON nested deeper than 64 levels inside the event object"},
+      {R"({"specversion":"1.0","id":"victim-0001\u0000junk","source":"dev-1","type":"t"})",
+       "attribute 'id' contains a control character (byte 11); CloudEvents attribute values cannot hold "
+       "U+0000-U+001F or U+007F-U+009F"},
+      {R"({"specversion":"1.0","id":"i","source":"dev-1\u0000","type":"t"})",
+       "attribute 'source' contains a control character (byte 5); CloudEvents attribute values cannot hold "
+       "U+0000-U+001F or U+007F-U+009F"},
+      {R"({"specversion":"1.0","id":"i","source":"dev-1","type":"t","id":"j"})", "'id' appears twice in the event object"},
+      {R"({"specversion":"1.0","id":" ","source":"dev-1","type":"t"})", "attribute 'id' is blank (white space only)"},
+      {R"({"specversion":"1.0","id":"i","source":")" + std::string(8000, 's') + R"(","type":"t"})",
+       "attribute 'source' is 8000 bytes: the limit is 1024"},
+      {R"({"specversion":"1.0","id":")" + std::string(257, 'i') + R"(","source":"dev-1","type":"t"})",
+       "attribute 'id' is 257 bytes: the limit is 256"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.reason);
+    Row row = run(ce::MqttMessage{c.payload, "", {}});
+    REQUIRE(std::holds_alternative<RejectedRow>(row));
+    CHECK(std::get<RejectedRow>(row).reason == c.reason);
+    CHECK(std::get<RejectedRow>(row).payload == c.payload);
+  }
+  // At the limit: stored, the data as sent.
+  Row row = run(ce::MqttMessage{deep(64, true), "", {}});
+  REQUIRE(std::holds_alternative<EventRow>(row));
 }

@@ -1,7 +1,9 @@
 // End to end with the real device library: Outbox -> Forwarder ->
 // mosquitto -> edge-outbox-ingest. A device that evicted events under
 // drop_oldest shows explained gaps only; events deleted from a device
-// database by hand before sending show as unexplained gaps.
+// database by hand before sending show as unexplained gaps. And with the
+// real edge-outbox-sim: multi-level topic prefixes pass
+// --require-source-match.
 #include <doctest/doctest.h>
 
 #include <edge_outbox/error.h>
@@ -114,4 +116,47 @@ TEST_CASE("device evictions are explained gaps, hand-deleted events unexplained 
   CHECK(rb["streamid"] == b.stream_id());
   CHECK(rb["explained"] == json::array());
   CHECK(rb["unexplained"] == json::array({json::array({s5, s6}), json::array({s17, s17})}));
+}
+
+TEST_CASE("edge-outbox-sim under multi-level --topic-prefix passes --require-source-match") {
+  auto sim = binary_dir() / "firmware-host" / "edge-outbox-sim";
+  if (!std::filesystem::exists(sim)) {
+    MESSAGE("edge-outbox-sim is not built: skipped");
+    return;
+  }
+  Mosquitto broker;
+  TempDir dir;
+  IngestProcess ingest(dir.path(), "ingest",
+                       {"--broker", broker.uri(), "--store", "sqlite:" + (dir / "events.db").string(), "--client-id",
+                        "prefix-ingest", "--exit-after-idle", "3", "--require-source-match", "--topic",
+                        "org/site1/+/events/#", "--topic", "org/site1/line-4/+/events/#"});
+  ingest.wait_subscribed();
+  struct Device {
+    std::string id, prefix;
+  };
+  int events = 0;
+  for (const auto& d : {Device{"gw-7", "org/site1"}, Device{"gw-8", "org/site1/line-4"}}) {
+    auto out = dir / (d.id + ".out"), err = dir / (d.id + ".err");
+    auto child = Child::spawn(sim,
+                              {"--db", (dir / (d.id + ".db")).string(), "--device-id", d.id, "--topic-prefix",
+                               d.prefix, "--broker", broker.uri(), "--count", "40", "--rate", "0",
+                               "--exit-when-drained", "--drain-timeout", "60s"},
+                              out, err);
+    REQUIRE_MESSAGE(child.wait(std::chrono::milliseconds(90000)) == 0, read_text(err));
+    std::string last;
+    std::istringstream lines(read_text(out));
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) last = line;
+    auto summary = json::parse(last);
+    CHECK(summary["published"] == summary["enqueued"]);
+    events += summary["enqueued"].get<int>();
+  }
+  REQUIRE(ingest.wait() == 0);
+  INFO(ingest.log());
+  auto c = ingest.counters();
+  CHECK(c["rejected"] == 0);
+  CHECK(c["stored"] == events);
+  auto store = dir / "events.db";
+  CHECK(sqlite_scalar(store, "SELECT count(*) FROM events WHERE source = 'gw-7' AND topic LIKE 'org/site1/gw-7/events/%'") == 40);
+  CHECK(sqlite_scalar(store, "SELECT count(*) FROM events WHERE source = 'gw-8' AND topic LIKE 'org/site1/line-4/gw-8/events/%'") == 40);
 }

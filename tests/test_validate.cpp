@@ -2,7 +2,12 @@
 // refused with invalid_argument before anything is written.
 #include <doctest/doctest.h>
 
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
 #include <edge_outbox/error.h>
+#include <edge_outbox/forwarder.h>
 #include <edge_outbox/outbox.h>
 
 #include "support/temp_dir.h"
@@ -17,6 +22,24 @@ Event good() {
   e.type = "reading.recorded";
   e.payload = "{}";
   return e;
+}
+
+// `levels` nested arrays, or objects {"a":{"a":...}}, around 1.
+std::string nested(std::size_t levels, bool objects) {
+  std::string text;
+  for (std::size_t i = 0; i < levels; ++i) text += objects ? R"({"a":)" : "[";
+  text += "1";
+  for (std::size_t i = 0; i < levels; ++i) text += objects ? '}' : ']';
+  return text;
+}
+
+std::string refusal(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return std::string(to_string(e.kind())) + ": " + e.what();
+  }
+  return "accepted";
 }
 
 }  // namespace
@@ -57,6 +80,33 @@ TEST_CASE("bad events are refused with invalid_argument and nothing is written")
       {"attribute value invalid UTF-8", [](Event& e) { e.attributes["unit"] = "\xFF"; }},
       {"id with a space", [](Event& e) { e.id = "a b"; }},
       {"id too long", [](Event& e) { e.id = std::string(129, 'i'); }},
+      {"type with a newline", [](Event& e) { e.type = "reading\nrecorded"; }},
+      {"type with a C1 control character", [](Event& e) { e.type = "reading\xC2\x85"; }},
+      {"blank type", [](Event& e) { e.type = "   "; }},
+      {"blank type (ideographic space)", [](Event& e) { e.type = "\xE3\x80\x80"; }},
+      {"content type with a tab", [](Event& e) { e.content_type = "application/json;\tcharset=utf-8"; }},
+      {"attribute value with a newline", [](Event& e) { e.attributes["unit"] = "a\nb"; }},
+      {"attribute value with DEL", [](Event& e) { e.attributes["unit"] = "\x7F"; }},
+      {"attribute value of 4097 bytes", [](Event& e) { e.attributes["unit"] = std::string(4097, 'u'); }},
+      {"65 attributes",
+       [](Event& e) {
+         for (int i = 0; i < 65; ++i) e.attributes["a" + std::to_string(i)] = "v";
+       }},
+      {"JSON payload nested 100,000 levels (arrays)",
+       [](Event& e) {
+         e.content_type = "application/json";
+         e.payload = nested(100000, false);
+       }},
+      {"JSON payload nested 100,000 levels (objects)",
+       [](Event& e) {
+         e.content_type = "application/vnd.acme+json; charset=utf-8";
+         e.payload = nested(100000, true);
+       }},
+      {"JSON payload nested 65 levels",
+       [](Event& e) {
+         e.content_type = "text/json";
+         e.payload = nested(65, true);
+       }},
       {"zero ttl", [](Event& e) { e.ttl = std::chrono::milliseconds(0); }},
       {"priority out of range", [](Event& e) { e.priority = static_cast<Priority>(7); }},
   };
@@ -95,8 +145,74 @@ TEST_CASE("limits are inclusive and a good event passes") {
   e.topic = std::string(65535, 'a');
   e.attributes["unit"] = "\xC2\xB0""C";  // °C
   e.attributes[std::string(20, 'z')] = "";
+  e.attributes["note"] = std::string(4096, 'n');
+  for (int i = 0; i < 61; ++i) e.attributes["a" + std::to_string(i)] = "v";
+  REQUIRE(e.attributes.size() == 64);
   CHECK_NOTHROW(outbox.enqueue(e));
   CHECK(outbox.stats().pending == 1);
+
+  // JSON nested exactly 64 levels, and deep brackets that are not JSON by
+  // content type (bytes) or sit inside a JSON string.
+  e = good();
+  e.content_type = "application/json";
+  e.payload = nested(64, false);
+  CHECK_NOTHROW(outbox.enqueue(e));
+  e.payload = R"({"text":")" + std::string(1000, '[') + R"("})";
+  CHECK_NOTHROW(outbox.enqueue(e));
+  e.content_type = "application/octet-stream";
+  e.payload = nested(500, false);
+  CHECK_NOTHROW(outbox.enqueue(e));
+  CHECK(outbox.stats().pending == 4);
+}
+
+TEST_CASE("refusals say what is wrong and what the limit is") {
+  test::TempDir dir;
+  Outbox outbox(dir / "v.db");
+  Event e = good();
+  e.content_type = "application/json";
+  e.payload = nested(100000, false);
+  CHECK(refusal([&] { outbox.enqueue(e); }) ==
+        "invalid_argument: payload is JSON nested deeper than 64 levels of arrays and objects, the wire format's "
+        "limit: flatten it, or send it as bytes with a content_type that is not JSON");
+  e = good();
+  e.attributes["note"] = "a\nb";
+  CHECK(refusal([&] { outbox.enqueue(e); }) ==
+        "invalid_argument: attribute 'note' contains a control character (byte 1): CloudEvents attribute values "
+        "cannot hold U+0000-U+001F or U+007F-U+009F");
+  e = good();
+  e.type = " ";
+  CHECK(refusal([&] { outbox.enqueue(e); }) == "invalid_argument: type is blank (white space only)");
+  CHECK(outbox.stats().pending == 0);
+}
+
+TEST_CASE("Event::json refuses a value nested deeper than 64 levels instead of overflowing the stack") {
+  nlohmann::json deep = 1;
+  for (int i = 0; i < 100000; ++i) deep = nlohmann::json::array({std::move(deep)});
+  Event e;
+  CHECK(refusal([&] { e.json(deep); }).find("invalid_argument: Event::json: the value nests deeper than 64 levels") == 0);
+  CHECK(e.payload.empty());
+  nlohmann::json at_limit = 1;
+  for (int i = 0; i < 64; ++i) at_limit = nlohmann::json{{"a", std::move(at_limit)}};
+  e.json(at_limit);
+  CHECK(e.payload == nested(64, true));
+  CHECK(e.content_type == "application/json");
+}
+
+TEST_CASE("a Forwarder's source must be one the ingest takes") {
+  test::TempDir dir;
+  Outbox outbox(dir / "f.db");
+  for (std::string source : {std::string(1025, 's'), std::string("dev\0ice", 7), std::string("dev\nice"),
+                             std::string(" "), std::string("dev\xFF")}) {
+    CAPTURE(source);
+    ForwarderOptions o;
+    o.source = source;
+    auto outcome = refusal([&] { Forwarder(outbox, nullptr, o); });
+    CHECK(outcome.find("invalid_argument: ForwarderOptions::source") == 0);
+  }
+  ForwarderOptions o;
+  o.source = std::string(1024, 's');
+  // A good source gets as far as the missing publisher.
+  CHECK(refusal([&] { Forwarder(outbox, nullptr, o); }) == "invalid_argument: Forwarder needs a publisher");
 }
 
 TEST_CASE("a refused event caught inside the transaction leaves the rest of it intact") {

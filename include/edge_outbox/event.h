@@ -5,12 +5,23 @@
 // An Event is validated when it is enqueued, before anything is written:
 //   Requires: topic is a valid MQTT topic name: 1..65535 bytes of UTF-8,
 //             no '+', '#' or NUL.
-//   Requires: type is non-empty, at most 255 bytes of UTF-8.
+//   Requires: type is at most 255 bytes of UTF-8, not blank (white space
+//             only), without control characters (U+0000-U+001F,
+//             U+007F-U+009F: CloudEvents attribute values cannot hold them).
+//   Requires: content_type is 1..255 bytes of UTF-8 without control
+//             characters.
 //   Requires: payload.size() <= OutboxOptions::max_payload_bytes.
-//   Requires: attribute names are 1..20 characters of [a-z0-9] (the
-//             CloudEvents rule) and not a reserved CloudEvents name; values
-//             are UTF-8 without NUL.
+//   Requires: a payload with a JSON content_type (application/json,
+//             text/json, */*+json) nests at most 64 levels of arrays and
+//             objects (cloudevents::max_json_depth, counted by the brackets
+//             outside strings).
+//   Requires: at most 64 attributes; names are 1..20 characters of [a-z0-9]
+//             (the CloudEvents rule) and not a reserved CloudEvents name;
+//             values are at most 4096 bytes of UTF-8 without control
+//             characters.
 //   Requires: id, when given, is 1..128 printable ASCII characters.
+// These are the ingest's limits (edge_outbox/cloudevents.h) or stricter, so
+// that an accepted event is never one the ingest rejects.
 #pragma once
 
 #include <chrono>
@@ -46,6 +57,7 @@ struct Event {
   std::map<std::string, std::string> attributes;
 
   // payload = data.dump(), content_type = "application/json".
+  // Throws Error(invalid_argument) when data nests deeper than 64 levels.
   Event& json(const nlohmann::json& data);
 };
 

@@ -1,5 +1,6 @@
 #include "classify.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -7,10 +8,17 @@
 namespace edge_outbox::ingest {
 
 std::string_view topic_device(std::string_view topic) noexcept {
-  auto first = topic.find('/');
-  if (first == std::string_view::npos) return {};
-  auto rest = topic.substr(first + 1);
-  return rest.substr(0, rest.find('/'));
+  std::string_view previous;
+  bool first_level = true;
+  while (true) {
+    auto slash = topic.find('/');
+    std::string_view level = topic.substr(0, slash);
+    if (!first_level && level == "events") return previous;
+    if (slash == std::string_view::npos) return {};
+    previous = level;
+    first_level = false;
+    topic.remove_prefix(slash + 1);
+  }
 }
 
 std::string printable(std::string_view text, std::size_t max_size) {
@@ -54,7 +62,6 @@ Row classify(const Received& m, const ClassifyOptions& options) {
   } catch (const cloudevents::DecodeError& e) {
     return rejected(m, options, e.what());
   }
-  if (event.id.size() > 256) return rejected(m, options, "id longer than 256 bytes");
   if (options.require_source_match && event.source != topic_device(m.topic))
     return rejected(m, options,
                     "source '" + event.source + "' does not match the device segment '" +
@@ -70,7 +77,8 @@ Row classify(const Received& m, const ClassifyOptions& options) {
   row.source = std::move(event.source);
   row.type = std::move(event.type);
   row.topic = m.topic;
-  row.time = std::move(event.time);
+  if (cloudevents::is_rfc3339(event.time)) row.time = std::move(event.time);
+  else row.time_original = std::move(event.time);  // empty when absent
   row.received_at_ms = m.received_at_ms;
   row.payload = std::move(event.data);
   row.content_type = std::move(event.datacontenttype);

@@ -17,8 +17,8 @@ namespace edge_outbox::ingest {
 
 struct ClassifyOptions {
   std::size_t max_payload_bytes = 1024 * 1024;
-  // The event's source must equal the 2nd level of the topic
-  // (devices/<id>/events/...).
+  // The event's source must equal the topic's device segment (see
+  // topic_device).
   bool require_source_match = false;
 };
 
@@ -31,10 +31,20 @@ struct Received {
   std::int64_t received_at_ms = 0;
 };
 
+// An event's time goes to EventRow::time when it is RFC 3339
+// (cloudevents::is_rfc3339), else to EventRow::time_original: an invalid
+// time never rejects an event (a rejection would leave a hole in its
+// stream).
 Row classify(const Received& message, const ClassifyOptions& options);
 
-// The 2nd level of a topic ("dev-1" for "devices/dev-1/events/x"); empty
-// if there is none.
+// The device segment of an event topic, <prefix>/<device-id>/events/...,
+// whatever the prefix's depth (none included): the level before the first
+// level named "events" that has one before it. "dev-1" for
+// "devices/dev-1/events/x", "org/site1/dev-1/events/x", "dev-1/events/x"
+// and "events/dev-1/events/x"; empty when there is no such level. The
+// first one, so that a device cannot name another in the rest of its topic
+// ("devices/evil/events/victim/events/x" is evil's); a prefix with a level
+// named "events" of its own does not work.
 std::string_view topic_device(std::string_view topic) noexcept;
 
 // Printable ASCII only (other bytes become '?'), for reasons and logs.

@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-payload-bytes", classify.max_payload_bytes, "Larger messages are rejected")
       ->capture_default_str();
   app.add_flag("--require-source-match", classify.require_source_match,
-               "Reject events whose source is not the 2nd topic level (devices/<id>/...)");
+               "Reject events whose source is not the topic's device segment (the level before the first events level)");
   app.add_option("--rejected-max-bytes", rejected_max_bytes,
                  "Quota for the rejected messages' payloads; the oldest are deleted beyond it")
       ->check(CLI::Range(std::uint64_t{1024}, std::uint64_t{1} << 50))

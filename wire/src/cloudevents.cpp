@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdio>
 #include <limits>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -26,9 +27,55 @@ bool is_codec_attribute(std::string_view name) {
   return std::find(codec_attributes.begin(), codec_attributes.end(), name) != codec_attributes.end();
 }
 
+// The first text of at most 40 bytes, for messages (the ingest makes
+// reasons printable).
+std::string excerpt(std::string_view text) {
+  return std::string(text.substr(0, 40)) + (text.size() > 40 ? "..." : "");
+}
+
+// What is wrong with one attribute value, if anything: the rules of the
+// table in cloudevents.h (UTF-8 is checked where the value is read).
+std::optional<std::string> attribute_problem(std::string_view name, std::string_view value, std::size_t max_bytes,
+                                             bool required) {
+  std::string quoted = "attribute '" + std::string(name) + "'";
+  if (required && value.empty()) return "missing " + quoted;
+  if (value.size() > max_bytes)
+    return quoted + " is " + std::to_string(value.size()) + " bytes: the limit is " + std::to_string(max_bytes);
+  if (auto at = find_control_character(value))
+    return quoted + " contains a control character (byte " + std::to_string(*at) +
+           "); CloudEvents attribute values cannot hold U+0000-U+001F or U+007F-U+009F";
+  if (required && is_blank(value)) return quoted + " is blank (white space only)";
+  return std::nullopt;
+}
+
+// The attribute rules of the table in cloudevents.h; the first problem.
+std::optional<std::string> attributes_problem(const CloudEvent& event) {
+  struct Rule {
+    std::string_view name;
+    const std::string& value;
+    std::size_t max_bytes;
+    bool required;
+  };
+  const Rule rules[] = {
+      {"id", event.id, max_id_bytes, true},
+      {"source", event.source, max_source_bytes, true},
+      {"type", event.type, max_type_bytes, true},
+      {"time", event.time, max_time_bytes, false},
+      {"datacontenttype", event.datacontenttype, max_datacontenttype_bytes, false},
+      {"streamid", event.streamid, max_streamid_bytes, false},
+      {"priority", event.priority, max_priority_bytes, false},
+  };
+  for (const auto& rule : rules)
+    if (auto problem = attribute_problem(rule.name, rule.value, rule.max_bytes, rule.required)) return problem;
+  if (event.extensions.size() > max_extensions)
+    return "the event has " + std::to_string(event.extensions.size()) + " extension attributes: the limit is " +
+           std::to_string(max_extensions);
+  for (const auto& [name, value] : event.extensions)
+    if (auto problem = attribute_problem(name, value, max_extension_bytes, false)) return problem;
+  return std::nullopt;
+}
+
 void check_encodable(const CloudEvent& event) {
-  if (event.id.empty() || event.source.empty() || event.type.empty())
-    throw std::invalid_argument("CloudEvent needs a non-empty id, source and type");
   for (const auto& [name, value] : event.extensions) {
     if (!is_valid_attribute_name(name))
       throw std::invalid_argument("CloudEvent extension name '" + name + "' is not [a-z0-9]{1,20}");
@@ -36,6 +83,68 @@ void check_encodable(const CloudEvent& event) {
       throw std::invalid_argument("CloudEvent extension name '" + name +
                                   "' collides with an attribute the codec writes; use the CloudEvent field");
   }
+  for (const auto& [name, value] : event.extensions)
+    if (!detail::is_valid_utf8(value))
+      throw std::invalid_argument("CloudEvent attribute '" + name + "' is not valid UTF-8");
+  for (std::string_view value : {event.id, event.source, event.type, event.time, event.datacontenttype,
+                                 event.streamid, event.priority})
+    if (!detail::is_valid_utf8(value)) throw std::invalid_argument("a CloudEvent attribute is not valid UTF-8");
+  if (auto problem = attributes_problem(event)) throw std::invalid_argument("CloudEvent " + *problem);
+}
+
+// JSON text parsed as decode takes it: nested at most max_depth levels
+// (checked before the parser builds anything), no duplicate member names.
+// `what` says where the text is, for messages; event_object: the text is
+// the structured-mode event itself.
+// Throws DecodeError (the parser's own exceptions do not escape).
+json parse_json(std::string_view text, std::size_t max_depth, std::string_view what, bool event_object) {
+  if (json_nesting_depth(text, max_depth) > max_depth)
+    throw DecodeError("JSON nested deeper than " + std::to_string(max_json_depth) + " levels " + std::string(what));
+  // Member names seen, one hash set per open object (kept for reuse: an
+  // object with 100,000 members costs 100,000 inserts, not their square);
+  // the first duplicate.
+  std::vector<std::unordered_set<std::string>> names_by_level;
+  std::size_t open_objects = 0;
+  std::optional<std::string> duplicate;
+  bool duplicate_at_top = false;
+  json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        if (open_objects == names_by_level.size()) names_by_level.emplace_back();
+        else names_by_level[open_objects].clear();
+        ++open_objects;
+        break;
+      case json::parse_event_t::object_end:
+        if (open_objects > 0) --open_objects;
+        break;
+      case json::parse_event_t::key: {
+        if (open_objects == 0 || duplicate) break;
+        const auto& name = parsed.get_ref<const std::string&>();
+        if (!names_by_level[open_objects - 1].insert(name).second) {
+          duplicate = name;
+          duplicate_at_top = open_objects == 1;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    return true;
+  };
+  json doc;
+  try {
+    doc = json::parse(text.begin(), text.end(), check);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for numbers like 1e999
+    if (!detail::is_valid_utf8(text)) throw DecodeError("invalid UTF-8 in the structured-mode event");
+    throw DecodeError(std::string("not a CloudEvent: the payload is not JSON (") + e.what() + ")");
+  }
+  if (duplicate) {
+    if (duplicate_at_top && event_object)
+      throw DecodeError("'" + excerpt(*duplicate) + "' appears twice in the event object");
+    throw DecodeError("the member name '" + excerpt(*duplicate) + "' appears twice in one object " +
+                      std::string(what) + " (a duplicate cannot be kept as sent)");
+  }
+  return doc;
 }
 
 std::uint64_t parse_sequence(std::string_view text) {
@@ -54,10 +163,8 @@ void require_utf8(std::string_view what, std::string_view text) {
   if (!detail::is_valid_utf8(text)) throw DecodeError("invalid UTF-8 in " + std::string(what));
 }
 
-void check_required(const CloudEvent& event) {
-  if (event.id.empty()) throw DecodeError("missing attribute 'id'");
-  if (event.source.empty()) throw DecodeError("missing attribute 'source'");
-  if (event.type.empty()) throw DecodeError("missing attribute 'type'");
+void check_attributes(const CloudEvent& event) {
+  if (auto problem = attributes_problem(event)) throw DecodeError(*problem);
 }
 
 void check_specversion(const std::optional<std::string>& version) {
@@ -98,11 +205,11 @@ CloudEvent decode_binary(std::string_view payload, std::string_view content_type
     else if (!set_attribute(event, name, value)) event.extensions[name] = value;
   }
   check_specversion(version);
-  check_required(event);
   if (!content_type.empty()) {
     require_utf8("content type", content_type);
     event.datacontenttype = std::string(content_type);
   }
+  check_attributes(event);
   event.data = std::string(payload);
   return event;
 }
@@ -115,13 +222,8 @@ std::string attribute_string(const std::string& name, const json& value) {
 }
 
 CloudEvent decode_structured(std::string_view payload) {
-  json doc;
-  try {
-    doc = json::parse(payload.begin(), payload.end());
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for numbers like 1e999
-    if (!detail::is_valid_utf8(payload)) throw DecodeError("invalid UTF-8 in the structured-mode event");
-    throw DecodeError(std::string("not a CloudEvent: the payload is not JSON (") + e.what() + ")");
-  }
+  // The event object is one level; its members may nest max_json_depth more.
+  json doc = parse_json(payload, max_json_depth + 1, "inside the event object", true);
   if (!doc.is_object()) throw DecodeError("not a CloudEvent: the JSON payload is not an object");
 
   CloudEvent event;
@@ -150,14 +252,14 @@ CloudEvent decode_structured(std::string_view payload) {
       event.sequence = value.get<std::uint64_t>();
       continue;
     }
-    if ((name == "id" || name == "source" || name == "type" || name == "time" ||
-         name == "datacontenttype" || name == "sequence") && !value.is_string())
+    if ((name == "id" || name == "source" || name == "type" || name == "datacontenttype" ||
+         name == "sequence") && !value.is_string())
       throw DecodeError("attribute '" + name + "' must be a string");
     std::string text = attribute_string(name, value);
     if (!set_attribute(event, name, text)) event.extensions[name] = std::move(text);
   }
   check_specversion(version);
-  check_required(event);
+  check_attributes(event);
 
   if (data && data_base64 && !data->is_null() && !data_base64->is_null())
     throw DecodeError("the event has both 'data' and 'data_base64'");
@@ -176,6 +278,28 @@ CloudEvent decode_structured(std::string_view payload) {
 }
 
 }  // namespace
+
+std::size_t json_nesting_depth(std::string_view text, std::size_t limit) noexcept {
+  std::size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return limit + 1;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 std::string format_sequence(std::uint64_t sequence) {
   std::array<char, 21> digits{};
@@ -245,17 +369,20 @@ MqttMessage encode_structured(const CloudEvent& event) {
   if (!event.data.empty()) {
     bool placed = false;
     if (is_json_content_type(event.datacontenttype)) {
-      json parsed = json::parse(event.data, nullptr, /*allow_exceptions=*/false);
-      if (!parsed.is_discarded()) {
-        doc["data"] = std::move(parsed);
+      // Inline only what decode takes back whole: anything else (not JSON,
+      // too deep, duplicate names) travels as bytes.
+      try {
+        doc["data"] = parse_json(event.data, max_json_depth, "in the data", false);
         placed = true;
+      } catch (const DecodeError&) {
+        placed = false;
       }
     }
     if (!placed) doc["data_base64"] = detail::base64_encode(event.data);
   }
   MqttMessage message;
-  // Replace invalid UTF-8 rather than throw: attributes are validated by the
-  // producer, and a half-encoded event is worse than a marked one.
+  // Attributes are valid UTF-8 (check_encodable) and parsed data is too;
+  // should anything slip through, a marked event beats a half-encoded one.
   message.payload = doc.dump(-1, ' ', false, json::error_handler_t::replace);
   message.content_type = std::string(structured_content_type);
   return message;
