@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <array>
+#include <sqlite3.h>
+
+#include <chrono>
 #include <cstring>
-#include <fstream>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include <SQLiteCpp/Statement.h>
 #include <SQLiteCpp/Transaction.h>
@@ -85,38 +88,53 @@ std::string random_stream_id() {
   return id;
 }
 
-std::uint32_t big_endian(const unsigned char* p, int bytes) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
-  return v;
+// SQLite's locks are POSIX advisory locks, which belong to the process:
+// closing ANY descriptor of the database file drops every lock this process
+// holds on it, through all of its connections, and another process then
+// believes it is the last user, checkpoints and deletes the WAL. So this file
+// never opens the database (or its -wal or -shm) itself once it exists; it
+// reads sizes with stat and everything else through SQLite, whose connections
+// share descriptors and locks within a process.
+//
+// Creating the file is the one raw open: O_EXCL, so only a file that did not
+// exist. This mutex keeps another thread of this process from opening (and
+// locking) the new file before that descriptor is closed.
+std::mutex& creation_mutex() {
+  static std::mutex m;
+  return m;
 }
 
-// Refuses, before SQLite touches it, a file that cannot be a healthy SQLite
-// database: wrong magic, bad page size, truncated.
-void check_header(const std::filesystem::path& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) fail(ErrorKind::io, path, "cannot read its size: " + ec.message());
-  if (size == 0) return;  // an empty file is an empty database
-  std::array<unsigned char, 100> header{};
-  std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(header.data()), header.size());
-  if (!in || std::memcmp(header.data(), "SQLite format 3\0", 16) != 0)
-    fail(ErrorKind::corrupt, path, "is not a SQLite database (bad header); the file was left untouched");
-  std::uint32_t page_size = big_endian(&header[16], 2);
-  if (page_size == 1) page_size = 65536;
-  if (page_size < 512 || page_size > 65536 || (page_size & (page_size - 1)) != 0)
-    fail(ErrorKind::corrupt, path, "has an invalid page size; the file was left untouched");
-  if (size % page_size != 0)
-    fail(ErrorKind::corrupt, path, "is truncated (size is not a whole number of pages); the file was left untouched");
-  const auto change_counter = big_endian(&header[24], 4);
-  const auto header_pages = big_endian(&header[28], 4);
-  const auto valid_for = big_endian(&header[92], 4);
-  std::filesystem::path wal = path;
-  wal += "-wal";
-  if (header_pages != 0 && valid_for == change_counter && !std::filesystem::exists(wal) &&
-      size < std::uint64_t{header_pages} * page_size)
-    fail(ErrorKind::corrupt, path, "is truncated (shorter than its header says); the file was left untouched");
+// Refuses, through SQLite, a file that cannot be a healthy SQLite database:
+// not SQLite or a bad page size (SQLITE_NOTADB), shorter than its header
+// says or otherwise unreadable (SQLITE_CORRUPT), cut in the middle of a page.
+// Nothing is written: this runs before any pragma that could write.
+void check_readable(SQLite::Database& db, const std::filesystem::path& path) {
+  try {
+    db.execAndGet("SELECT count(*) FROM sqlite_schema");
+  } catch (const SQLite::Exception& e) {
+    switch (e.getExtendedErrorCode() & 0xFF) {
+      case SQLITE_NOTADB:
+        fail(ErrorKind::corrupt, path, "is not a SQLite database (bad header); the file was left untouched");
+      case SQLITE_CORRUPT:
+        fail(ErrorKind::corrupt, path,
+             std::string("is damaged or truncated (SQLite: ") + e.what() +
+                 "); the file was left untouched: restore it from a backup or move it aside");
+      default: throw;
+    }
+  }
+  const auto page_size = static_cast<std::uint64_t>(db.execAndGet("PRAGMA page_size").getInt64());
+  // A checkpoint extends the file a page at a time; a size that stays off a
+  // page boundary is a cut file.
+  for (int attempt = 0;; ++attempt) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) fail(ErrorKind::io, path, "cannot read its size: " + ec.message());
+    if (page_size == 0 || size % page_size == 0) return;
+    if (attempt == 20)
+      fail(ErrorKind::corrupt, path,
+           "is truncated (size is not a whole number of pages); the file was left untouched");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 void create_file_0600(const std::filesystem::path& path) {
@@ -161,22 +179,25 @@ void create_schema(SQLite::Database& db, std::int64_t now_ms) {
 
 OpenedDatabase open_outbox_database(const std::filesystem::path& path, const OutboxOptions& options) {
   const bool inspect = options.mode == OpenMode::inspect;
-  std::error_code ec;
-  const bool exists = std::filesystem::exists(path, ec);
-  if (!exists) {
-    if (options.mode != OpenMode::create)
-      fail(ErrorKind::io, path, "does not exist (nothing was created)");
-    create_file_0600(path);
-  } else if (!std::filesystem::is_regular_file(path, ec)) {
-    fail(ErrorKind::io, path, "is not a regular file");
+  {
+    std::lock_guard lock(creation_mutex());
+    std::error_code ec;
+    const bool exists = std::filesystem::exists(path, ec);
+    if (!exists) {
+      if (options.mode != OpenMode::create)
+        fail(ErrorKind::io, path, "does not exist (nothing was created)");
+      create_file_0600(path);
+    } else if (!std::filesystem::is_regular_file(path, ec)) {
+      fail(ErrorKind::io, path, "is not a regular file");
+    }
   }
-  check_header(path);
 
   OpenedDatabase out;
   try {
     const int flags = inspect ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
     out.db = std::make_unique<SQLite::Database>(path.string(), flags, static_cast<int>(options.busy_timeout.count()));
     auto& db = *out.db;
+    check_readable(db, path);
     if (!inspect) {
       const bool fresh = db.execAndGet("PRAGMA page_count").getInt() == 0;
       if (fresh) db.exec("PRAGMA auto_vacuum = INCREMENTAL");
