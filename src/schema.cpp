@@ -4,11 +4,15 @@
 #include <unistd.h>
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include <SQLiteCpp/Statement.h>
@@ -137,6 +141,34 @@ void check_readable(SQLite::Database& db, const std::filesystem::path& path) {
   }
 }
 
+// One gate per file (device and inode) while some connection uses it.
+std::shared_ptr<WriteGate> write_gate_for(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    fail(ErrorKind::io, path, std::string("cannot stat the database file: ") + std::strerror(errno));
+  static std::mutex registry_mutex;
+  static std::map<std::pair<dev_t, ino_t>, std::weak_ptr<WriteGate>> registry;
+  std::lock_guard lock(registry_mutex);
+  for (auto it = registry.begin(); it != registry.end();) it = it->second.expired() ? registry.erase(it) : std::next(it);
+  auto& slot = registry[{st.st_dev, st.st_ino}];
+  auto gate = slot.lock();
+  if (!gate) {
+    gate = std::make_shared<WriteGate>();
+    slot = gate;
+  }
+  return gate;
+}
+
+void set_wal_limits(SQLite::Database& db, const OutboxOptions& options, OpenedDatabase& out) {
+  std::uint64_t limit = options.max_wal_bytes;
+  if (options.max_database_bytes != 0) limit = std::min(limit, options.max_database_bytes / 4);
+  const auto page_size = static_cast<std::uint64_t>(db.execAndGet("PRAGMA page_size").getInt64());
+  const auto pages = std::max<std::uint64_t>(1, limit / std::max<std::uint64_t>(page_size, 1));
+  db.exec("PRAGMA wal_autocheckpoint = " + std::to_string(pages));
+  db.exec("PRAGMA journal_size_limit = " + std::to_string(limit));
+  out.wal_limit_bytes = limit;
+}
+
 void create_file_0600(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd >= 0) {
@@ -193,11 +225,23 @@ OpenedDatabase open_outbox_database(const std::filesystem::path& path, const Out
   }
 
   OpenedDatabase out;
+  out.gate = write_gate_for(path);
   try {
     const int flags = inspect ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
     out.db = std::make_unique<SQLite::Database>(path.string(), flags, static_cast<int>(options.busy_timeout.count()));
     auto& db = *out.db;
     check_readable(db, path);
+    if (options.check_on_open) {
+      const auto problems = integrity_problems(db, false, 3);
+      if (!problems.empty()) {
+        std::string list;
+        for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
+        fail(ErrorKind::corrupt, path,
+             "is damaged (PRAGMA quick_check: " + list +
+                 "); nothing was written: copy it aside, run `edge-outbox-ctl --db " + path.string() +
+                 " check` for the full list, and restore it from a backup or start a new file");
+      }
+    }
     if (!inspect) {
       const bool fresh = db.execAndGet("PRAGMA page_count").getInt() == 0;
       if (fresh) db.exec("PRAGMA auto_vacuum = INCREMENTAL");
@@ -205,6 +249,7 @@ OpenedDatabase open_outbox_database(const std::filesystem::path& path, const Out
       if (mode != "wal" && options.log)
         options.log(LogLevel::warning, "journal_mode is " + mode + ", not wal, on " + path.string());
       db.exec(options.durability == Durability::full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+      set_wal_limits(db, options, out);
     }
     db.exec("PRAGMA foreign_keys = ON");
 
@@ -213,6 +258,7 @@ OpenedDatabase open_outbox_database(const std::filesystem::path& path, const Out
         fail(ErrorKind::invalid_argument, path, "is a SQLite database but not an edge-outbox database (no outbox_meta table)");
       out.schema_version = read_schema_version(db);
     } else {
+      std::lock_guard gate(*out.gate);
       SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
       if (!table_exists(db, "outbox_meta")) {
         if (table_exists(db, "outbox") || table_exists(db, "outbox_dead"))
@@ -237,6 +283,20 @@ OpenedDatabase open_outbox_database(const std::filesystem::path& path, const Out
   return out;
 }
 
+void WriteGate::lock() {
+  std::unique_lock lock(mutex_);
+  const auto ticket = next_ticket_++;
+  turn_.wait(lock, [&] { return serving_ == ticket; });
+}
+
+void WriteGate::unlock() {
+  {
+    std::lock_guard lock(mutex_);
+    ++serving_;
+  }
+  turn_.notify_all();
+}
+
 std::uint64_t used_bytes(SQLite::Database& db) {
   const auto pages = db.execAndGet("PRAGMA page_count").getInt64();
   const auto free_pages = db.execAndGet("PRAGMA freelist_count").getInt64();
@@ -248,6 +308,66 @@ void reclaim_space(SQLite::Database& db, int pages) {
   const auto free_pages = db.execAndGet("PRAGMA freelist_count").getInt64();
   if (free_pages < 256) return;
   db.exec("PRAGMA incremental_vacuum(" + std::to_string(pages) + ")");
+}
+
+std::uint64_t wal_bytes(const std::filesystem::path& database) {
+  std::error_code ec;
+  auto wal = database;
+  wal += "-wal";
+  const auto size = std::filesystem::file_size(wal, ec);
+  return ec ? 0 : static_cast<std::uint64_t>(size);
+}
+
+void limit_wal(SQLite::Database& db, const std::filesystem::path& database, std::uint64_t limit_bytes,
+               std::chrono::milliseconds busy_timeout) {
+  if (limit_bytes == 0 || wal_bytes(database) <= limit_bytes) return;
+  try {
+    db.setBusyTimeout(0);  // a reader or writer in the way: try again after a later commit
+    db.tryExec("PRAGMA wal_checkpoint(TRUNCATE)");
+    db.setBusyTimeout(static_cast<int>(busy_timeout.count()));
+  } catch (const SQLite::Exception&) {
+    // Setting a busy timeout does not fail on an open connection.
+  }
+}
+
+std::vector<std::string> integrity_problems(SQLite::Database& db, bool full, std::size_t max_problems) {
+  std::vector<std::string> problems;
+  // Root page -> table or index, to name what a "Tree N page M" message is about.
+  std::map<std::int64_t, std::string> roots;
+  try {
+    SQLite::Statement names(db, "SELECT rootpage, type, name FROM sqlite_schema WHERE rootpage > 0");
+    while (names.executeStep())
+      roots[names.getColumn(0).getInt64()] = names.getColumn(1).getString() + " " + names.getColumn(2).getString();
+  } catch (const SQLite::Exception& e) {
+    problems.push_back(std::string("the schema cannot be read: ") + e.what());
+    return problems;
+  }
+  roots[1] = "table sqlite_schema";
+  const std::regex tree(R"(Tree (\d+) page)");
+  try {
+    SQLite::Statement check(db, std::string(full ? "PRAGMA integrity_check(" : "PRAGMA quick_check(") +
+                                    std::to_string(std::max<std::size_t>(max_problems, 1)) + ")");
+    while (check.executeStep()) {
+      auto line = check.getColumn(0).getString();
+      if (line == "ok") break;
+      // SQLite's first line names the database; the problems follow it.
+      if (line.rfind("*** in database ", 0) == 0) {
+        const auto newline = line.find('\n');
+        if (newline == std::string::npos) continue;
+        line = line.substr(newline + 1);
+      }
+      std::smatch m;
+      if (std::regex_search(line, m, tree)) {
+        const auto found = roots.find(std::stoll(m[1].str()));
+        if (found != roots.end()) line += " (" + found->second + ")";
+      }
+      problems.push_back(std::move(line));
+    }
+  } catch (const SQLite::Exception& e) {
+    problems.push_back(std::string(full ? "integrity_check" : "quick_check") + " failed: " + e.what());
+  }
+  if (problems.size() > max_problems) problems.resize(max_problems);
+  return problems;
 }
 
 }  // namespace edge_outbox

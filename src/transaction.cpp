@@ -104,12 +104,27 @@ std::string Transaction::enqueue(Event event) {
     d.insert_event(event);
 
     if (const auto max = d.options.max_database_bytes; max != 0) {
-      while (used_bytes(db_) > max) {
-        if (!drop) throw full("max_database_bytes = " + std::to_string(max));
+      // The -wal counts: it takes the same disk. Evicting rows cannot shrink
+      // it within this transaction (commits keep it under wal_limit_bytes),
+      // so drop_oldest evicts for its usual share only; a log grown past its
+      // limit (a reader holds an old snapshot) refuses the event instead of
+      // emptying the queue.
+      const auto wal = wal_bytes(d.path);
+      const auto what = [&] {
+        return "max_database_bytes = " + std::to_string(max) + ", counting the " + std::to_string(wal) +
+               "-byte write-ahead log";
+      };
+      while (used_bytes(db_) + std::min(wal, d.wal_limit_bytes) > max) {
+        if (!drop) throw full(what());
         const auto more = d.evict(64, per_priority);
-        if (more.empty()) throw full("max_database_bytes = " + std::to_string(max));
+        if (more.empty()) throw full(what());
         evicted.insert(evicted.end(), more.begin(), more.end());
       }
+      if (used_bytes(db_) + wal > max)
+        throw Error(ErrorKind::storage_full,
+                    "the outbox is full (" + what() +
+                        ", grown past its limit because a reader holds an old snapshot): end long reads of the file "
+                        "(a backup, a shell, edge-outbox-ctl check) and the next commit truncates the log");
     }
     if (!evicted.empty()) d.insert_dropped_event(evicted, per_priority);
     if (savepoint) savepoint->release();

@@ -203,7 +203,8 @@ TEST_CASE("the sqlite3 shell, edge-outbox-ctl and a second Outbox beside a runni
   MESSAGE("neighbours ran " << duration.count() << " s: sqlite3 " << shell_loop.runs.load() << " runs, edge-outbox-ctl "
                             << ctl_loop.runs.load() << " runs; published " << quiet_published << " events in "
                             << quiet.count() << " s alone, " << busy_published << " in " << duration.count()
-                            << " s beside them; largest WAL " << largest_wal << " bytes");
+                            << " s beside them; " << sql_count(db, "SELECT COUNT(*) FROM readings")
+                            << " readings in all; largest WAL " << largest_wal << " bytes");
   {
     INFO(shell_loop.first_failure);
     CHECK(shell_loop.failures == 0);
