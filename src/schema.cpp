@@ -331,42 +331,81 @@ void limit_wal(SQLite::Database& db, const std::filesystem::path& database, std:
 }
 
 std::vector<std::string> integrity_problems(SQLite::Database& db, bool full, std::size_t max_problems) {
+  const std::regex page_number(R"(^(?:On tree page|Page|Tree) (\d+)[ :])");
+  auto page_of = [&](const std::string& line) -> std::int64_t {
+    std::smatch m;
+    return std::regex_search(line, m, page_number) ? std::stoll(m[1].str()) : 0;
+  };
   std::vector<std::string> problems;
-  // Root page -> table or index, to name what a "Tree N page M" message is about.
-  std::map<std::int64_t, std::string> roots;
+  std::vector<std::int64_t> pages;   // the page each problem is about (0: none)
+  std::vector<std::size_t> repeats;  // further problems on the same page
   try {
-    SQLite::Statement names(db, "SELECT rootpage, type, name FROM sqlite_schema WHERE rootpage > 0");
-    while (names.executeStep())
-      roots[names.getColumn(0).getInt64()] = names.getColumn(1).getString() + " " + names.getColumn(2).getString();
-  } catch (const SQLite::Exception& e) {
-    problems.push_back(std::string("the schema cannot be read: ") + e.what());
-    return problems;
-  }
-  roots[1] = "table sqlite_schema";
-  const std::regex tree(R"(Tree (\d+) page)");
-  try {
+    // Many problems on one page count once: ask for more than we show.
     SQLite::Statement check(db, std::string(full ? "PRAGMA integrity_check(" : "PRAGMA quick_check(") +
-                                    std::to_string(std::max<std::size_t>(max_problems, 1)) + ")");
+                                    std::to_string(std::max<std::size_t>(max_problems, 1) * 20) + ")");
     while (check.executeStep()) {
-      auto line = check.getColumn(0).getString();
-      if (line == "ok") break;
-      // SQLite's first line names the database; the problems follow it.
-      if (line.rfind("*** in database ", 0) == 0) {
-        const auto newline = line.find('\n');
-        if (newline == std::string::npos) continue;
-        line = line.substr(newline + 1);
+      const auto row = check.getColumn(0).getString();
+      if (row == "ok") break;
+      std::size_t begin = 0;
+      while (begin <= row.size()) {
+        auto end = row.find('\n', begin);
+        if (end == std::string::npos) end = row.size();
+        auto line = row.substr(begin, end - begin);
+        begin = end + 1;
+        // SQLite's first line names the database.
+        if (line.empty() || line.rfind("*** in database ", 0) == 0) continue;
+        const auto page = page_of(line);
+        if (page != 0 && !pages.empty() && pages.back() == page) {
+          ++repeats.back();
+          continue;
+        }
+        problems.push_back(std::move(line));
+        pages.push_back(page);
+        repeats.push_back(0);
       }
-      std::smatch m;
-      if (std::regex_search(line, m, tree)) {
-        const auto found = roots.find(std::stoll(m[1].str()));
-        if (found != roots.end()) line += " (" + found->second + ")";
-      }
-      problems.push_back(std::move(line));
     }
   } catch (const SQLite::Exception& e) {
     problems.push_back(std::string(full ? "integrity_check" : "quick_check") + " failed: " + e.what());
+    pages.push_back(0);
+    repeats.push_back(0);
   }
   if (problems.size() > max_problems) problems.resize(max_problems);
+  if (problems.empty()) return problems;
+
+  // Name the table or index a page belongs to: root pages from the schema,
+  // other pages from the dbstat table (where this SQLite has it) as far as
+  // the damage lets it read. A page that is "never used" belongs to none.
+  std::map<std::int64_t, std::string> owner;
+  for (std::size_t i = 0; i < problems.size(); ++i)
+    if (pages[i] != 0 && problems[i].find("is never used") == std::string::npos) owner[pages[i]];
+  try {
+    SQLite::Statement names(db, "SELECT rootpage, type, name FROM sqlite_schema WHERE rootpage > 0");
+    while (names.executeStep())
+      if (auto it = owner.find(names.getColumn(0).getInt64()); it != owner.end())
+        it->second = names.getColumn(1).getString() + " " + names.getColumn(2).getString();
+  } catch (const SQLite::Exception&) {
+    // An unreadable schema is itself among the problems.
+  }
+  if (auto it = owner.find(1); it != owner.end()) it->second = "table sqlite_schema";
+  auto unnamed = static_cast<std::size_t>(std::count_if(owner.begin(), owner.end(), [](const auto& o) { return o.second.empty(); }));
+  if (unnamed > 0) {
+    try {
+      SQLite::Statement stat(db, "SELECT pageno, name FROM dbstat");
+      while (unnamed > 0 && stat.executeStep()) {
+        auto it = owner.find(stat.getColumn(0).getInt64());
+        if (it == owner.end() || !it->second.empty()) continue;
+        it->second = stat.getColumn(1).getString();
+        --unnamed;
+      }
+    } catch (const SQLite::Exception&) {
+      // No dbstat here, or the damage stops it: the page numbers stay as they are.
+    }
+  }
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    if (repeats[i] > 0) problems[i] += " (and " + std::to_string(repeats[i]) + " more on that page)";
+    if (const auto it = owner.find(pages[i]); it != owner.end() && !it->second.empty())
+      problems[i] += " [" + it->second + "]";
+  }
   return problems;
 }
 
