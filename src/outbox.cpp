@@ -79,6 +79,9 @@ std::vector<std::string> Outbox::transact(const std::function<void(Transaction&)
   std::lock_guard lock(d.mutex);
   try {
     std::lock_guard gate(*d.gate);
+    // A log left over its limit by a reader that has gone is truncated first,
+    // so that max_database_bytes does not refuse this transaction for it.
+    limit_wal(*d.db, d.path, d.wal_limit_bytes, d.options.busy_timeout);
     SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
     Transaction t(*this, *d.db);
     fn(t);
