@@ -320,7 +320,10 @@ std::uint64_t wal_bytes(const std::filesystem::path& database) {
 
 void limit_wal(SQLite::Database& db, const std::filesystem::path& database, std::uint64_t limit_bytes,
                std::chrono::milliseconds busy_timeout) {
-  if (limit_bytes == 0 || wal_bytes(database) <= limit_bytes) return;
+  // Up to twice the limit is the usual autocheckpoint cycle (the log is
+  // reused in place, then cut back to the limit by journal_size_limit);
+  // beyond that a reader held a checkpoint back.
+  if (limit_bytes == 0 || wal_bytes(database) <= 2 * limit_bytes) return;
   try {
     db.setBusyTimeout(0);  // a reader or writer in the way: try again after a later commit
     db.tryExec("PRAGMA wal_checkpoint(TRUNCATE)");

@@ -54,9 +54,9 @@ std::uint64_t used_bytes(SQLite::Database& db);
 // Size of the file's -wal (0 if there is none), by stat: never opens it.
 std::uint64_t wal_bytes(const std::filesystem::path& database);
 
-// Around commits (outside a transaction): if the -wal has grown past
-// limit_bytes (a checkpoint was held back by a reader), checkpoints and
-// truncates it, without waiting for readers or writers. Never throws.
+// Around commits (outside a transaction): if the -wal has grown past twice
+// limit_bytes (a reader held a checkpoint back), checkpoints and truncates
+// it, without waiting for readers or writers. Never throws.
 void limit_wal(SQLite::Database& db, const std::filesystem::path& database, std::uint64_t limit_bytes,
                std::chrono::milliseconds busy_timeout);
 

@@ -54,8 +54,9 @@ struct OutboxOptions {
   // (journal_size_limit). The file then stays under this bound plus one
   // transaction's pages, except while a reader in another process holds an
   // old snapshot (a checkpoint cannot pass it); the first commit after that
-  // reader ends truncates it. With max_database_bytes set, at most a quarter
-  // of it. Requires: at least 16 KiB.
+  // reader ends truncates a log past twice the bound. With max_database_bytes
+  // set, at most a quarter of it. A smaller bound means more checkpoints
+  // (each one an fsync of the database). Requires: at least 16 KiB.
   std::uint64_t max_wal_bytes = 1024 * 1024;
   CapacityPolicy capacity_policy = CapacityPolicy::reject_new;
   // Topic of the "outbox.dropped" event drop_oldest enqueues. Put it under
