@@ -2,6 +2,9 @@
 
 #include <SQLiteCpp/Transaction.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include <edge_outbox/error.h>
@@ -27,6 +30,7 @@ void check_options(const OutboxOptions& o) {
     refuse("max_database_bytes must be 0 (unbounded) or at least 64 KiB");
   if (o.max_attempts < 1) refuse("max_attempts must be at least 1");
   if (o.busy_timeout.count() < 0) refuse("busy_timeout must not be negative");
+  if (o.max_wal_bytes < 16 * 1024) refuse("max_wal_bytes must be at least 16 KiB");
   try {
     validate_topic(o.dropped_event_topic);
   } catch (const Error& e) {
@@ -47,6 +51,8 @@ Outbox::Impl::Impl(const std::filesystem::path& file, OutboxOptions opts) : path
   boot_id = options.clock->boot_id();
   auto opened = open_outbox_database(path, options);
   db = std::move(opened.db);
+  gate = std::move(opened.gate);
+  wal_limit_bytes = opened.wal_limit_bytes;
   stream_id = std::move(opened.stream_id);
   schema_version = opened.schema_version;
 }
@@ -72,11 +78,16 @@ std::vector<std::string> Outbox::transact(const std::function<void(Transaction&)
   std::vector<std::string> ids;
   std::lock_guard lock(d.mutex);
   try {
+    std::lock_guard gate(*d.gate);
+    // A log left over its limit by a reader that has gone is truncated first,
+    // so that max_database_bytes does not refuse this transaction for it.
+    limit_wal(*d.db, d.path, d.wal_limit_bytes, d.options.busy_timeout);
     SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
     Transaction t(*this, *d.db);
     fn(t);
     tx.commit();
     ids = std::move(t.ids_);
+    limit_wal(*d.db, d.path, d.wal_limit_bytes, d.options.busy_timeout);
   } catch (const SQLite::Exception& e) {
     // The transaction has rolled back. Storage-level failures become Errors;
     // a failure of the application's own SQL reaches it unchanged.
@@ -117,6 +128,7 @@ OutboxStats Outbox::stats() const {
         db.execAndGet("SELECT value FROM outbox_meta WHERE key = 'dropped_total'").getInt64());
     s.database_bytes = static_cast<std::uint64_t>(db.execAndGet("PRAGMA page_count").getInt64() *
                                                   db.execAndGet("PRAGMA page_size").getInt64());
+    s.wal_bytes = wal_bytes(d.path);
     s.schema_version = d.schema_version;
     read.commit();
   } catch (const SQLite::Exception& e) {
@@ -160,61 +172,136 @@ std::vector<DeadEvent> Outbox::dead(std::size_t limit) const {
   return out;
 }
 
+namespace {
+
+// Repairs move or delete dead letters this many at a time, each batch in a
+// transaction of its own, and pause between batches as long as the batch
+// took (at least 5 ms), so that the application's commits and the
+// forwarder's acknowledgements, in this process or another, get the write
+// lock in between.
+constexpr std::int64_t repair_batch = 500;
+
+void pause_after(std::chrono::steady_clock::time_point batch_started) {
+  const auto took = std::chrono::steady_clock::now() - batch_started;
+  std::this_thread::sleep_for(std::max<std::chrono::steady_clock::duration>(took, std::chrono::milliseconds(5)));
+}
+
+}  // namespace
+
 std::size_t Outbox::requeue_dead(const std::vector<std::string>& ids) {
   auto& d = *impl_;
   d.require_writable("requeue_dead");
-  std::lock_guard lock(d.mutex);
   std::size_t requeued = 0;
-  try {
+  const std::string columns =
+      "sequence, event_id, topic, type, content_type, payload, attributes, priority, created_at, created_boot, "
+      "created_mono, ttl_ms";
+  // One batch: the dead letters with sequence in (after, last], all of them
+  // or those named. Returns false when there were none left.
+  std::int64_t after = -1;
+  std::size_t next_id = 0;
+  auto batch = [&]() -> bool {
+    std::lock_guard lock(d.mutex);
+    std::lock_guard gate(*d.gate);
     SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
-    const std::string columns =
-        "sequence, event_id, topic, type, content_type, payload, attributes, priority, created_at, created_boot, "
-        "created_mono, ttl_ms";
-    // "WHERE true" keeps ON CONFLICT from being parsed as part of the SELECT.
-    const std::string where = ids.empty() ? " WHERE true" : " WHERE event_id = ?";
-    SQLite::Statement move(*d.db, "INSERT INTO outbox (" + columns + ") SELECT " + columns + " FROM outbox_dead" +
-                                      where + " ON CONFLICT DO NOTHING");
-    SQLite::Statement remove(*d.db, "DELETE FROM outbox_dead WHERE sequence IN (SELECT sequence FROM outbox)" +
-                                        std::string(ids.empty() ? "" : " AND event_id = ?"));
-    auto run = [&](const std::string* id) {
-      move.reset();
-      remove.reset();
-      if (id) {
-        move.bind(1, *id);
-        remove.bind(1, *id);
-      }
-      requeued += static_cast<std::size_t>(move.exec());
+    std::size_t moved = 0;
+    if (ids.empty()) {
+      SQLite::Statement last(*d.db,
+                             "SELECT max(sequence) FROM (SELECT sequence FROM outbox_dead WHERE sequence > ? "
+                             "ORDER BY sequence LIMIT ?)");
+      last.bind(1, after);
+      last.bind(2, repair_batch);
+      if (!last.executeStep() || last.getColumn(0).isNull()) return false;
+      const auto upto = last.getColumn(0).getInt64();
+      last.reset();
+      // "WHERE ... AND" keeps ON CONFLICT from being parsed as part of the SELECT.
+      SQLite::Statement move(*d.db, "INSERT INTO outbox (" + columns + ") SELECT " + columns +
+                                        " FROM outbox_dead WHERE sequence > ? AND sequence <= ? ON CONFLICT DO NOTHING");
+      move.bind(1, after);
+      move.bind(2, upto);
+      moved = static_cast<std::size_t>(move.exec());
+      SQLite::Statement remove(*d.db,
+                               "DELETE FROM outbox_dead WHERE sequence > ? AND sequence <= ? "
+                               "AND sequence IN (SELECT sequence FROM outbox)");
+      remove.bind(1, after);
+      remove.bind(2, upto);
       remove.exec();
-    };
-    if (ids.empty()) run(nullptr);
-    for (const auto& id : ids) run(&id);
+      after = upto;
+    } else {
+      if (next_id >= ids.size()) return false;
+      SQLite::Statement move(*d.db, "INSERT INTO outbox (" + columns + ") SELECT " + columns +
+                                        " FROM outbox_dead WHERE event_id = ? ON CONFLICT DO NOTHING");
+      SQLite::Statement remove(*d.db,
+                               "DELETE FROM outbox_dead WHERE event_id = ? AND sequence IN (SELECT sequence FROM outbox)");
+      const auto end = std::min(ids.size(), next_id + static_cast<std::size_t>(repair_batch));
+      for (; next_id < end; ++next_id) {
+        move.reset();
+        remove.reset();
+        move.bind(1, ids[next_id]);
+        remove.bind(1, ids[next_id]);
+        moved += static_cast<std::size_t>(move.exec());
+        remove.exec();
+      }
+    }
     tx.commit();
+    limit_wal(*d.db, d.path, d.wal_limit_bytes, d.options.busy_timeout);
+    requeued += moved;
+    if (moved > 0)
+      for (const auto& [token, subscriber] : d.subscribers) subscriber();
+    return true;
+  };
+  try {
+    for (;;) {
+      const auto started = std::chrono::steady_clock::now();
+      if (!batch()) break;
+      pause_after(started);
+    }
   } catch (const SQLite::Exception& e) {
-    throw sqlite_error(e, d.path, "requeueing dead letters");
+    throw sqlite_error(e, d.path, "requeueing dead letters (" + std::to_string(requeued) + " requeued before the failure)");
   }
-  if (requeued > 0) {
-    d.log(LogLevel::info, "requeued " + std::to_string(requeued) + " dead letter(s)");
-    for (const auto& [token, subscriber] : d.subscribers) subscriber();
-  }
+  if (requeued > 0) d.log(LogLevel::info, "requeued " + std::to_string(requeued) + " dead letter(s)");
   return requeued;
 }
 
 std::size_t Outbox::purge_dead(std::chrono::milliseconds older_than) {
   auto& d = *impl_;
   d.require_writable("purge_dead");
-  std::lock_guard lock(d.mutex);
+  std::size_t purged = 0;
   try {
-    SQLite::Statement purge(*d.db, "DELETE FROM outbox_dead WHERE " + age_sql("dead", "dead_at") + " >= :older");
-    purge.bind(":boot", d.boot_id);
-    purge.bind(":mono", static_cast<std::int64_t>(d.options.clock->monotonic_ms()));
-    purge.bind(":wall", static_cast<std::int64_t>(d.options.clock->wall_ms()));
-    purge.bind(":older", static_cast<std::int64_t>(older_than.count()));
-    const auto purged = static_cast<std::size_t>(purge.exec());
+    for (;;) {
+      const auto started = std::chrono::steady_clock::now();
+      std::size_t deleted = 0;
+      {
+        std::lock_guard lock(d.mutex);
+        std::lock_guard gate(*d.gate);
+        SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
+        SQLite::Statement purge(*d.db, "DELETE FROM outbox_dead WHERE sequence IN (SELECT sequence FROM outbox_dead "
+                                       "WHERE " + age_sql("dead", "dead_at") + " >= :older ORDER BY sequence LIMIT :n)");
+        purge.bind(":boot", d.boot_id);
+        purge.bind(":mono", static_cast<std::int64_t>(d.options.clock->monotonic_ms()));
+        purge.bind(":wall", static_cast<std::int64_t>(d.options.clock->wall_ms()));
+        purge.bind(":older", static_cast<std::int64_t>(older_than.count()));
+        purge.bind(":n", repair_batch);
+        deleted = static_cast<std::size_t>(purge.exec());
+        tx.commit();
+        limit_wal(*d.db, d.path, d.wal_limit_bytes, d.options.busy_timeout);
+      }
+      purged += deleted;
+      if (deleted < static_cast<std::size_t>(repair_batch)) break;
+      pause_after(started);
+    }
+    std::lock_guard lock(d.mutex);
+    std::lock_guard gate(*d.gate);
     reclaim_space(*d.db);
     return purged;
   } catch (const SQLite::Exception& e) {
-    throw sqlite_error(e, d.path, "purging dead letters");
+    throw sqlite_error(e, d.path, "purging dead letters (" + std::to_string(purged) + " purged before the failure)");
   }
+}
+
+std::vector<std::string> Outbox::check_integrity(IntegrityCheck depth, std::size_t max_problems) const {
+  auto& d = *impl_;
+  std::lock_guard lock(d.mutex);
+  return integrity_problems(*d.db, depth == IntegrityCheck::full, max_problems);
 }
 
 CommitSubscription Outbox::on_commit(std::function<void()> fn) {

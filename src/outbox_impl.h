@@ -17,6 +17,7 @@
 
 #include <edge_outbox/outbox.h>
 
+#include "schema.h"
 #include "uuid.h"
 
 namespace edge_outbox {
@@ -46,6 +47,8 @@ struct Outbox::Impl {
   // id generator and the commit subscribers.
   mutable std::mutex mutex;
   std::unique_ptr<SQLite::Database> db;
+  std::shared_ptr<WriteGate> gate;  // taken inside `mutex` around every write transaction
+  std::uint64_t wal_limit_bytes = 0;
   std::string stream_id;
   int schema_version = 0;
   UuidV7Generator ids;

@@ -20,6 +20,8 @@ struct Queue::Impl {
   OutboxOptions options;
   std::string boot_id;
   std::unique_ptr<SQLite::Database> db;
+  std::shared_ptr<WriteGate> gate;  // around every write transaction
+  std::uint64_t wal_limit_bytes = 0;
   std::string stream_id;
   std::optional<SQLite::Statement> batch;
   std::uint64_t marks_since_reclaim = 0;
@@ -55,6 +57,8 @@ Queue::Queue(const std::filesystem::path& path, OutboxOptions options) : impl_(s
   d.boot_id = d.options.clock->boot_id();
   auto opened = open_outbox_database(path, d.options);
   d.db = std::move(opened.db);
+  d.gate = std::move(opened.gate);
+  d.wal_limit_bytes = opened.wal_limit_bytes;
   d.stream_id = std::move(opened.stream_id);
 }
 
@@ -88,6 +92,7 @@ void Queue::mark_published(std::span<const std::int64_t> sequences) {
   if (sequences.empty()) return;
   auto& d = *impl_;
   try {
+    std::lock_guard gate(*d.gate);
     SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
     const bool keep = d.options.retention.count() > 0;
     SQLite::Statement mark(*d.db, keep ? "UPDATE outbox SET published_at = :wall, published_boot = :boot, "
@@ -104,6 +109,7 @@ void Queue::mark_published(std::span<const std::int64_t> sequences) {
     total.bind(1, marked);
     total.exec();
     tx.commit();
+    limit_wal(*d.db, d.path, d.wal_limit_bytes, d.options.busy_timeout);
     d.marks_since_reclaim += sequences.size();
     if (d.marks_since_reclaim >= 4096) {
       d.marks_since_reclaim = 0;
@@ -117,6 +123,7 @@ void Queue::mark_published(std::span<const std::int64_t> sequences) {
 bool Queue::record_failure(std::int64_t sequence, std::string_view error, bool permanent) {
   auto& d = *impl_;
   try {
+    std::lock_guard gate(*d.gate);
     SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
     SQLite::Statement count(*d.db,
                             "UPDATE outbox SET attempts = attempts + 1, last_error = ? "
@@ -160,6 +167,7 @@ std::size_t Queue::expire_due() {
     const bool keep = d.options.retention.count() > 0 && (d.last_retention_pass < 0 || now - d.last_retention_pass >= 10'000);
     if (keep) d.last_retention_pass = now;
     if (due.empty() && !keep) return 0;
+    std::lock_guard gate(*d.gate);
     SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
     for (const auto sequence : due) d.bury(sequence, "expired");
     expired = due.size();
@@ -182,6 +190,7 @@ std::size_t Queue::expire_due() {
       }
     }
     tx.commit();
+    limit_wal(*d.db, d.path, d.wal_limit_bytes, d.options.busy_timeout);
     if (expired > 0 && d.options.log)
       d.options.log(LogLevel::info, "dead-lettered " + std::to_string(expired) + " expired event(s)");
   } catch (const SQLite::Exception& e) {

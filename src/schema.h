@@ -3,9 +3,14 @@
 // (tables outbox, outbox_dead, outbox_meta; see README "Schema").
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include <SQLiteCpp/Database.h>
 
@@ -15,10 +20,29 @@ namespace edge_outbox {
 
 inline constexpr int current_schema_version = 1;
 
+// The connections of this process to one database file (Outboxes, Queues)
+// write one at a time through this gate, first come first served. SQLite's
+// own lock is polled with sleeps (busy_timeout), so without the gate a
+// writer committing back to back (the application) starves another that
+// waits (the forwarder's acknowledgements). Always the innermost lock.
+class WriteGate {
+ public:
+  void lock();
+  void unlock();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable turn_;
+  std::uint64_t next_ticket_ = 0;
+  std::uint64_t serving_ = 0;
+};
+
 struct OpenedDatabase {
   std::unique_ptr<SQLite::Database> db;
+  std::shared_ptr<WriteGate> gate;  // shared by every connection of this process to the file
   std::string stream_id;
   int schema_version = 0;
+  std::uint64_t wal_limit_bytes = 0;  // see limit_wal; 0 for read-only connections
 };
 
 // Throws Error(corrupt | schema_too_new | io | busy | invalid_argument).
@@ -26,6 +50,20 @@ OpenedDatabase open_outbox_database(const std::filesystem::path& path, const Out
 
 // Bytes the database's live pages take: (page_count - freelist_count) * page_size.
 std::uint64_t used_bytes(SQLite::Database& db);
+
+// Size of the file's -wal (0 if there is none), by stat: never opens it.
+std::uint64_t wal_bytes(const std::filesystem::path& database);
+
+// Around commits (outside a transaction): if the -wal has grown past twice
+// limit_bytes (a reader held a checkpoint back), checkpoints and truncates
+// it, without waiting for readers or writers. Never throws.
+void limit_wal(SQLite::Database& db, const std::filesystem::path& database, std::uint64_t limit_bytes,
+               std::chrono::milliseconds busy_timeout);
+
+// PRAGMA quick_check (full = false) or integrity_check (full = true): up to
+// max_problems problems, each naming the table or index SQLite's message
+// points at; empty if the file is healthy.
+std::vector<std::string> integrity_problems(SQLite::Database& db, bool full, std::size_t max_problems);
 
 // Frees up to `pages` pages of the freelist back to the file system when
 // there are many (auto_vacuum=INCREMENTAL). Must run outside a transaction.

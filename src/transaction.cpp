@@ -104,12 +104,27 @@ std::string Transaction::enqueue(Event event) {
     d.insert_event(event);
 
     if (const auto max = d.options.max_database_bytes; max != 0) {
-      while (used_bytes(db_) > max) {
-        if (!drop) throw full("max_database_bytes = " + std::to_string(max));
+      // The -wal counts: it takes the same disk. Evicting rows cannot shrink
+      // it within this transaction; commits keep it within twice
+      // wal_limit_bytes. Past that a reader holds an old snapshot: the event
+      // is refused rather than the queue emptied for it.
+      const auto wal = wal_bytes(d.path);
+      const bool held_back = wal > 2 * d.wal_limit_bytes;
+      const auto what = [&] {
+        return "max_database_bytes = " + std::to_string(max) + ", counting the " + std::to_string(wal) +
+               "-byte write-ahead log";
+      };
+      while (used_bytes(db_) + (held_back ? 2 * d.wal_limit_bytes : wal) > max) {
+        if (!drop) throw full(what());
         const auto more = d.evict(64, per_priority);
-        if (more.empty()) throw full("max_database_bytes = " + std::to_string(max));
+        if (more.empty()) throw full(what());
         evicted.insert(evicted.end(), more.begin(), more.end());
       }
+      if (held_back && used_bytes(db_) + wal > max)
+        throw Error(ErrorKind::storage_full,
+                    "the outbox is full (" + what() +
+                        ", grown past its limit because a reader holds an old snapshot): end long reads of the file "
+                        "(a backup, a shell, edge-outbox-ctl check) and the next commit truncates the log");
     }
     if (!evicted.empty()) d.insert_dropped_event(evicted, per_priority);
     if (savepoint) savepoint->release();

@@ -1,6 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -202,4 +205,132 @@ TEST_CASE("a real SQLITE_FULL gives storage_full and an intact database") {
   SQLite::Database db((dir / "full.db").string());
   CHECK(db.execAndGet("SELECT count(*) FROM readings").getInt() == accepted);
   CHECK(integrity(dir / "full.db") == "ok");
+}
+
+namespace {
+
+// One reading and its event in a durable transaction, as a device records them.
+void record_reading(Outbox& outbox, int n) {
+  outbox.transact([n](Transaction& tx) {
+    SQLite::Statement insert(tx.db(), "INSERT INTO readings (sensor, value) VALUES (?, ?)");
+    insert.bind(1, "t" + std::to_string(n % 4));
+    insert.bind(2, n * 0.5);
+    insert.exec();
+    Event e;
+    e.topic = "devices/gw1/events/reading.recorded";
+    e.type = "reading.recorded";
+    e.json({{"reading_id", tx.db().getLastInsertRowid()}, {"value", n * 0.5}});
+    tx.enqueue(std::move(e));
+  });
+}
+
+void create_readings(Outbox& outbox) {
+  outbox.transact([](Transaction& tx) {
+    tx.db().exec("CREATE TABLE IF NOT EXISTS readings (id INTEGER PRIMARY KEY, sensor TEXT, value REAL)");
+  });
+}
+
+std::uintmax_t wal_size(const std::filesystem::path& db) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(db.string() + "-wal", ec);
+  return ec ? 0 : size;
+}
+
+}  // namespace
+
+TEST_CASE("many small durable transactions keep the -wal under max_wal_bytes plus one transaction") {
+  test::TempDir dir;
+  const auto file = dir / "wal.db";
+  OutboxOptions options;  // max_wal_bytes: 1 MiB by default
+  Outbox outbox(file, options);
+  create_readings(outbox);
+  Queue queue(file);  // acknowledgements commit too, as a forwarder's do
+  std::uintmax_t largest = 0;
+  std::int64_t cursor = 0;
+  for (int i = 0; i < 1500; ++i) {
+    record_reading(outbox, i);
+    if (i % 20 == 19) {
+      std::vector<std::int64_t> done;
+      for (const auto& e : queue.next_batch(cursor, 20)) {
+        done.push_back(e.sequence);
+        cursor = e.sequence;
+      }
+      queue.mark_published(done);
+    }
+    largest = std::max(largest, wal_size(file));
+  }
+  MESSAGE("largest -wal over 1,500 durable transactions: " << largest << " bytes (max_wal_bytes "
+                                                           << options.max_wal_bytes << ")");
+  CHECK(largest <= options.max_wal_bytes + 64 * 1024);
+  CHECK(outbox.stats().wal_bytes <= options.max_wal_bytes + 64 * 1024);
+}
+
+TEST_CASE("max_database_bytes counts the -wal: a log held open by a reader refuses events, never empties the queue") {
+  test::TempDir dir;
+  const auto file = dir / "walcap.db";
+  for (const auto policy : {CapacityPolicy::reject_new, CapacityPolicy::drop_oldest}) {
+    CAPTURE(static_cast<int>(policy));
+    std::filesystem::remove(file);
+    OutboxOptions options;
+    options.max_database_bytes = 256 * 1024;  // the log's share: 64 KiB
+    options.capacity_policy = policy;
+    Outbox outbox(file, options);
+    for (int i = 0; i < 20; ++i) outbox.enqueue(event(i));
+    // A reader's snapshot keeps every later commit in the log.
+    SQLite::Database reader(file.string(), SQLite::OPEN_READONLY);
+    reader.exec("BEGIN");
+    (void)reader.execAndGet("SELECT count(*) FROM outbox").getInt64();
+    std::string refusal;
+    int accepted = 0;
+    for (int i = 0; i < 5000 && refusal.empty(); ++i) {
+      try {
+        outbox.enqueue(event(100 + i, Priority::normal, 200));
+        ++accepted;
+      } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::storage_full);
+        refusal = e.what();
+      }
+    }
+    INFO(refusal);
+    CHECK(refusal.find("write-ahead log") != std::string::npos);
+    CHECK(wal_size(file) > 64 * 1024);
+    CHECK(outbox.stats().pending >= 20);  // nothing was evicted for the reader's sake
+    reader.exec("COMMIT");
+    outbox.enqueue(event(99999));  // the next commits truncate the log
+    outbox.enqueue(event(99998));
+    CHECK(wal_size(file) <= 64 * 1024 + 32 * 1024);
+    CHECK(integrity(file) == "ok");
+  }
+}
+
+TEST_CASE("a 2 MB file system: the -wal no longer takes it (root only: mounts a tmpfs)") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: mounting a 2 MB tmpfs needs root");
+    return;
+  }
+  test::TempDir dir;
+  const auto mount_point = dir / "small";
+  std::filesystem::create_directory(mount_point);
+  if (std::system(("mount -t tmpfs -o size=2m tmpfs " + mount_point.string() + " 2>/dev/null").c_str()) != 0) {
+    MESSAGE("skipped: mount -t tmpfs failed (no CAP_SYS_ADMIN in this container?)");
+    return;
+  }
+  int fitted = 0;
+  {
+    Outbox outbox(mount_point / "dev.db");
+    create_readings(outbox);
+    for (; fitted < 100000; ++fitted) {
+      try {
+        record_reading(outbox, fitted);
+      } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::storage_full);
+        break;
+      }
+    }
+    MESSAGE(fitted << " readings fit on a 2 MB file system; dev.db " << std::filesystem::file_size(mount_point / "dev.db")
+                   << " bytes, -wal " << wal_size(mount_point / "dev.db") << " bytes");
+  }
+  CHECK(fitted > 1000);
+  CHECK(integrity(mount_point / "dev.db") == "ok");
+  CHECK(std::system(("umount " + mount_point.string()).c_str()) == 0);
 }

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
 
@@ -163,4 +164,126 @@ TEST_CASE("a missing file is an error and is not created") {
   CHECK_FALSE(std::filesystem::exists(file));
   r = ctl(dir, {"--db", file.string()});
   CHECK(r.status != 0);  // a command is required
+}
+
+namespace {
+
+// A device database of 2,000 pending readings, checkpointed into the main
+// file (no -wal left), and the number of one of the pages of `table`: a leaf
+// page (from the dbstat table, where SQLite has it) or else its root page.
+struct DamageTarget {
+  std::filesystem::path db;
+  std::int64_t page = 0;
+  std::int64_t page_size = 0;
+};
+
+DamageTarget make_damage_target(const TempDir& dir, const std::string& table, bool leaf) {
+  DamageTarget t;
+  t.db = dir / "damaged.db";
+  auto r = run_binary(dir, sim_binary(),
+                      {"--db", t.db.string(), "--device-id", "gw-damage", "--broker",
+                       "mqtt://127.0.0.1:" + std::to_string(free_port()), "--count", "2000", "--rate", "0"});
+  REQUIRE(r.status == 0);
+  SQLite::Database d(t.db.string(), SQLite::OPEN_READWRITE);
+  d.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  d.exec("PRAGMA journal_mode = DELETE");
+  t.page_size = d.execAndGet("PRAGMA page_size").getInt64();
+  try {
+    if (leaf) {
+      SQLite::Statement q(d, "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno LIMIT 1 OFFSET 3");
+      q.bind(1, table);
+      if (q.executeStep()) t.page = q.getColumn(0).getInt64();
+    }
+  } catch (const SQLite::Exception&) {
+    // No dbstat in this SQLite: damage the root page instead.
+  }
+  if (t.page == 0) {
+    SQLite::Statement q(d, "SELECT rootpage FROM sqlite_schema WHERE name = ?");
+    q.bind(1, table);
+    REQUIRE(q.executeStep());
+    t.page = q.getColumn(0).getInt64();
+  }
+  return t;
+}
+
+// Overwrites bytes [from, page_size) of the page with a pattern, with no connection open.
+void damage_page(const DamageTarget& t, std::int64_t from, char pattern) {
+  std::fstream f(t.db, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp((t.page - 1) * t.page_size + from);
+  const std::string junk(static_cast<std::size_t>(t.page_size - from), pattern);
+  f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  REQUIRE(f.good());
+}
+
+void expect_refused_by_check_on_open(const std::filesystem::path& db) {
+  OutboxOptions o;
+  o.check_on_open = true;
+  try {
+    Outbox outbox(db, o);
+    FAIL("a damaged file was opened with check_on_open");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::corrupt);
+    CHECK(std::string(e.what()).find("quick_check") != std::string::npos);
+    CHECK(std::string(e.what()).find("edge-outbox-ctl") != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("status runs quick_check and check runs integrity_check: both pass on a healthy file") {
+  TempDir dir;
+  auto db = make_device_db(dir);
+  auto r = ctl(dir, {"--db", db.string(), "status"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("quick check      ok") != std::string::npos);
+  r = ctl(dir, {"--db", db.string(), "status", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(r.summary()["quick_check"] == "ok");
+  CHECK(r.summary()["wal_bytes"].is_number());
+  r = ctl(dir, {"--db", db.string(), "check"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("integrity check  ok") != std::string::npos);
+  r = ctl(dir, {"--db", db.string(), "check", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(r.summary()["integrity_check"] == "ok");
+  OutboxOptions o;
+  o.check_on_open = true;
+  Outbox outbox(db, o);
+  CHECK(outbox.stats().pending == 7);
+}
+
+TEST_CASE("a damaged readings leaf page: status and check exit 1 and name it; check_on_open refuses the file") {
+  TempDir dir;
+  auto t = make_damage_target(dir, "readings", true);
+  damage_page(t, 8, '\x5a');  // the cell pointers and cells; the page header stays
+  auto r = ctl(dir, {"--db", t.db.string(), "status"});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("is damaged: PRAGMA quick_check found") != std::string::npos);
+  CHECK(r.err.find("readings") != std::string::npos);
+  INFO(r.err);
+  r = ctl(dir, {"--db", t.db.string(), "status", "--json"});
+  CHECK(r.status == 1);
+  CHECK(r.summary()["error"] == "corrupt");
+  CHECK(r.summary()["quick_check"].get<std::string>() != "ok");
+  r = ctl(dir, {"--db", t.db.string(), "check", "--json"});
+  CHECK(r.status == 1);
+  CHECK(r.summary()["integrity_check"].is_array());
+  CHECK(r.err.find("readings") != std::string::npos);
+  expect_refused_by_check_on_open(t.db);
+}
+
+TEST_CASE("a destroyed outbox root page: status no longer reports it healthy; check exits 1") {
+  TempDir dir;
+  auto t = make_damage_target(dir, "outbox", false);
+  damage_page(t, 0, '\0');
+  auto r = ctl(dir, {"--db", t.db.string(), "status"});
+  CHECK(r.status == 1);
+  CHECK(r.out.find("pending          0") == std::string::npos);
+  CHECK(r.err.find("outbox") != std::string::npos);
+  INFO(r.err);
+  r = ctl(dir, {"--db", t.db.string(), "check"});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("integrity_check") != std::string::npos);
+  expect_refused_by_check_on_open(t.db);
 }

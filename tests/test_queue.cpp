@@ -180,3 +180,41 @@ TEST_CASE("data_version changes when another connection commits") {
   CHECK(queue.data_version() != before);
   CHECK(queue.has_pending());
 }
+
+TEST_CASE("requeue_dead and purge_dead work through more dead letters than one batch, in order") {
+  test::TempDir dir;
+  Outbox outbox(dir / "r.db");
+  outbox.transact([](Transaction& tx) {
+    for (int i = 0; i < 1234; ++i) tx.enqueue(event(i));
+  });
+  // Dead-letter them all at once (record_failure would be a transaction each).
+  outbox.transact([](Transaction& tx) {
+    tx.db().exec(
+        "INSERT INTO outbox_dead (sequence, event_id, topic, type, content_type, payload, attributes, priority, "
+        "created_at, created_boot, created_mono, ttl_ms, attempts, last_error, reason, dead_at, dead_boot, dead_mono) "
+        "SELECT sequence, event_id, topic, type, content_type, payload, attributes, priority, created_at, "
+        "created_boot, created_mono, ttl_ms, 1, 'refused', 'rejected: refused', created_at, created_boot, "
+        "created_mono FROM outbox");
+    tx.db().exec("DELETE FROM outbox");
+  });
+  REQUIRE(outbox.stats().dead == 1234);
+  CHECK(outbox.requeue_dead({}) == 1234);
+  CHECK(outbox.stats().dead == 0);
+  Queue queue(dir / "r.db");
+  const auto back = queue.next_batch(0, 2000);
+  REQUIRE(back.size() == 1234);
+  for (std::size_t i = 0; i < back.size(); ++i) CHECK(back[i].payload == std::to_string(i));
+
+  // Named ids, more than one batch of them, some unknown.
+  std::vector<std::string> ids;
+  for (const auto& e : back) {
+    CHECK(queue.record_failure(e.sequence, "refused", true));
+    if (e.sequence % 2 == 0) ids.push_back(e.id);
+  }
+  ids.push_back("no-such-id");
+  CHECK(outbox.requeue_dead(ids) == ids.size() - 1);
+  CHECK(outbox.stats().dead == 1234 - (ids.size() - 1));
+  CHECK(outbox.purge_dead(std::chrono::milliseconds(0)) == 1234 - (ids.size() - 1));
+  CHECK(outbox.stats().dead == 0);
+  CHECK(outbox.stats().pending == ids.size() - 1);
+}

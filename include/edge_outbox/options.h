@@ -43,9 +43,21 @@ struct OutboxOptions {
   std::chrono::milliseconds busy_timeout{10'000};
   std::size_t max_payload_bytes = 256 * 1024;
 
-  // Storage bounds; 0 means unbounded.
+  // Storage bounds; 0 means unbounded. max_database_bytes counts the live
+  // pages of the database and its -wal file together (the disk both take).
   std::uint64_t max_pending_events = 0;
   std::uint64_t max_database_bytes = 0;
+  // Bound on the -wal file (write-ahead log), which lives beside the database
+  // and holds recent commits until a checkpoint copies them in. A commit that
+  // takes the log past it checkpoints (SQLite's wal_autocheckpoint at this
+  // many bytes of pages), and the log is truncated back to it afterwards
+  // (journal_size_limit). The file then stays under this bound plus one
+  // transaction's pages, except while a reader in another process holds an
+  // old snapshot (a checkpoint cannot pass it); the first commit after that
+  // reader ends truncates a log past twice the bound. With max_database_bytes
+  // set, at most a quarter of it. A smaller bound means more checkpoints
+  // (each one an fsync of the database). Requires: at least 16 KiB.
+  std::uint64_t max_wal_bytes = 1024 * 1024;
   CapacityPolicy capacity_policy = CapacityPolicy::reject_new;
   // Topic of the "outbox.dropped" event drop_oldest enqueues. Put it under
   // the topics the server subscribes to, e.g. devices/<id>/events/outbox.dropped.
@@ -56,6 +68,13 @@ struct OutboxOptions {
   std::chrono::seconds retention{0};
   // Failed attempts after which a transiently failing event is dead-lettered.
   int max_attempts = 10;
+
+  // Run PRAGMA quick_check when opening (it reads every page of the file, so
+  // opening takes longer on a big database) and refuse a damaged file with Error(corrupt)
+  // naming the damage, instead of writing into it. Off by default; turn it on
+  // where a power cut or flash wear may have damaged pages, and run
+  // `edge-outbox-ctl check` for the full integrity_check.
+  bool check_on_open = false;
 
   LogCallback log;
   std::shared_ptr<const Clock> clock = system_clock();

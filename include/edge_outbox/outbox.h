@@ -11,9 +11,18 @@
 // Thread rule: one Outbox may be shared by any number of threads. Their
 // transactions run one at a time on the Outbox's connection (SQLite has one
 // writer), so SQLITE_BUSY never surfaces between threads of one process.
-// Other processes may open the same file; a writer there makes transact wait
-// up to busy_timeout, then throw Error(busy). A Forwarder reads the queue
-// through a connection of its own.
+// Every Outbox and Queue of one process on the same file writes in turn,
+// first come first served (so the application's commits cannot starve a
+// Forwarder's acknowledgements). Other processes may open the same file; a
+// writer there makes transact wait up to busy_timeout, then throw
+// Error(busy). A Forwarder reads the queue through a connection of its own.
+//
+// Sharing the file: other programs (the sqlite3 shell, edge-outbox-ctl,
+// backups through SQLite) may open it at any time. This library never opens
+// the database, -wal or -shm files except through SQLite, since closing any
+// descriptor of them would drop this process's locks; the application must
+// not either (no std::ifstream, cp or checksum of the live file from this
+// process: use SQLite's backup API or VACUUM INTO).
 //
 // Ownership: the Outbox owns its connection and closes it on destruction.
 // It must outlive every Forwarder and CommitSubscription made from it.
@@ -40,8 +49,14 @@ struct OutboxStats {
   std::uint64_t dead = 0;
   std::uint64_t published_total = 0;
   std::uint64_t dropped_total = 0;  // evicted by drop_oldest, ever
-  std::uint64_t database_bytes = 0;
+  std::uint64_t database_bytes = 0;  // the database file (page_count * page_size)
+  std::uint64_t wal_bytes = 0;       // its -wal file beside it
   int schema_version = 0;
+};
+
+enum class IntegrityCheck {
+  quick,  // PRAGMA quick_check: every page and record, but not index contents
+  full,   // PRAGMA integrity_check: also that every index matches its table
 };
 
 class CommitSubscription;
@@ -49,7 +64,8 @@ class CommitSubscription;
 class Outbox {
  public:
   // Opens or creates the file (created 0600). Throws Error(corrupt) for a
-  // file that is not SQLite or is damaged (the file is left untouched),
+  // file that is not SQLite, is truncated, or (with options.check_on_open)
+  // fails quick_check (the file is left untouched),
   // Error(schema_too_new), Error(io) for a missing file (OpenMode::existing,
   // inspect) or an unwritable directory.
   explicit Outbox(const std::filesystem::path& path, OutboxOptions options = {});
@@ -61,7 +77,9 @@ class Outbox {
   // ids of the events it enqueued, in order. If fn throws, rolls back and
   // rethrows. Many records in one call share one fsync: this is the
   // group-commit path for high sensor rates.
-  // Requires: fn does not call back into this Outbox.
+  // Requires: fn does not call back into this Outbox, nor write to the same
+  // file through another Outbox or Queue of this process (it would wait for
+  // itself).
   std::vector<std::string> transact(const std::function<void(Transaction&)>& fn);
 
   // One event in a transaction of its own; returns its id.
@@ -78,9 +96,20 @@ class Outbox {
   // Moves dead letters back to the queue, with their attempts reset and their
   // original sequence (so order is kept). Returns how many were requeued;
   // unknown ids are skipped. An empty list requeues all.
+  // Works in batches of 500, each committed on its own, pausing between them
+  // so that other writers (the forwarder, the application) are not starved;
+  // if it throws, the batches before the failure stay requeued.
   std::size_t requeue_dead(const std::vector<std::string>& ids);
   // Deletes dead letters that died at least older_than ago. Returns the count.
+  // Batched like requeue_dead.
   std::size_t purge_dead(std::chrono::milliseconds older_than);
+  // Runs SQLite's quick_check or integrity_check on the file and returns up
+  // to max_problems of the problems found, each naming the table or index
+  // when SQLite's message says which; empty if the file is healthy. Reads
+  // every page: takes time on a big file, and holds a read snapshot (the WAL
+  // cannot be checkpointed past it) meanwhile.
+  std::vector<std::string> check_integrity(IntegrityCheck depth = IntegrityCheck::quick,
+                                           std::size_t max_problems = 10) const;
 
   // Calls fn (on the committing thread, after the commit) whenever a
   // transaction that enqueued events commits. This is how a Forwarder in the

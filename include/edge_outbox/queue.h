@@ -7,7 +7,8 @@
 // they return, with the file's synchronous mode.
 //
 // Thread rule: a Queue is not thread-safe; use it from one thread (the
-// forwarder's). Several Queues on one file are allowed but would send the
+// forwarder's). Its write transactions take turns with those of every Outbox
+// and Queue of this process on the same file, first come first served. Several Queues on one file are allowed but would send the
 // same events twice: run one forwarder per file.
 //
 // Dead letters requeued (Outbox::requeue_dead) keep their original sequence,

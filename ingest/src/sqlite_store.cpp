@@ -93,9 +93,11 @@ void bind_text_or_null(SQLite::Statement& st, int index, const std::string& valu
 }
 
 // The store may hold device data: create it readable by its owner only.
+// O_EXCL: an existing file is never opened here, because closing a descriptor
+// of a database drops every SQLite lock this process holds on it.
 const std::string& created_private(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-  if (fd >= 0) ::close(fd);  // if this fails, SQLite's own open reports why
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);  // EEXIST is the usual case; other failures SQLite's own open reports
   return path;
 }
 
