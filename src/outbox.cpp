@@ -78,7 +78,7 @@ std::vector<std::string> Outbox::transact(const std::function<void(Transaction&)
   std::vector<std::string> ids;
   std::lock_guard lock(d.mutex);
   try {
-    std::lock_guard gate(*d.gate);
+    WriteGate::Turn gate(*d.gate, d.options.busy_timeout);
     // A log left over its limit by a reader that has gone is truncated first,
     // so that max_database_bytes does not refuse this transaction for it.
     limit_wal(*d.db, d.path, d.wal_limit_bytes, d.options.busy_timeout);
@@ -201,7 +201,7 @@ std::size_t Outbox::requeue_dead(const std::vector<std::string>& ids) {
   std::size_t next_id = 0;
   auto batch = [&]() -> bool {
     std::lock_guard lock(d.mutex);
-    std::lock_guard gate(*d.gate);
+    WriteGate::Turn gate(*d.gate, d.options.busy_timeout);
     SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
     std::size_t moved = 0;
     if (ids.empty()) {
@@ -272,7 +272,7 @@ std::size_t Outbox::purge_dead(std::chrono::milliseconds older_than) {
       std::size_t deleted = 0;
       {
         std::lock_guard lock(d.mutex);
-        std::lock_guard gate(*d.gate);
+        WriteGate::Turn gate(*d.gate, d.options.busy_timeout);
         SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
         SQLite::Statement purge(*d.db, "DELETE FROM outbox_dead WHERE sequence IN (SELECT sequence FROM outbox_dead "
                                        "WHERE " + age_sql("dead", "dead_at") + " >= :older ORDER BY sequence LIMIT :n)");
@@ -290,7 +290,7 @@ std::size_t Outbox::purge_dead(std::chrono::milliseconds older_than) {
       pause_after(started);
     }
     std::lock_guard lock(d.mutex);
-    std::lock_guard gate(*d.gate);
+    WriteGate::Turn gate(*d.gate, d.options.busy_timeout);
     reclaim_space(*d.db);
     return purged;
   } catch (const SQLite::Exception& e) {

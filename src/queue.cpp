@@ -92,7 +92,7 @@ void Queue::mark_published(std::span<const std::int64_t> sequences) {
   if (sequences.empty()) return;
   auto& d = *impl_;
   try {
-    std::lock_guard gate(*d.gate);
+    WriteGate::Turn gate(*d.gate, d.options.busy_timeout);
     SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
     const bool keep = d.options.retention.count() > 0;
     SQLite::Statement mark(*d.db, keep ? "UPDATE outbox SET published_at = :wall, published_boot = :boot, "
@@ -123,7 +123,7 @@ void Queue::mark_published(std::span<const std::int64_t> sequences) {
 bool Queue::record_failure(std::int64_t sequence, std::string_view error, bool permanent) {
   auto& d = *impl_;
   try {
-    std::lock_guard gate(*d.gate);
+    WriteGate::Turn gate(*d.gate, d.options.busy_timeout);
     SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
     SQLite::Statement count(*d.db,
                             "UPDATE outbox SET attempts = attempts + 1, last_error = ? "
@@ -167,7 +167,7 @@ std::size_t Queue::expire_due() {
     const bool keep = d.options.retention.count() > 0 && (d.last_retention_pass < 0 || now - d.last_retention_pass >= 10'000);
     if (keep) d.last_retention_pass = now;
     if (due.empty() && !keep) return 0;
-    std::lock_guard gate(*d.gate);
+    WriteGate::Turn gate(*d.gate, d.options.busy_timeout);
     SQLite::Transaction tx(*d.db, SQLite::TransactionBehavior::IMMEDIATE);
     for (const auto sequence : due) d.bury(sequence, "expired");
     expired = due.size();

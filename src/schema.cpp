@@ -258,7 +258,7 @@ OpenedDatabase open_outbox_database(const std::filesystem::path& path, const Out
         fail(ErrorKind::invalid_argument, path, "is a SQLite database but not an edge-outbox database (no outbox_meta table)");
       out.schema_version = read_schema_version(db);
     } else {
-      std::lock_guard gate(*out.gate);
+      WriteGate::Turn gate(*out.gate, options.busy_timeout);
       SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
       if (!table_exists(db, "outbox_meta")) {
         if (table_exists(db, "outbox") || table_exists(db, "outbox_dead"))
@@ -283,18 +283,33 @@ OpenedDatabase open_outbox_database(const std::filesystem::path& path, const Out
   return out;
 }
 
-void WriteGate::lock() {
-  std::unique_lock lock(mutex_);
-  const auto ticket = next_ticket_++;
-  turn_.wait(lock, [&] { return serving_ == ticket; });
+WriteGate::Turn::Turn(WriteGate& gate, std::chrono::milliseconds timeout) : gate_(gate) {
+  std::unique_lock lock(gate.mutex_);
+  if (gate.holder_ == std::this_thread::get_id())
+    throw Error(ErrorKind::busy,
+                "this thread is already writing to this database through another Outbox or Queue: inside a "
+                "transact function, write through the Transaction it was given");
+  const auto ticket = gate.next_ticket_++;
+  if (!gate.turn_.wait_for(lock, timeout, [&] { return gate.serving_ == ticket; })) {
+    gate.abandoned_.insert(ticket);
+    throw Error(ErrorKind::busy, "another writer of this process held the database for longer than busy_timeout (" +
+                                     std::to_string(timeout.count()) + " ms); try again");
+  }
+  gate.holder_ = std::this_thread::get_id();
 }
 
-void WriteGate::unlock() {
+WriteGate::Turn::~Turn() {
   {
-    std::lock_guard lock(mutex_);
-    ++serving_;
+    std::lock_guard lock(gate_.mutex_);
+    gate_.holder_ = {};
+    ++gate_.serving_;
+    gate_.advance();
   }
-  turn_.notify_all();
+  gate_.turn_.notify_all();
+}
+
+void WriteGate::advance() {
+  while (abandoned_.erase(serving_) > 0) ++serving_;
 }
 
 std::uint64_t used_bytes(SQLite::Database& db) {

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <SQLiteCpp/Database.h>
@@ -27,14 +29,32 @@ inline constexpr int current_schema_version = 1;
 // waits (the forwarder's acknowledgements). Always the innermost lock.
 class WriteGate {
  public:
-  void lock();
-  void unlock();
+  // One turn at the gate, for the life of the object.
+  // Throws Error(busy) when the turn does not come within `timeout` (the
+  // connection's busy_timeout, as SQLite's own lock would), or at once when
+  // this thread already holds the gate: a write through another Outbox or
+  // Queue of this process from inside a transact function would wait for
+  // itself.
+  class Turn {
+   public:
+    Turn(WriteGate& gate, std::chrono::milliseconds timeout);
+    ~Turn();
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+
+   private:
+    WriteGate& gate_;
+  };
 
  private:
+  void advance();  // REQUIRES mutex_: serving_ moves past abandoned tickets
+
   std::mutex mutex_;
   std::condition_variable turn_;
   std::uint64_t next_ticket_ = 0;
   std::uint64_t serving_ = 0;
+  std::set<std::uint64_t> abandoned_;  // tickets whose holders timed out
+  std::thread::id holder_;
 };
 
 struct OpenedDatabase {

@@ -145,16 +145,33 @@ TEST_CASE("a valid time goes to time, an invalid one to time_original, and the e
       CHECK(std::get<EventRow>(row).time_original.empty());
     }
   }
+  // The encoders write RFC 3339 only, so the hostile messages are made by hand.
+  auto with_time = [](const std::string& time) {
+    auto binary = ce::encode_binary(event());
+    binary.user_properties.emplace_back("time", time);
+    auto doc = nlohmann::json::parse(ce::encode_structured(event()).payload);
+    doc["time"] = time;
+    return std::vector<ce::MqttMessage>{binary, ce::MqttMessage{doc.dump(), "", {}}};
+  };
   for (std::string invalid : {"yesterday-ish", "not a time at all", "0000-01-01", "2026-02-30T00:00:00Z"}) {
     CAPTURE(invalid);
-    auto e = event();
-    e.time = invalid;
-    for (const auto& m : {ce::encode_binary(e), ce::encode_structured(e)}) {
+    for (const auto& m : with_time(invalid)) {
       Row row = run(m);
       REQUIRE(std::holds_alternative<EventRow>(row));
       CHECK(std::get<EventRow>(row).time.empty());
       CHECK(std::get<EventRow>(row).time_original == invalid);
     }
+  }
+  // Bytes a store cannot hold as text are kept as printable ASCII, cut.
+  for (const auto& m : with_time(std::string("2026\0\n", 6))) {
+    Row row = run(m);
+    REQUIRE(std::holds_alternative<EventRow>(row));
+    CHECK(std::get<EventRow>(row).time_original == "2026??");
+  }
+  for (const auto& m : with_time(std::string(300, '7'))) {
+    Row row = run(m);
+    REQUIRE(std::holds_alternative<EventRow>(row));
+    CHECK(std::get<EventRow>(row).time_original == std::string(ce::max_time_bytes, '7') + "...");
   }
   Row none = run(ce::encode_binary(event()));  // no time at all
   REQUIRE(std::holds_alternative<EventRow>(none));

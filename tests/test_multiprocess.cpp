@@ -111,6 +111,7 @@ class AckingPublisher final : public Publisher {
   bool connected() const override { return true; }
   MqttVersion version() const override { return MqttVersion::v5; }
   void notify_connectivity() override {}
+  void drop_connection(const std::string&) override {}
 
  private:
   ConnectionHandler handler_;

@@ -256,3 +256,35 @@ TEST_CASE("the inspect mode is read-only and creates nothing") {
     CHECK(e.kind() == ErrorKind::invalid_argument);
   }
 }
+
+TEST_CASE("a write through a second Outbox of this process from inside transact is refused with busy, not a hang") {
+  test::TempDir dir;
+  Outbox first(dir / "o.db");
+  Outbox second(dir / "o.db");
+  ErrorKind kind = ErrorKind::io;
+  first.transact([&](Transaction& tx) {
+    tx.enqueue(reading_event(1));
+    try {
+      second.enqueue(reading_event(2));
+    } catch (const Error& e) {
+      kind = e.kind();
+    }
+  });
+  CHECK(kind == ErrorKind::busy);
+  CHECK(first.stats().pending == 1);
+  // The gate is free again: the second Outbox writes as usual.
+  second.enqueue(reading_event(3));
+  CHECK(first.stats().pending == 2);
+}
+
+TEST_CASE("writers of one file in one process take turns: every thread's commits land") {
+  test::TempDir dir;
+  Outbox a(dir / "o.db");
+  Outbox b(dir / "o.db");
+  std::thread other([&] {
+    for (int i = 0; i < 200; ++i) b.enqueue(reading_event(i));
+  });
+  for (int i = 0; i < 200; ++i) a.enqueue(reading_event(i));
+  other.join();
+  CHECK(a.stats().pending == 400);
+}

@@ -78,8 +78,11 @@ class Outbox {
   // rethrows. Many records in one call share one fsync: this is the
   // group-commit path for high sensor rates.
   // Requires: fn does not call back into this Outbox, nor write to the same
-  // file through another Outbox or Queue of this process (it would wait for
-  // itself).
+  // file through another Outbox or Queue of this process (that write throws
+  // Error(busy): the writers of one file in one process take turns, first
+  // come first served, so that back-to-back commits cannot starve the
+  // forwarder's acknowledgements; a turn not given within busy_timeout is
+  // Error(busy) too).
   std::vector<std::string> transact(const std::function<void(Transaction&)>& fn);
 
   // One event in a transaction of its own; returns its id.

@@ -78,7 +78,7 @@ Row classify(const Received& m, const ClassifyOptions& options) {
   row.type = std::move(event.type);
   row.topic = m.topic;
   if (cloudevents::is_rfc3339(event.time)) row.time = std::move(event.time);
-  else row.time_original = std::move(event.time);  // empty when absent
+  else row.time_original = printable(event.time, cloudevents::max_time_bytes);  // empty when absent
   row.received_at_ms = m.received_at_ms;
   row.payload = std::move(event.data);
   row.content_type = std::move(event.datacontenttype);

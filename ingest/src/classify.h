@@ -32,9 +32,10 @@ struct Received {
 };
 
 // An event's time goes to EventRow::time when it is RFC 3339
-// (cloudevents::is_rfc3339), else to EventRow::time_original: an invalid
-// time never rejects an event (a rejection would leave a hole in its
-// stream).
+// (cloudevents::is_rfc3339), else to EventRow::time_original as printable
+// ASCII (other bytes as '?', cut after cloudevents::max_time_bytes): an
+// invalid time never rejects an event (a rejection would leave a hole in
+// its stream).
 Row classify(const Received& message, const ClassifyOptions& options);
 
 // The device segment of an event topic, <prefix>/<device-id>/events/...,

@@ -60,7 +60,6 @@ std::optional<std::string> attributes_problem(const CloudEvent& event) {
       {"id", event.id, max_id_bytes, true},
       {"source", event.source, max_source_bytes, true},
       {"type", event.type, max_type_bytes, true},
-      {"time", event.time, max_time_bytes, false},
       {"datacontenttype", event.datacontenttype, max_datacontenttype_bytes, false},
       {"streamid", event.streamid, max_streamid_bytes, false},
       {"priority", event.priority, max_priority_bytes, false},
@@ -90,6 +89,8 @@ void check_encodable(const CloudEvent& event) {
                                  event.streamid, event.priority})
     if (!detail::is_valid_utf8(value)) throw std::invalid_argument("a CloudEvent attribute is not valid UTF-8");
   if (auto problem = attributes_problem(event)) throw std::invalid_argument("CloudEvent " + *problem);
+  if (!event.time.empty() && !is_rfc3339(event.time))
+    throw std::invalid_argument("CloudEvent attribute 'time' is not RFC 3339: '" + excerpt(event.time) + "'");
 }
 
 // JSON text parsed as decode takes it: nested at most max_depth levels
@@ -195,7 +196,8 @@ CloudEvent decode_binary(std::string_view payload, std::string_view content_type
   std::map<std::string, bool> seen;
   for (const auto& [name, value] : user_properties) {
     require_utf8("user property name", name);
-    require_utf8("attribute '" + name + "'", value);
+    // The time is kept as sent, whatever its bytes: see CloudEvent::time.
+    if (name != "time") require_utf8("attribute '" + name + "'", value);
     // Properties that cannot be CloudEvents attributes belong to someone else.
     if (!is_valid_attribute_name(name) && name != "data_base64") continue;
     if (seen[name]) throw DecodeError("attribute '" + name + "' appears twice");

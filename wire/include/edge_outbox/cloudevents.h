@@ -27,7 +27,8 @@
 //   id                1-256     not blank (whitespace only)
 //   source            1-1024    not blank
 //   type              1-256     not blank
-//   time              0-256     its format is not a decode error: see is_rfc3339
+//   time              any       never a decode error, kept as sent (see CloudEvent::time);
+//                               the encoders refuse one that is not RFC 3339
 //   datacontenttype   0-256
 //   sequence          1-20      decimal digits within 64 bits
 //   streamid          0-64
@@ -79,7 +80,9 @@ struct CloudEvent {
   std::string source;
   std::string type;
   // RFC 3339, e.g. 2026-12-02T16:35:56.123Z; may be empty. decode keeps it
-  // as sent: check it with is_rfc3339.
+  // as sent, whatever its bytes (any length, invalid UTF-8 or control
+  // characters included): a bad time must not cost the event. Check it with
+  // is_rfc3339 before use, and clean it before storing it as text.
   std::string time;
   std::string datacontenttype;  // may be empty
   std::string data;             // bytes
