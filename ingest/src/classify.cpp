@@ -29,13 +29,11 @@ std::string printable(std::string_view text, std::size_t max_size) {
   return out;
 }
 
-namespace {
-
-RejectedRow rejected(const Received& m, const ClassifyOptions& options, std::string reason) {
+RejectedRow rejected_row(const Received& m, const ClassifyOptions& options, std::string_view reason) {
   RejectedRow row;
   row.received_at_ms = m.received_at_ms;
   row.topic = m.topic;
-  row.reason = printable(reason);
+  row.reason = printable(reason, max_reason_bytes);
   row.payload = std::string(m.payload.substr(0, options.max_payload_bytes));
   row.payload_size = m.payload.size();
   nlohmann::json props = nlohmann::json::object();
@@ -49,25 +47,23 @@ RejectedRow rejected(const Received& m, const ClassifyOptions& options, std::str
   return row;
 }
 
-}  // namespace
-
 Row classify(const Received& m, const ClassifyOptions& options) {
   if (m.payload.size() > options.max_payload_bytes)
-    return rejected(m, options,
+    return rejected_row(m, options,
                     "payload of " + std::to_string(m.payload.size()) + " bytes exceeds the limit of " +
                         std::to_string(options.max_payload_bytes) + " (--max-payload-bytes)");
   cloudevents::CloudEvent event;
   try {
     event = cloudevents::decode(m.payload, m.content_type, m.user_properties);
   } catch (const cloudevents::DecodeError& e) {
-    return rejected(m, options, e.what());
+    return rejected_row(m, options, e.what());
   }
   if (options.require_source_match && event.source != topic_device(m.topic))
-    return rejected(m, options,
+    return rejected_row(m, options,
                     "source '" + event.source + "' does not match the device segment '" +
                         std::string(topic_device(m.topic)) + "' of the topic (--require-source-match)");
   if (event.sequence && *event.sequence > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-    return rejected(m, options, "sequence beyond 2^63-1");
+    return rejected_row(m, options, "sequence beyond 2^63-1");
 
   EventRow row;
   bool binary = std::any_of(m.user_properties.begin(), m.user_properties.end(),

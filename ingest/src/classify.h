@@ -38,6 +38,13 @@ struct Received {
 // its stream).
 Row classify(const Received& message, const ClassifyOptions& options);
 
+// How much of a reason is kept (printable ASCII).
+inline constexpr std::size_t max_reason_bytes = 1000;
+
+// The rejection of message m: its topic, payload (whole up to
+// options.max_payload_bytes), size and properties, and the reason.
+RejectedRow rejected_row(const Received& m, const ClassifyOptions& options, std::string_view reason);
+
 // The device segment of an event topic, <prefix>/<device-id>/events/...,
 // whatever the prefix's depth (none included): the level before the first
 // level named "events" that has one before it. "dev-1" for

@@ -40,23 +40,6 @@ std::int64_t now_ms() {
       .count();
 }
 
-RejectedRow rejected_message(const Received& m, const ClassifyOptions& options, const std::string& reason) {
-  RejectedRow row;
-  row.received_at_ms = m.received_at_ms;
-  row.topic = m.topic;
-  row.reason = printable(reason, 2000);
-  row.payload = std::string(m.payload.substr(0, options.max_payload_bytes));
-  row.payload_size = m.payload.size();
-  nlohmann::json props = nlohmann::json::object();
-  props["content_type"] = std::string(m.content_type);
-  nlohmann::json user = nlohmann::json::array();
-  for (const auto& [name, value] : m.user_properties) user.push_back({name, value});
-  props["user_properties"] = std::move(user);
-  props["retained"] = m.retained;
-  row.properties = props.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return row;
-}
-
 }  // namespace
 
 Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log)
@@ -133,7 +116,7 @@ void Subscriber::on_message(const std::string& topic, const std::string& payload
   try {
     row = classify(m, classify_);
   } catch (const std::exception& e) {  // bad_alloc and the like: still a bad message, not a crash
-    row = rejected_message(m, classify_, std::string("internal error while decoding: ") + e.what());
+    row = rejected_row(m, classify_, std::string("internal error while decoding: ") + e.what());
   }
   if (const auto* r = std::get_if<RejectedRow>(&row); r && log_)
     log_("warn", "rejected a message on '" + printable(topic) + "': " + r->reason);
@@ -141,7 +124,7 @@ void Subscriber::on_message(const std::string& topic, const std::string& payload
   // If the store refuses the event for good, the message is kept as a
   // rejection, whole, so that `reprocess` can try it again.
   const RejectFn as_rejected = [&](const std::string& reason) {
-    return rejected_message(m, classify_, reason);
+    return rejected_row(m, classify_, reason);
   };
   if (writer_.submit(std::move(row), as_rejected) == Outcome::not_committed) {
     // The store failed and the ingest is stopping: returning would send the
