@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}"
+edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}" ninja-build
 
 mode=${1:-}
 case "$mode" in
@@ -26,21 +26,34 @@ build_dir=${EDGE_OUTBOX_BUILD_DIR:-$default_dir}
 jobs=$(nproc)
 # Debug info and -O1: readable stacks at a bearable speed. The benchmarks
 # measure nothing useful under a sanitizer.
+# A new build directory uses Ninja, which builds the several targets below
+# in one parallel run (make builds them one after the other); an existing
+# one keeps its generator.
+generator=()
+[ -f "$build_dir/CMakeCache.txt" ] || generator=(-G Ninja)
 # shellcheck disable=SC2086
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
       -DEDGE_OUTBOX_SANITIZE="$sanitize" -DEDGE_OUTBOX_WERROR=ON -DEDGE_OUTBOX_BENCH=OFF \
       ${EDGE_OUTBOX_CMAKE_ARGS:-}
-if [ "$mode" = thread ]; then
-  # Only the selected tests' executables (named like the tests): the rest
-  # of the tree is built by the other jobs already.
-  mapfile -t tests < <(ctest --test-dir "$build_dir" -N "${ctest_args[@]}" | sed -n 's/^ *Test *#[0-9]*: //p')
-  targets=()
-  all_targets=$(cmake --build "$build_dir" --target help)
-  for t in "${tests[@]}"; do
-    grep -qx "\.\.\. $t" <<<"$all_targets" && targets+=(--target "$t")
-  done
-  [ ${#targets[@]} -gt 0 ] || { echo "sanitize.sh: no test matches ${ctest_args[*]}" >&2; exit 1; }
-  cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
+# Only the selected tests' executables (named like the tests) and what they
+# declare with add_dependencies (the binaries they run): the rest of the
+# tree is built by the other jobs already. A selected test that is not an
+# executable of its own (a script, the package test) builds everything.
+mapfile -t tests < <(ctest --test-dir "$build_dir" -N "${ctest_args[@]}" | sed -n 's/^ *Test *#[0-9]*: //p')
+[ ${#tests[@]} -gt 0 ] || { echo "sanitize.sh: no test matches ${ctest_args[*]}" >&2; exit 1; }
+all_targets=$(cmake --build "$build_dir" --target help)
+targets=()
+for t in "${tests[@]}"; do
+  # Makefiles list "... NAME", Ninja "NAME: phony".
+  if grep -qxE "(\.\.\. )?$t(: .*)?" <<<"$all_targets"; then
+    targets+=("$t")
+  else
+    targets=()
+    break
+  fi
+done
+if [ ${#targets[@]} -gt 0 ]; then
+  cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 else
   cmake --build "$build_dir" -j "$jobs"
 fi
