@@ -1,4 +1,4 @@
-// Security (issue 8), against a real mosquitto with a password file and an
+// Security, against a real mosquitto with a password file and an
 // ACL where each device may publish only under devices/<its user>/...:
 //  - a device publishing under another device's topic is refused by the
 //    broker; that event is dead-lettered after one attempt, not retried
