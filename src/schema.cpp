@@ -7,12 +7,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
-#include <regex>
 #include <thread>
 
 #include <SQLiteCpp/Statement.h>
@@ -349,10 +349,19 @@ void limit_wal(SQLite::Database& db, const std::filesystem::path& database, std:
 }
 
 std::vector<std::string> integrity_problems(SQLite::Database& db, bool full, std::size_t max_problems) {
-  const std::regex page_number(R"(^(?:On tree page|Page|Tree) (\d+)[ :])");
-  auto page_of = [&](const std::string& line) -> std::int64_t {
-    std::smatch m;
-    return std::regex_search(line, m, page_number) ? std::stoll(m[1].str()) : 0;
+  // The page a line of SQLite's report is about: "On tree page N ...",
+  // "Page N: ..." or "Tree N page ..."; 0 for none.
+  auto page_of = [](const std::string& line) -> std::int64_t {
+    for (std::string_view prefix : {"On tree page ", "Page ", "Tree "}) {
+      if (line.rfind(prefix, 0) != 0) continue;
+      std::int64_t page = 0;
+      const char* first = line.data() + prefix.size();
+      const char* last = line.data() + line.size();
+      auto [end, ec] = std::from_chars(first, last, page);
+      if (ec == std::errc() && end != first && end != last && (*end == ' ' || *end == ':')) return page;
+      return 0;
+    }
+    return 0;
   };
   std::vector<std::string> problems;
   std::vector<std::int64_t> pages;   // the page each problem is about (0: none)
