@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
 #include <edge_outbox/cloudevents.h>
 #include <mqtt/async_client.h>
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -66,6 +68,20 @@ class IngestProcess {
     return last.empty() ? nlohmann::json() : nlohmann::json::parse(last);
   }
   std::string log() const { return read_text(err_); }
+  // Once the ingest logs a failed store commit (within 30 s; REQUIREd),
+  // sends SIGTERM and returns the exit status (-1, after a SIGKILL, when it
+  // did not exit within 20 s).
+  int terminate_once_the_store_fails() {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (log().find("store commit failed") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    INFO(log());
+    REQUIRE(log().find("store commit failed") != std::string::npos);
+    kill(SIGTERM);
+    const int status = wait(std::chrono::seconds(20));
+    if (status == -1) kill(SIGKILL);
+    return status;
+  }
 
  private:
   std::filesystem::path out_, err_;

@@ -91,15 +91,7 @@ TEST_CASE("SIGTERM while the PostgreSQL server is down: the ingest exits, the me
       TestPublisher pub(broker.uri());
       pub.publish("devices/dev-1/events/r", ce::encode_binary(device_event("dev-1", "held-pg", 1)));
     }
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (ingest.log().find("store commit failed") == std::string::npos && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    INFO(ingest.log());
-    REQUIRE(ingest.log().find("store commit failed") != std::string::npos);
-    ingest.kill(SIGTERM);
-    const int status = ingest.wait(std::chrono::seconds(20));
-    if (status == -1) ingest.kill(SIGKILL);
-    CHECK(status == 3);
+    CHECK(ingest.terminate_once_the_store_fails() == 3);
   }
   pg.start();
   CHECK(pg.query("SELECT count(*) FROM events") == "0");
