@@ -34,9 +34,9 @@
 
 #include <mqtt/async_client.h>
 
-#include <edge_outbox/cloudevents.h>
+#include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/forwarder.h>
-#include <edge_outbox/mqtt_publisher.h>
+#include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/outbox.h>
 
 #include "bench_util.h"

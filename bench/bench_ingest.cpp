@@ -24,9 +24,9 @@
 #include <edge_outbox/event.h>
 
 #include "bench_util.h"
-#include "store.h"
-#include "subscriber.h"
-#include "writer.h"
+#include "ingest/store.h"
+#include "ingest/subscriber.h"
+#include "ingest/writer.h"
 
 namespace eo = edge_outbox;
 namespace b = edge_outbox::bench;

@@ -26,7 +26,7 @@
 
 #include <edge_outbox/clock.h>
 #include <edge_outbox/forwarder.h>
-#include <edge_outbox/mqtt_publisher.h>
+#include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/options.h>
 #include <edge_outbox/outbox.h>
 

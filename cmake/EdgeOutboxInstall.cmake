@@ -1,7 +1,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS edge_outbox edge_outbox_wire EXPORT edge_outboxTargets
+install(TARGETS edge_outbox edge_outbox_core edge_outbox_mqtt edge_outbox_wire EXPORT edge_outboxTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}

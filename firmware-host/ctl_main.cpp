@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,9 @@
 #include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
 
-#include "duration.h"
+#include "host/duration.h"
 
-namespace sim = edge_outbox::sim;
+namespace host = edge_outbox::host;
 using edge_outbox::Error;
 using edge_outbox::ErrorKind;
 using json = nlohmann::ordered_json;
@@ -56,7 +57,7 @@ std::string age_text(std::int64_t since_ms) {
                  std::chrono::system_clock::now().time_since_epoch())
                  .count();
   if (since_ms <= 0 || now < since_ms) return "-";
-  return sim::format_duration(std::chrono::milliseconds(now - since_ms));
+  return host::format_duration(std::chrono::milliseconds(now - since_ms));
 }
 
 json event_json(const edge_outbox::StoredEvent& e) {
@@ -104,7 +105,7 @@ int cmd_status(const std::string& db, bool as_json) {
             << "schema version   " << s.schema_version << '\n'
             << "stream id        " << outbox.stream_id() << '\n'
             << "pending          " << s.pending << '\n'
-            << "oldest pending   " << (s.oldest_pending_age ? sim::format_duration(*s.oldest_pending_age) : "-")
+            << "oldest pending   " << (s.oldest_pending_age ? host::format_duration(*s.oldest_pending_age) : "-")
             << '\n'
             << "dead letters     " << s.dead << '\n'
             << "published total  " << s.published_total << '\n'
@@ -212,6 +213,15 @@ std::string advice(const Error& e, const std::string& db) {
 
 }  // namespace
 
+// --older-than: a usage error is an Error(invalid_argument), like the others.
+std::chrono::milliseconds older_than_duration(const std::string& text) {
+  try {
+    return host::parse_duration(text);
+  } catch (const std::invalid_argument& e) {
+    throw Error(ErrorKind::invalid_argument, e.what());
+  }
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"edge-outbox-ctl: inspect and repair a device's edge-outbox database"};
   app.require_subcommand(1);
@@ -256,7 +266,7 @@ int main(int argc, char** argv) {
     if (pending->parsed()) return cmd_pending(db, pending_limit, as_json);
     if (dead->parsed()) return cmd_dead(db, dead_limit, as_json);
     if (requeue->parsed()) return cmd_requeue(db, requeue_all, requeue_ids, as_json);
-    if (purge->parsed()) return cmd_purge(db, sim::parse_duration(older_than), as_json);
+    if (purge->parsed()) return cmd_purge(db, older_than_duration(older_than), as_json);
   } catch (const Error& e) {
     if (as_json) {
       std::cout << json{{"error", std::string(edge_outbox::to_string(e.kind()))}, {"message", advice(e, db)}}.dump()

@@ -1,10 +1,11 @@
 #include "offline_schedule.h"
 
+#include <stdexcept>
 #include <string>
 
 #include <edge_outbox/error.h>
 
-#include "duration.h"
+#include "host/duration.h"
 
 namespace edge_outbox::sim {
 namespace {
@@ -44,8 +45,8 @@ OfflineSchedule OfflineSchedule::parse(std::string_view text) {
     else if (state == "off") p.online = false;
     else bad(phase, "the state must be \"on\" or \"off\"");
     try {
-      p.length = parse_duration(phase.substr(colon + 1));
-    } catch (const Error& e) {
+      p.length = host::parse_duration(phase.substr(colon + 1));
+    } catch (const std::invalid_argument& e) {
       bad(phase, e.what());
     }
     if (p.length.count() <= 0) bad(phase, "the length must be more than 0");

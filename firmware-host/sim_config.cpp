@@ -13,7 +13,7 @@
 
 #include <edge_outbox/error.h>
 
-#include "duration.h"
+#include "host/duration.h"
 #include "offline_schedule.h"
 
 namespace edge_outbox::sim {
@@ -52,13 +52,17 @@ std::uint64_t want_count(const std::string& key, const json& v) {
 std::chrono::milliseconds want_duration(const std::string& key, const json& v) {
   if (v.is_string()) {
     try {
-      return parse_duration(v.get<std::string>());
-    } catch (const Error& e) {
+      return host::parse_duration(v.get<std::string>());
+    } catch (const std::invalid_argument& e) {
       bad("config key \"" + key + "\": " + e.what());
     }
   }
   if (v.is_number()) {
-    return seconds_to_duration(v.get<double>(), "config key \"" + key + "\"");
+    try {
+      return host::seconds_to_duration(v.get<double>(), "config key \"" + key + "\"");
+    } catch (const std::invalid_argument& e) {
+      bad(e.what());
+    }
   }
   bad("config key \"" + key + "\" must be a duration such as \"30s\" or a number of seconds, not " + type_name(v));
 }
@@ -144,8 +148,8 @@ bool valid_topic_level(const std::string& s, bool allow_slash) {
 // parse_duration for a CLI11 callback: a bad value is a usage error.
 std::chrono::milliseconds cli_duration(const std::string& option, const std::string& text) {
   try {
-    return parse_duration(text);
-  } catch (const Error& e) {
+    return host::parse_duration(text);
+  } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(option, e.what());
   }
 }

@@ -18,7 +18,7 @@
 
 #include <edge_outbox/error.h>
 #include <edge_outbox/forwarder.h>
-#include <edge_outbox/mqtt_publisher.h>
+#include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/outbox.h>
 
 #include "drain_meter.h"

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <edge_outbox/cloudevents.h>
+#include <edge_outbox/wire/cloudevents.h>
 
 namespace ce = edge_outbox::cloudevents;
 

@@ -20,7 +20,7 @@
 //             values are at most 4096 bytes of UTF-8 without control
 //             characters.
 //   Requires: id, when given, is 1..128 printable ASCII characters.
-// These are the ingest's limits (edge_outbox/cloudevents.h) or stricter, so
+// These are the ingest's limits (edge_outbox/wire/cloudevents.h) or stricter, so
 // that an accepted event is never one the ingest rejects.
 #pragma once
 

@@ -58,7 +58,7 @@ enum class WireMode {
 struct ForwarderOptions {
   // The CloudEvents `source` of every event: identifies the device.
   // Requires: 1..1024 bytes of UTF-8, not blank, without control
-  // characters (what the ingest takes; see edge_outbox/cloudevents.h).
+  // characters (what the ingest takes; see edge_outbox/wire/cloudevents.h).
   std::string source;
   // Publishes outstanding at once. More raises throughput on a high-latency
   // link; it is also the number of duplicates one outage may cause.

@@ -1,5 +1,5 @@
 // Publisher is what a Forwarder sends through: an asynchronous, at-least-once
-// message sink with a connection of its own. MqttPublisher (mqtt_publisher.h)
+// message sink with a connection of its own. MqttPublisher (edge_outbox/mqtt/publisher.h)
 // is the real one; tests may supply a fake. A Publisher owns its connection
 // management: it connects after start(), notices a lost connection, retries
 // by itself and reports each change to the connection handler.

@@ -1,6 +1,6 @@
 // consumer DB_FILE: opens an outbox in DB_FILE, enqueues one event and
 // prints "enqueued <id> pending <n>". Exit status 0 only if it all worked.
-#include <edge_outbox/cloudevents.h>
+#include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/error.h>
 #include <edge_outbox/event.h>
 #include <edge_outbox/outbox.h>

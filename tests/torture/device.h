@@ -22,7 +22,7 @@
 #include <string>
 
 #include <edge_outbox/forwarder.h>
-#include <edge_outbox/mqtt_publisher.h>
+#include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/outbox.h>
 
 namespace edge_outbox::torture {

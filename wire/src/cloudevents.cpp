@@ -1,4 +1,4 @@
-#include <edge_outbox/cloudevents.h>
+#include <edge_outbox/wire/cloudevents.h>
 
 #include <algorithm>
 #include <array>

@@ -1,5 +1,5 @@
 // is_rfc3339: RFC 3339 section 5.6 date-time, checked field by field.
-#include <edge_outbox/cloudevents.h>
+#include <edge_outbox/wire/cloudevents.h>
 
 namespace edge_outbox::cloudevents {
 namespace {

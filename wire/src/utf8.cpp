@@ -1,6 +1,6 @@
 #include "utf8.h"
 
-#include <edge_outbox/cloudevents.h>
+#include <edge_outbox/wire/cloudevents.h>
 
 namespace edge_outbox::cloudevents::detail {
 

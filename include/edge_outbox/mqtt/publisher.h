@@ -1,0 +1,106 @@
+// MqttPublisher is the Publisher that talks to an MQTT broker through Eclipse
+// Paho MQTT C++ (kept out of this header). Paho's own persistence is off:
+// the outbox is the persistence, so nothing unacknowledged lives only in
+// memory. Each connection is a clean session; after a loss the Forwarder
+// sends the unacknowledged events again.
+//
+// Connection: MQTT 5 unless asked for 3.1.1, falling back to 3.1.1 by itself
+// when the broker refuses version 5. TLS for mqtts:// URIs, with the server
+// certificate and its host name verified by default. A retained status
+// message on status_topic: "online" after each connect, "offline" as the
+// Last Will and at a clean stop. Reconnects with exponential backoff and
+// full jitter: before attempt n it waits a random time in
+// [0, min(backoff_max, backoff_initial * 2^n)); n is reset by a successful
+// connection.
+//
+// Refusals it reports (PublishResult::Status::rejected): an MQTT 5 PUBACK
+// reason code >= 0x80 (permanent for not authorized, topic name invalid,
+// packet too large, payload format invalid; transient otherwise), and a
+// message larger than the Maximum Packet Size from the broker's CONNACK
+// (permanent; it is not sent, since the broker would drop the connection).
+//
+// Secrets: the password is read from a file or an environment variable when
+// connecting and is never logged.
+//
+// Thread rule: see Publisher. One background thread manages the connection;
+// stop() (or the destructor) joins it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <edge_outbox/log.h>
+#include <edge_outbox/publisher.h>
+
+namespace edge_outbox {
+
+struct MqttTlsOptions {
+  std::filesystem::path ca_file;           // empty: the system's trust store
+  std::filesystem::path certificate_file;  // client certificate (PEM), optional
+  std::filesystem::path private_key_file;  // its key (PEM), required with a certificate
+  bool verify_hostname = true;             // check the certificate is for the URI's host
+};
+
+struct MqttPublisherOptions {
+  // mqtt://host:port or mqtts://host:port. Requires: one of those schemes.
+  std::string uri;
+  // Empty: "edge-outbox-" and a random suffix.
+  std::string client_id;
+  MqttVersion version = MqttVersion::v5;
+  bool fallback_to_3_1_1 = true;  // when the broker refuses MQTT 5
+  int qos = 1;                    // Requires: 0, 1 or 2
+
+  std::string username;
+  // At most one of these: a file whose content (without a trailing newline)
+  // is the password, or the name of an environment variable holding it.
+  std::filesystem::path password_file;
+  std::string password_env;
+
+  std::optional<MqttTlsOptions> tls;  // required for mqtts:// (defaults are fine)
+
+  std::chrono::seconds keepalive{30};
+  std::chrono::seconds connect_timeout{10};
+  std::chrono::milliseconds backoff_initial{500};
+  std::chrono::milliseconds backoff_max{60'000};
+
+  // Empty: no status messages.
+  std::string status_topic;
+  // Paho's command queue; keep it at least the Forwarder's max_in_flight.
+  int max_buffered_messages = 1024;
+
+  LogCallback log;
+};
+
+class MqttPublisher final : public Publisher {
+ public:
+  // Validates the options (Error(invalid_argument) says which is wrong);
+  // does not connect yet.
+  explicit MqttPublisher(MqttPublisherOptions options);
+  ~MqttPublisher() override;
+  MqttPublisher(const MqttPublisher&) = delete;
+  MqttPublisher& operator=(const MqttPublisher&) = delete;
+
+  void set_connection_handler(ConnectionHandler handler) override;
+  void start() override;
+  void stop(std::chrono::milliseconds timeout) override;
+  void publish(OutgoingMessage message, PublishCallback done) override;
+  bool connected() const override;
+  MqttVersion version() const override;
+  void notify_connectivity() override;
+  // Closes the connection without waiting for the broker (it is presumed
+  // unresponsive) and reconnects after the backoff, as after a lost one.
+  void drop_connection(const std::string& reason) override;
+
+  // The broker's Maximum Packet Size from the last CONNACK; 0: none given.
+  std::uint32_t broker_max_packet_size() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace edge_outbox

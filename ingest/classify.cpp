@@ -1,0 +1,90 @@
+#include "ingest/classify.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+namespace edge_outbox::ingest {
+
+std::string_view topic_device(std::string_view topic) noexcept {
+  std::string_view previous;
+  bool first_level = true;
+  while (true) {
+    auto slash = topic.find('/');
+    std::string_view level = topic.substr(0, slash);
+    if (!first_level && level == "events") return previous;
+    if (slash == std::string_view::npos) return {};
+    previous = level;
+    first_level = false;
+    topic.remove_prefix(slash + 1);
+  }
+}
+
+std::string printable(std::string_view text, std::size_t max_size) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_size));
+  for (char c : text.substr(0, max_size)) out += (c >= 0x20 && c <= 0x7e) ? c : '?';
+  if (text.size() > max_size) out += "...";
+  return out;
+}
+
+RejectedRow rejected_row(const Received& m, const ClassifyOptions& options, std::string_view reason) {
+  RejectedRow row;
+  row.received_at_ms = m.received_at_ms;
+  row.topic = m.topic;
+  row.reason = printable(reason, max_reason_bytes);
+  row.payload = std::string(m.payload.substr(0, options.max_payload_bytes));
+  row.payload_size = m.payload.size();
+  nlohmann::json props = nlohmann::json::object();
+  props["content_type"] = std::string(m.content_type);
+  nlohmann::json user = nlohmann::json::array();
+  for (const auto& [name, value] : m.user_properties) user.push_back({name, value});
+  props["user_properties"] = std::move(user);
+  props["retained"] = m.retained;
+  // Property bytes that are not UTF-8 must not make the rejection itself fail.
+  row.properties = props.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return row;
+}
+
+Row classify(const Received& m, const ClassifyOptions& options) {
+  if (m.payload.size() > options.max_payload_bytes)
+    return rejected_row(m, options,
+                    "payload of " + std::to_string(m.payload.size()) + " bytes exceeds the limit of " +
+                        std::to_string(options.max_payload_bytes) + " (--max-payload-bytes)");
+  cloudevents::CloudEvent event;
+  try {
+    event = cloudevents::decode(m.payload, m.content_type, m.user_properties);
+  } catch (const cloudevents::DecodeError& e) {
+    return rejected_row(m, options, e.what());
+  }
+  if (options.require_source_match && event.source != topic_device(m.topic))
+    return rejected_row(m, options,
+                    "source '" + event.source + "' does not match the device segment '" +
+                        std::string(topic_device(m.topic)) + "' of the topic (--require-source-match)");
+  if (event.sequence && *event.sequence > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    return rejected_row(m, options, "sequence beyond 2^63-1");
+
+  EventRow row;
+  bool binary = std::any_of(m.user_properties.begin(), m.user_properties.end(),
+                            [](const auto& p) { return p.first == "specversion"; });
+  row.mode = binary ? "binary" : "structured";
+  row.event_id = std::move(event.id);
+  row.source = std::move(event.source);
+  row.type = std::move(event.type);
+  row.topic = m.topic;
+  if (cloudevents::is_rfc3339(event.time)) row.time = std::move(event.time);
+  else row.time_original = printable(event.time, cloudevents::max_time_bytes);  // empty when absent
+  row.received_at_ms = m.received_at_ms;
+  row.payload = std::move(event.data);
+  row.content_type = std::move(event.datacontenttype);
+  row.streamid = std::move(event.streamid);
+  if (event.sequence) row.sequence = static_cast<std::int64_t>(*event.sequence);
+  row.priority = std::move(event.priority);
+  nlohmann::json ext = nlohmann::json::object();
+  for (auto& [name, value] : event.extensions) ext[name] = value;
+  row.extensions = ext.dump();
+  return row;
+}
+
+}  // namespace edge_outbox::ingest

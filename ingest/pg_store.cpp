@@ -1,0 +1,436 @@
+// The PostgreSQL store (libpq). A batch is one transaction with one
+// multi-row INSERT ... ON CONFLICT (event_id) DO NOTHING RETURNING event_id,
+// so a batch costs three round trips whatever its size; the ids it returns
+// are the ones this instance stored. Durability is the server's
+// synchronous_commit (see README).
+//
+// Text goes as binary-format parameters with explicit lengths, so a value is
+// never cut at a NUL byte: the server refuses it (SQLSTATE 22021, permanent).
+#include <libpq-fe.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+#include "ingest/store.h"
+
+namespace edge_outbox::ingest {
+namespace {
+
+// Schema version 2 (see store_schema_version); see sqlite_store.cpp for what
+// version 1 lacks. New columns go at the end, so a migrated store and a new
+// one have the same tables.
+constexpr const char* schema = R"sql(
+CREATE TABLE events (
+  event_id     TEXT PRIMARY KEY,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  "time"       TEXT,
+  received_at  BIGINT NOT NULL,
+  payload      BYTEA,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     BIGINT,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT
+);
+CREATE INDEX events_stream ON events (source, streamid, sequence);
+CREATE TABLE rejected (
+  id           BIGSERIAL PRIMARY KEY,
+  received_at  BIGINT NOT NULL,
+  topic        TEXT NOT NULL,
+  reason       TEXT NOT NULL,
+  payload      BYTEA,
+  payload_size BIGINT NOT NULL,
+  properties   TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
+)sql";
+
+constexpr const char* migrate_1_to_2 = R"sql(
+ALTER TABLE events ADD COLUMN time_original TEXT;
+ALTER TABLE rejected ADD COLUMN properties TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
+)sql";
+
+// Which PostgreSQL errors are permanent (this row can never be stored:
+// retrying gives the same error) and which transient (retry with backoff),
+// by SQLSTATE class. README "Store errors" has the same table. A class not
+// listed is transient: retrying loses nothing, rejecting might.
+struct SqlstateClass {
+  const char* klass;
+  StoreError::Kind kind;
+};
+constexpr SqlstateClass sqlstate_classes[] = {
+    {"08", StoreError::Kind::transient},  // connection exception
+    {"22", StoreError::Kind::permanent},  // data exception (value too long, invalid encoding, NUL byte, ...)
+    {"23", StoreError::Kind::permanent},  // integrity constraint violation (NOT NULL, CHECK, an added unique
+                                          // index; the event id's conflict is ON CONFLICT DO NOTHING)
+    {"25", StoreError::Kind::transient},  // invalid transaction state (e.g. read-only transaction on a standby)
+    {"40", StoreError::Kind::transient},  // transaction rollback (serialization failure, deadlock)
+    {"42", StoreError::Kind::transient},  // syntax error or access rule violation: a table or grant changed,
+                                          // as during a rolling upgrade
+    {"53", StoreError::Kind::transient},  // insufficient resources (disk full, out of memory, too many connections)
+    {"54", StoreError::Kind::permanent},  // program limit exceeded (e.g. index row size exceeds the btree maximum)
+    {"55", StoreError::Kind::transient},  // object not in prerequisite state (lock not available)
+    {"57", StoreError::Kind::transient},  // operator intervention (admin shutdown, query canceled)
+    {"58", StoreError::Kind::transient},  // system error (I/O error)
+    {"XX", StoreError::Kind::transient},  // internal error (data corrupted: needs an operator)
+};
+
+StoreError::Kind classify_sqlstate(const std::string& sqlstate) noexcept {
+  if (sqlstate.size() == 5)
+    for (const auto& c : sqlstate_classes)
+      if (sqlstate.compare(0, 2, c.klass) == 0) return c.kind;
+  return StoreError::Kind::transient;
+}
+
+// Rows per INSERT statement: 14 parameters each, well below libpq's 65535.
+constexpr std::size_t rows_per_statement = 1000;
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const noexcept { PQclear(r); }
+};
+using Result = std::unique_ptr<PGresult, ResultDeleter>;
+
+struct ConnDeleter {
+  void operator()(PGconn* c) const noexcept { PQfinish(c); }
+};
+
+// The URI without its password, for logs.
+std::string elide_password(const std::string& uri) {
+  auto scheme = uri.find("://");
+  auto at = uri.find('@');
+  if (scheme == std::string::npos || at == std::string::npos) return uri;
+  auto colon = uri.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return uri;
+  return uri.substr(0, colon) + ":***" + uri.substr(at);
+}
+
+// Parameters of one statement: text and bytes in binary format with their
+// lengths, numbers as text.
+class Params {
+ public:
+  void bytes(const std::string& v) { add(v.data(), static_cast<int>(v.size()), 1); }
+  void text(const std::string& v, bool null_if_empty = false) {
+    if (null_if_empty && v.empty()) null();
+    else bytes(v);
+  }
+  void owned_text(std::string v) {  // a temporary: kept here
+    owned_.push_back(std::move(v));
+    bytes(owned_.back());
+  }
+  void number(std::int64_t v) {
+    numbers_.push_back(std::to_string(v));
+    add(numbers_.back().c_str(), 0, 0);
+  }
+  void null() { add(nullptr, 0, 0); }
+  int size() const { return static_cast<int>(values_.size()); }
+  const char* const* values() const { return values_.data(); }
+  const int* lengths() const { return lengths_.data(); }
+  const int* formats() const { return formats_.data(); }
+
+ private:
+  void add(const char* v, int length, int format) {
+    values_.push_back(v);
+    lengths_.push_back(length);
+    formats_.push_back(format);
+  }
+  std::deque<std::string> numbers_, owned_;  // stable addresses
+  std::vector<const char*> values_;
+  std::vector<int> lengths_, formats_;
+};
+
+class PgStore final : public Store {
+ public:
+  PgStore(const std::string& uri, const StoreOptions& options)
+      : uri_(uri), described_(elide_password(uri)), options_(options) {
+    conn_.reset(PQconnectdb(uri.c_str()));
+    if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK)
+      throw std::runtime_error("cannot connect to PostgreSQL " + described_ + ": " + error() +
+                               " (check host, port, database and credentials)");
+    exec("SET client_min_messages TO warning");  // no "already exists" notices on stderr
+    // Two instances starting together must not race on creating or migrating.
+    exec("SELECT pg_advisory_lock(7461626)");
+    open_schema();
+    exec("SELECT pg_advisory_unlock(7461626)");
+    Result r = exec("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected");
+    rejected_bytes_ = std::stoll(PQgetvalue(r.get(), 0, 0));
+  }
+
+  std::vector<bool> commit(const std::vector<Row>& rows) override {
+    ensure_connected();
+    std::vector<bool> written(rows.size(), true);
+    std::int64_t added = 0;
+    try {
+      exec("BEGIN");
+      std::vector<std::size_t> event_rows;
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (std::holds_alternative<EventRow>(rows[i])) {
+          event_rows.push_back(i);
+        } else {
+          const auto& r = std::get<RejectedRow>(rows[i]);
+          insert_rejected(r);
+          added += static_cast<std::int64_t>(r.payload.size());
+        }
+      }
+      for (std::size_t start = 0; start < event_rows.size(); start += rows_per_statement) {
+        std::size_t end = std::min(event_rows.size(), start + rows_per_statement);
+        insert_events(rows, event_rows, start, end, written);
+      }
+      exec("COMMIT");
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
+      throw;
+    }
+    rejected_bytes_ += added;
+    if (added > 0 && static_cast<std::uint64_t>(rejected_bytes_) > options_.rejected_max_bytes) prune_rejected();
+    return written;
+  }
+
+  void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn)
+      override {
+    ensure_connected();
+    Result r = exec(
+        "SELECT source, COALESCE(streamid, ''), sequence FROM events WHERE sequence IS NOT NULL "
+        "ORDER BY source, COALESCE(streamid, ''), sequence");
+    for (int i = 0; i < PQntuples(r.get()); ++i)
+      fn(PQgetvalue(r.get(), i, 0), PQgetvalue(r.get(), i, 1), std::stoll(PQgetvalue(r.get(), i, 2)));
+  }
+
+  void for_each_event_of_type(
+      std::string_view type,
+      const std::function<void(const std::string&, const std::string&, const std::string&)>& fn) override {
+    ensure_connected();
+    Params p;
+    p.owned_text(std::string(type));
+    Result r = exec_params("SELECT source, COALESCE(streamid, ''), payload FROM events WHERE type = $1", p, 1,
+                           PGRES_TUPLES_OK, "select events by type");
+    for (int i = 0; i < PQntuples(r.get()); ++i) fn(value(r, i, 0), value(r, i, 1), value(r, i, 2));
+  }
+
+  std::vector<StoredRejection> rejected_after(std::int64_t after_id, std::size_t limit) override {
+    ensure_connected();
+    Params p;
+    p.number(after_id);
+    p.number(static_cast<std::int64_t>(limit));
+    // Binary results: the id, received_at and payload_size come back as
+    // text through the casts, so that one format fits every column.
+    Result r = exec_params(
+        "SELECT id::text, received_at::text, topic, reason, payload, payload_size::text, properties FROM rejected "
+        "WHERE id > $1 ORDER BY id LIMIT $2",
+        p, 1, PGRES_TUPLES_OK, "select rejected");
+    std::vector<StoredRejection> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      StoredRejection s;
+      s.id = std::stoll(value(r, i, 0));
+      s.row.received_at_ms = std::stoll(value(r, i, 1));
+      s.row.topic = value(r, i, 2);
+      s.row.reason = value(r, i, 3);
+      s.row.payload = value(r, i, 4);
+      s.row.payload_size = std::stoull(value(r, i, 5));
+      s.row.properties = value(r, i, 6);
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  bool move_rejected_to_events(std::int64_t id, const EventRow& event) override {
+    ensure_connected();
+    std::vector<Row> rows{event};
+    std::vector<bool> written(1, false);
+    try {
+      exec("BEGIN");
+      insert_events(rows, {0}, 0, 1, written);
+      Params p;
+      p.number(id);
+      exec_params("DELETE FROM rejected WHERE id = $1", p, 0, PGRES_COMMAND_OK, "delete from rejected");
+      exec("COMMIT");
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));
+      throw;
+    }
+    return written[0];
+  }
+
+  void update_rejected_reason(std::int64_t id, const std::string& reason) override {
+    ensure_connected();
+    Params p;
+    p.text(reason);
+    p.number(id);
+    exec_params("UPDATE rejected SET reason = $1 WHERE id = $2", p, 0, PGRES_COMMAND_OK, "update rejected");
+  }
+
+  std::uint64_t rejected_pruned() const override { return pruned_; }
+
+  std::string describe() const override { return described_; }
+
+ private:
+  std::string error() const { return conn_ ? PQerrorMessage(conn_.get()) : std::string("out of memory"); }
+
+  static std::string value(const Result& r, int row, int column) {
+    return std::string(PQgetvalue(r.get(), row, column), static_cast<std::size_t>(PQgetlength(r.get(), row, column)));
+  }
+
+  // Creates the schema, or migrates an older one, in one transaction.
+  void open_schema() {
+    exec("BEGIN");
+    try {
+      Result r = exec("SELECT to_regclass('ingest_meta') IS NOT NULL, to_regclass('events') IS NOT NULL");
+      long long version = 0;
+      if (PQgetvalue(r.get(), 0, 0)[0] == 't') {
+        Result v = exec("SELECT value FROM ingest_meta WHERE key = 'schema_version'");
+        if (PQntuples(v.get()) != 1)
+          throw std::runtime_error("PostgreSQL " + described_ +
+                                   ": ingest_meta has no schema_version; not an ingest store?");
+        version = std::stoll(PQgetvalue(v.get(), 0, 0));
+      } else if (PQgetvalue(r.get(), 0, 1)[0] == 't') {
+        version = 1;  // made by the first release, before ingest_meta
+      }
+      if (version > store_schema_version)
+        throw std::runtime_error(newer_schema_message("PostgreSQL " + described_, version));
+      if (version == 0) exec(schema);
+      if (version == 1) exec(migrate_1_to_2);
+      exec("COMMIT");
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));
+      throw;
+    }
+  }
+
+  void ensure_connected() {
+    if (PQstatus(conn_.get()) == CONNECTION_OK) return;
+    PQreset(conn_.get());
+    if (PQstatus(conn_.get()) != CONNECTION_OK)
+      throw StoreError(StoreError::Kind::transient, "", "PostgreSQL " + described_ + " unreachable: " + error());
+  }
+
+  // The error of a failed statement, classified by its SQLSTATE.
+  StoreError failure(const Result& r, const std::string& what) const {
+    const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
+    std::string sqlstate = state ? state : "";
+    std::string message = r ? PQresultErrorMessage(r.get()) : error();
+    if (message.empty()) message = error();
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+    return StoreError(classify_sqlstate(sqlstate), sqlstate.empty() ? "" : "SQLSTATE " + sqlstate,
+                      "PostgreSQL " + described_ + ": " + what + " failed" +
+                          (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")") + ": " + message);
+  }
+
+  Result exec(const char* sql) {
+    Result r(PQexec(conn_.get(), sql));
+    ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw failure(r, sql);
+    return r;
+  }
+
+  Result exec_params(const char* sql, const Params& p, int result_format, ExecStatusType expected, const char* what) {
+    Result r(PQexecParams(conn_.get(), sql, p.size(), nullptr, p.values(), p.lengths(), p.formats(), result_format));
+    if (!r || PQresultStatus(r.get()) != expected) throw failure(r, what);
+    return r;
+  }
+
+  void insert_rejected(const RejectedRow& row) {
+    Params p;
+    p.number(row.received_at_ms);
+    p.text(row.topic);
+    p.text(row.reason);
+    p.bytes(row.payload);
+    p.number(static_cast<std::int64_t>(row.payload_size));
+    p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
+    exec_params(
+        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties) "
+        "VALUES ($1,$2,$3,$4,$5,$6)",
+        p, 0, PGRES_COMMAND_OK, "insert into rejected");
+  }
+
+  void insert_events(const std::vector<Row>& rows, const std::vector<std::size_t>& index, std::size_t start,
+                     std::size_t end, std::vector<bool>& written) {
+    constexpr int columns = 14;
+    std::size_t n = end - start;
+    std::string sql =
+        "INSERT INTO events (event_id, source, type, topic, \"time\", received_at, payload, content_type, "
+        "streamid, sequence, priority, mode, extensions, time_original) VALUES ";
+    Params p;
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto& e = std::get<EventRow>(rows[index[start + k]]);
+      sql += k ? ",(" : "(";
+      for (int c = 0; c < columns; ++c) {
+        if (c) sql += ',';
+        sql += '$' + std::to_string(k * columns + static_cast<std::size_t>(c) + 1);
+        if (c == 5 || c == 9) sql += "::bigint";
+      }
+      sql += ')';
+      p.text(e.event_id);
+      p.text(e.source);
+      p.text(e.type);
+      p.text(e.topic);
+      p.text(e.time, true);
+      p.number(e.received_at_ms);
+      p.bytes(e.payload);
+      p.text(e.content_type, true);
+      p.text(e.streamid, true);
+      if (e.sequence) p.number(*e.sequence);
+      else p.null();
+      p.text(e.priority, true);
+      p.text(e.mode);
+      p.text(e.extensions);
+      p.text(e.time_original, true);
+    }
+    sql += " ON CONFLICT (event_id) DO NOTHING RETURNING event_id";
+    Result r = exec_params(sql.c_str(), p, 0, PGRES_TUPLES_OK, "insert into events");
+    // An id returned was inserted by this statement; each returned id marks
+    // one occurrence in the batch (the first), the rest are duplicates.
+    std::map<std::string, int> inserted;
+    for (int i = 0; i < PQntuples(r.get()); ++i) ++inserted[value(r, i, 0)];
+    for (std::size_t k = 0; k < n; ++k) {
+      std::size_t row = index[start + k];
+      auto it = inserted.find(std::get<EventRow>(rows[row]).event_id);
+      if (it != inserted.end() && it->second > 0) {
+        --it->second;
+        written[row] = true;
+      } else {
+        written[row] = false;
+      }
+    }
+  }
+
+  // Deletes the oldest rejected rows until their payloads take at most 90%
+  // of the quota. Runs after a commit; a failure is retried after the next.
+  void prune_rejected() {
+    try {
+      Params p;
+      p.number(static_cast<std::int64_t>(options_.rejected_max_bytes / 10 * 9));
+      Result r = exec_params(
+          "DELETE FROM rejected WHERE id <= (SELECT id FROM (SELECT id, SUM(COALESCE(length(payload), 0)) OVER "
+          "(ORDER BY id DESC) AS newer FROM rejected) t WHERE newer > $1::bigint ORDER BY id DESC LIMIT 1)",
+          p, 0, PGRES_COMMAND_OK, "prune rejected");
+      pruned_ += std::stoull(PQcmdTuples(r.get()));
+      Result sum = exec("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected");
+      rejected_bytes_ = std::stoll(PQgetvalue(sum.get(), 0, 0));
+    } catch (const std::exception&) {
+      // the rows stay a little longer; the next commit with a rejection tries again
+    }
+  }
+
+  std::string uri_;
+  std::string described_;
+  StoreOptions options_;
+  std::unique_ptr<PGconn, ConnDeleter> conn_;
+  std::int64_t rejected_bytes_ = 0;
+  std::uint64_t pruned_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_postgres_store(const std::string& uri, const StoreOptions& options) {
+  return std::make_unique<PgStore>(uri, options);
+}
+
+}  // namespace edge_outbox::ingest

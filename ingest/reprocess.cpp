@@ -1,0 +1,81 @@
+#include "ingest/reprocess.h"
+
+#include <nlohmann/json.hpp>
+
+namespace edge_outbox::ingest {
+
+namespace {
+
+// The message as it arrived, from a rejected row: payload, topic, the
+// properties recorded beside it. m.content_type views `content_type`.
+Received as_received(const RejectedRow& row, std::string& content_type) {
+  Received m;
+  m.topic = row.topic;
+  m.payload = row.payload;
+  m.received_at_ms = row.received_at_ms;
+  const auto props = nlohmann::json::parse(row.properties, nullptr, false);
+  if (props.is_object()) {
+    if (auto it = props.find("content_type"); it != props.end() && it->is_string())
+      content_type = it->get<std::string>();
+    m.content_type = content_type;
+    if (auto it = props.find("user_properties"); it != props.end() && it->is_array())
+      for (const auto& pair : *it)
+        if (pair.is_array() && pair.size() == 2 && pair[0].is_string() && pair[1].is_string())
+          m.user_properties.emplace_back(pair[0].get<std::string>(), pair[1].get<std::string>());
+    if (auto it = props.find("retained"); it != props.end() && it->is_boolean()) m.retained = it->get<bool>();
+  }
+  return m;
+}
+
+}  // namespace
+
+ReprocessCounts reprocess_rejected(Store& store, const ClassifyOptions& options, const Logger& log) {
+  ReprocessCounts counts;
+  std::int64_t after = 0;
+  for (;;) {
+    auto page = store.rejected_after(after, 256);
+    if (page.empty()) break;
+    for (const auto& r : page) {
+      after = r.id;
+      ++counts.examined;
+      if (r.row.payload.size() < r.row.payload_size) {
+        ++counts.incomplete;
+        ++counts.still_rejected;
+        continue;
+      }
+      std::string content_type;
+      const Received m = as_received(r.row, content_type);
+      Row row = classify(m, options);
+      if (const auto* e = std::get_if<EventRow>(&row)) {
+        try {
+          if (store.move_rejected_to_events(r.id, *e)) ++counts.stored;
+          else ++counts.duplicates;
+          continue;
+        } catch (const StoreError& error) {
+          if (!error.permanent()) throw;
+          row = RejectedRow{};
+          std::get<RejectedRow>(row).reason = printable("the store refused this message for good: " +
+                                                        std::string(error.what()), 2000);
+        }
+      }
+      ++counts.still_rejected;
+      const auto& reason = std::get<RejectedRow>(row).reason;
+      if (reason != r.row.reason) store.update_rejected_reason(r.id, reason);
+    }
+  }
+  if (log)
+    log("info", "reprocessed " + std::to_string(counts.examined) + " rejected messages: " +
+                    std::to_string(counts.stored) + " stored, " + std::to_string(counts.duplicates) +
+                    " duplicates, " + std::to_string(counts.still_rejected) + " still rejected");
+  return counts;
+}
+
+nlohmann::json to_json(const ReprocessCounts& c) {
+  return {{"examined", c.examined},
+          {"stored", c.stored},
+          {"duplicates", c.duplicates},
+          {"still_rejected", c.still_rejected},
+          {"incomplete", c.incomplete}};
+}
+
+}  // namespace edge_outbox::ingest

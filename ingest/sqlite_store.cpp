@@ -1,0 +1,317 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+// The SQLite store: one file in WAL mode. synchronous=FULL makes each commit
+// durable against power loss; NORMAL keeps every commit across a process
+// crash but may lose the newest ones on power loss (see README).
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <sqlite3.h>
+
+#include <stdexcept>
+
+#include "ingest/store.h"
+
+namespace edge_outbox::ingest {
+namespace {
+
+// Schema version 2 (see store_schema_version). A store made by version 1
+// has the same tables without events.time_original, rejected.properties and
+// ingest_meta; open_schema() adds them. New columns go at the end, so a migrated
+// store and a new one have the same tables.
+constexpr const char* schema = R"sql(
+CREATE TABLE events (
+  event_id     TEXT PRIMARY KEY,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  time         TEXT,
+  received_at  INTEGER NOT NULL,
+  payload      BLOB,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     INTEGER,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT
+);
+CREATE INDEX events_stream ON events (source, streamid, sequence);
+CREATE TABLE rejected (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  received_at  INTEGER NOT NULL,
+  topic        TEXT NOT NULL,
+  reason       TEXT NOT NULL,
+  payload      BLOB,
+  payload_size INTEGER NOT NULL,
+  properties   TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
+)sql";
+
+constexpr const char* migrate_1_to_2 = R"sql(
+ALTER TABLE events ADD COLUMN time_original TEXT;
+ALTER TABLE rejected ADD COLUMN properties TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
+)sql";
+
+// Which SQLite errors are permanent (this row can never be stored: retrying
+// gives the same error) and which transient (retry later). README "Store
+// errors" has the same table.
+//   permanent: SQLITE_TOOBIG (a value over SQLITE_MAX_LENGTH), SQLITE_MISMATCH
+//              (datatype mismatch), SQLITE_CONSTRAINT (a NOT NULL or CHECK
+//              constraint; the unique event id is handled by ON CONFLICT DO
+//              NOTHING and never raises), SQLITE_RANGE (a bind index out of range)
+//   transient: everything else, e.g. SQLITE_BUSY / SQLITE_LOCKED (another
+//              process holds the file), SQLITE_IOERR, SQLITE_FULL (disk full),
+//              SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_NOMEM, SQLITE_CORRUPT
+//              (needs an operator; retrying loses nothing)
+StoreError::Kind classify_sqlite_error(int primary_code) noexcept {
+  switch (primary_code) {
+    case SQLITE_TOOBIG:
+    case SQLITE_MISMATCH:
+    case SQLITE_CONSTRAINT:
+    case SQLITE_RANGE:
+      return StoreError::Kind::permanent;
+    default:
+      return StoreError::Kind::transient;
+  }
+}
+
+StoreError sqlite_error(const std::string& path, const SQLite::Exception& e) {
+  const int code = e.getErrorCode() & 0xff;
+  const char* name = sqlite3_errstr(code);
+  return StoreError(classify_sqlite_error(code), std::string("SQLite ") + (name ? name : "error") + " (" + std::to_string(code) + ")",
+                    "SQLite store " + path + ": " + e.what());
+}
+
+void bind_text_or_null(SQLite::Statement& st, int index, const std::string& value) {
+  if (value.empty()) st.bind(index);
+  else st.bind(index, value);
+}
+
+// The store may hold device data: create it readable by its owner only.
+// O_EXCL: an existing file is never opened here, because closing a descriptor
+// of a database drops every SQLite lock this process holds on it.
+const std::string& created_private(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);  // EEXIST is the usual case; other failures SQLite's own open reports
+  return path;
+}
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(const std::string& path, const StoreOptions& options)
+      : path_(path), options_(options),
+        db_(created_private(path), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 10'000) {
+    db_.exec("PRAGMA journal_mode=WAL");
+    db_.exec(options.sqlite_sync == SqliteSync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    open_schema();
+    insert_event_ = std::make_unique<SQLite::Statement>(
+        db_,
+        "INSERT INTO events (event_id, source, type, topic, time, received_at, payload, content_type, streamid, "
+        "sequence, priority, mode, extensions, time_original) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+        "ON CONFLICT DO NOTHING");
+    insert_rejected_ = std::make_unique<SQLite::Statement>(
+        db_,
+        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties) VALUES (?,?,?,?,?,?)");
+    rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
+  }
+
+  std::vector<bool> commit(const std::vector<Row>& rows) override {
+    std::vector<bool> written;
+    written.reserve(rows.size());
+    std::int64_t added = 0;
+    try {
+      SQLite::Transaction tx(db_);
+      for (const auto& row : rows) {
+        if (const auto* e = std::get_if<EventRow>(&row)) {
+          written.push_back(insert_event(*e));
+        } else {
+          const auto& r = std::get<RejectedRow>(row);
+          insert_rejected(r);
+          added += static_cast<std::int64_t>(r.payload.size());
+          written.push_back(true);
+        }
+      }
+      tx.commit();
+    } catch (const SQLite::Exception& e) {
+      insert_event_->tryReset();
+      insert_rejected_->tryReset();
+      throw sqlite_error(path_, e);
+    }
+    rejected_bytes_ += added;
+    if (added > 0 && static_cast<std::uint64_t>(rejected_bytes_) > options_.rejected_max_bytes) prune_rejected();
+    return written;
+  }
+
+  void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn)
+      override {
+    SQLite::Statement st(db_,
+                         "SELECT source, COALESCE(streamid, ''), sequence FROM events WHERE sequence IS NOT NULL "
+                         "ORDER BY source, COALESCE(streamid, ''), sequence");
+    while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
+  }
+
+  void for_each_event_of_type(
+      std::string_view type,
+      const std::function<void(const std::string&, const std::string&, const std::string&)>& fn) override {
+    SQLite::Statement st(db_, "SELECT source, COALESCE(streamid, ''), payload FROM events WHERE type = ?");
+    st.bind(1, std::string(type));
+    while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), blob(st.getColumn(2)));
+  }
+
+  std::vector<StoredRejection> rejected_after(std::int64_t after_id, std::size_t limit) override {
+    try {
+      SQLite::Statement st(db_,
+                           "SELECT id, received_at, topic, reason, payload, payload_size, properties FROM rejected "
+                           "WHERE id > ? ORDER BY id LIMIT ?");
+      st.bind(1, static_cast<std::int64_t>(after_id));
+      st.bind(2, static_cast<std::int64_t>(limit));
+      std::vector<StoredRejection> out;
+      while (st.executeStep()) {
+        StoredRejection r;
+        r.id = st.getColumn(0).getInt64();
+        r.row.received_at_ms = st.getColumn(1).getInt64();
+        r.row.topic = st.getColumn(2).getString();
+        r.row.reason = st.getColumn(3).getString();
+        r.row.payload = blob(st.getColumn(4));
+        r.row.payload_size = static_cast<std::uint64_t>(st.getColumn(5).getInt64());
+        r.row.properties = st.getColumn(6).getString();
+        out.push_back(std::move(r));
+      }
+      return out;
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  bool move_rejected_to_events(std::int64_t id, const EventRow& event) override {
+    try {
+      SQLite::Transaction tx(db_);
+      bool written = insert_event(event);
+      SQLite::Statement del(db_, "DELETE FROM rejected WHERE id = ?");
+      del.bind(1, static_cast<std::int64_t>(id));
+      del.exec();
+      tx.commit();
+      return written;
+    } catch (const SQLite::Exception& e) {
+      insert_event_->tryReset();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  void update_rejected_reason(std::int64_t id, const std::string& reason) override {
+    try {
+      SQLite::Statement st(db_, "UPDATE rejected SET reason = ? WHERE id = ?");
+      st.bind(1, reason);
+      st.bind(2, static_cast<std::int64_t>(id));
+      st.exec();
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::uint64_t rejected_pruned() const override { return pruned_; }
+
+  std::string describe() const override { return "sqlite:" + path_; }
+
+ private:
+  static std::string blob(const SQLite::Column& c) {
+    return std::string(static_cast<const char*>(c.getBlob()), static_cast<std::size_t>(c.getBytes()));
+  }
+
+  // Creates the schema, or migrates an older one, in one transaction.
+  void open_schema() {
+    SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+    long long version = 0;
+    if (db_.tableExists("ingest_meta")) {
+      SQLite::Statement st(db_, "SELECT value FROM ingest_meta WHERE key = 'schema_version'");
+      if (!st.executeStep())
+        throw std::runtime_error("SQLite store " + path_ + ": ingest_meta has no schema_version; not an ingest store?");
+      version = std::stoll(st.getColumn(0).getString());
+    } else if (db_.tableExists("events")) {
+      version = 1;  // made by the first release, before ingest_meta
+    }
+    if (version > store_schema_version) throw std::runtime_error(newer_schema_message("SQLite store " + path_, version));
+    if (version == 0) db_.exec(schema);
+    if (version == 1) db_.exec(migrate_1_to_2);
+    tx.commit();
+  }
+
+  bool insert_event(const EventRow& e) {
+    auto& st = *insert_event_;
+    st.tryReset();
+    st.clearBindings();
+    st.bind(1, e.event_id);
+    st.bind(2, e.source);
+    st.bind(3, e.type);
+    st.bind(4, e.topic);
+    bind_text_or_null(st, 5, e.time);
+    st.bind(6, static_cast<std::int64_t>(e.received_at_ms));
+    st.bind(7, e.payload.data(), static_cast<int>(e.payload.size()));
+    bind_text_or_null(st, 8, e.content_type);
+    bind_text_or_null(st, 9, e.streamid);
+    if (e.sequence) st.bind(10, static_cast<std::int64_t>(*e.sequence));
+    bind_text_or_null(st, 11, e.priority);
+    st.bind(12, e.mode);
+    st.bind(13, e.extensions);
+    bind_text_or_null(st, 14, e.time_original);
+    return st.exec() == 1;
+  }
+
+  void insert_rejected(const RejectedRow& r) {
+    auto& st = *insert_rejected_;
+    st.tryReset();
+    st.clearBindings();
+    st.bind(1, static_cast<std::int64_t>(r.received_at_ms));
+    st.bind(2, r.topic);
+    st.bind(3, r.reason);
+    st.bind(4, r.payload.data(), static_cast<int>(r.payload.size()));
+    st.bind(5, static_cast<std::int64_t>(r.payload_size));
+    st.bind(6, r.properties.empty() ? std::string("{}") : r.properties);
+    st.exec();
+  }
+
+  // Deletes the oldest rejected rows until their payloads take at most 90%
+  // of the quota. Runs after a commit; a failure is retried after the next.
+  void prune_rejected() {
+    try {
+      SQLite::Transaction tx(db_);
+      SQLite::Statement del(db_,
+                            "DELETE FROM rejected WHERE id <= (SELECT id FROM (SELECT id, SUM(COALESCE(length(payload), "
+                            "0)) OVER (ORDER BY id DESC) AS newer FROM rejected) WHERE newer > ? ORDER BY id DESC "
+                            "LIMIT 1)");
+      del.bind(1, static_cast<std::int64_t>(options_.rejected_max_bytes / 10 * 9));
+      const int deleted = del.exec();
+      rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
+      tx.commit();
+      pruned_ += static_cast<std::uint64_t>(deleted);
+    } catch (const SQLite::Exception&) {
+      // the rows stay a little longer; the next commit with a rejection tries again
+    }
+  }
+
+  std::string path_;
+  StoreOptions options_;
+  SQLite::Database db_;
+  std::unique_ptr<SQLite::Statement> insert_event_;
+  std::unique_ptr<SQLite::Statement> insert_rejected_;
+  std::int64_t rejected_bytes_ = 0;
+  std::uint64_t pruned_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, const StoreOptions& options) {
+  try {
+    return std::make_unique<SqliteStore>(path, options);
+  } catch (const SQLite::Exception& e) {
+    throw std::runtime_error("cannot open SQLite store " + path + ": " + e.what() +
+                             " (check that the directory exists and is writable)");
+  }
+}
+
+}  // namespace edge_outbox::ingest

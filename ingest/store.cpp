@@ -1,0 +1,49 @@
+#include "ingest/store.h"
+
+#include <stdexcept>
+
+namespace edge_outbox::ingest {
+
+std::vector<StoredRejection> Store::rejected_after(std::int64_t, std::size_t) {
+  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot list rejected messages");
+}
+
+bool Store::move_rejected_to_events(std::int64_t, const EventRow&) {
+  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot reprocess rejected messages");
+}
+
+void Store::update_rejected_reason(std::int64_t, const std::string&) {
+  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot reprocess rejected messages");
+}
+
+std::string newer_schema_message(const std::string& store, long long version) {
+  return store + " has schema version " + std::to_string(version) + ", newer than this edge-outbox-ingest knows (" +
+         std::to_string(store_schema_version) +
+         "): it was written by a newer release. Run that release (or newer), or point --store at another database";
+}
+
+std::unique_ptr<Store> open_store(const std::string& spec, const StoreOptions& options) {
+  if (spec.starts_with("sqlite:")) {
+    std::string path = spec.substr(7);
+    if (path.empty()) throw std::runtime_error("--store sqlite: needs a path, e.g. sqlite:/var/lib/ingest/events.db");
+    return open_sqlite_store(path, options);
+  }
+  if (spec.starts_with("postgresql://") || spec.starts_with("postgres://")) return open_postgres_store(spec, options);
+  throw std::runtime_error("unknown --store '" + spec + "': use sqlite:PATH or postgresql://user@host:port/db");
+}
+
+std::unique_ptr<Store> open_store(const std::string& spec, SqliteSync sqlite_sync) {
+  StoreOptions options;
+  options.sqlite_sync = sqlite_sync;
+  return open_store(spec, options);
+}
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, SqliteSync sync) {
+  StoreOptions options;
+  options.sqlite_sync = sync;
+  return open_sqlite_store(path, options);
+}
+
+std::unique_ptr<Store> open_postgres_store(const std::string& uri) { return open_postgres_store(uri, StoreOptions{}); }
+
+}  // namespace edge_outbox::ingest

@@ -1,0 +1,118 @@
+// Store is where the ingest keeps events: table `events` (one row per event
+// id), table `rejected` (messages that were not valid events: the whole
+// message up to --max-payload-bytes, its topic, the properties that arrived
+// and the reason) and table `ingest_meta` (the schema version). open_store()
+// creates the schema on first use and migrates a store made by an earlier
+// release (see store_schema_version); it refuses a newer one.
+//
+// Durable when: commit() returns. A batch is one transaction; its events
+// are inserted with ON CONFLICT DO NOTHING, so an id already stored (by
+// this or another instance) is reported as a duplicate, never stored twice.
+//
+// Errors: every failure is a StoreError, transient (the database is
+// unreachable, busy, full, being upgraded: retry later) or permanent (this
+// data can never be stored: the same rows fail again whatever the wait). The
+// classification tables are in pg_store.cpp and sqlite_store.cpp and in
+// README "Store errors".
+//
+// Thread rule: a Store is used by one thread at a time (the Writer's).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ingest/rows.h"
+
+namespace edge_outbox::ingest {
+
+// The schema version this build writes. 1: events and rejected as first
+// released (rejected kept 1 KiB of a payload); 2: events.time_original,
+// rejected.properties, table ingest_meta.
+inline constexpr int store_schema_version = 2;
+
+class StoreError : public std::runtime_error {
+ public:
+  enum class Kind { transient, permanent };
+  // code: "SQLSTATE 54000", "SQLITE_TOOBIG", ...; empty when there is none
+  // (e.g. the connection is gone).
+  StoreError(Kind kind, std::string code, const std::string& message)
+      : std::runtime_error(message), kind_(kind), code_(std::move(code)) {}
+  Kind kind() const noexcept { return kind_; }
+  bool permanent() const noexcept { return kind_ == Kind::permanent; }
+  const std::string& code() const noexcept { return code_; }
+
+ private:
+  Kind kind_;
+  std::string code_;
+};
+
+// A row of the rejected table.
+struct StoredRejection {
+  std::int64_t id = 0;
+  RejectedRow row;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // One transaction. For each row: true if it was written, false for an
+  // event whose id was already stored. Throws StoreError (nothing
+  // committed) when the database fails; the caller may retry the batch.
+  virtual std::vector<bool> commit(const std::vector<Row>& rows) = 0;
+
+  // Every stored (source, streamid, sequence), ordered by source, streamid,
+  // sequence. Events without a sequence are left out.
+  virtual void for_each_sequence(
+      const std::function<void(const std::string& source, const std::string& streamid, std::int64_t sequence)>& fn) = 0;
+  // Payloads of stored events of the given type, with their source and streamid.
+  virtual void for_each_event_of_type(
+      std::string_view type,
+      const std::function<void(const std::string& source, const std::string& streamid, const std::string& payload)>&
+          fn) = 0;
+
+  // Rejected rows with id > after_id, oldest first, at most `limit`.
+  virtual std::vector<StoredRejection> rejected_after(std::int64_t after_id, std::size_t limit);
+  // One transaction: inserts the event (ON CONFLICT DO NOTHING) and deletes
+  // rejected row `id`. Returns true if the event was written, false if its
+  // id was already stored. Throws StoreError (nothing changed).
+  virtual bool move_rejected_to_events(std::int64_t id, const EventRow& event);
+  // Sets the reason of rejected row `id`.
+  virtual void update_rejected_reason(std::int64_t id, const std::string& reason);
+  // Rejected rows deleted since open to keep the rejected table under its
+  // quota (StoreOptions::rejected_max_bytes), oldest first.
+  virtual std::uint64_t rejected_pruned() const { return 0; }
+
+  // "sqlite:/path" or "postgresql://host:port/db" (password elided).
+  virtual std::string describe() const = 0;
+};
+
+enum class SqliteSync { normal, full };
+
+struct StoreOptions {
+  SqliteSync sqlite_sync = SqliteSync::full;
+  // The rejected table's payloads are kept under this many bytes: after a
+  // commit that goes over, the oldest rejected rows are deleted down to 90%.
+  std::uint64_t rejected_max_bytes = 256ull * 1024 * 1024;
+};
+
+// spec: "sqlite:PATH" or a PostgreSQL URI "postgresql://..." / "postgres://...".
+// Throws std::runtime_error with what to fix when the store cannot be opened
+// (including a schema version newer than this build knows).
+std::unique_ptr<Store> open_store(const std::string& spec, const StoreOptions& options);
+std::unique_ptr<Store> open_store(const std::string& spec, SqliteSync sqlite_sync = SqliteSync::full);
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, SqliteSync sync);
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, const StoreOptions& options);
+std::unique_ptr<Store> open_postgres_store(const std::string& uri);
+std::unique_ptr<Store> open_postgres_store(const std::string& uri, const StoreOptions& options);
+
+// The message "schema version N is newer than this edge-outbox-ingest knows".
+std::string newer_schema_message(const std::string& store, long long version);
+
+}  // namespace edge_outbox::ingest

@@ -1,0 +1,195 @@
+#include "ingest/subscriber.h"
+
+#include <mqtt/async_client.h>
+
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace edge_outbox::ingest {
+
+// Logs the SUBACK (tests and operators wait for "subscribed").
+class SubscribeListener final : public mqtt::iaction_listener {
+ public:
+  SubscribeListener(std::string id, Logger log) : id_(std::move(id)), log_(std::move(log)) {}
+  void on_success(const mqtt::token&) override {
+    if (log_) log_("info", id_ + " subscribed");
+  }
+  void on_failure(const mqtt::token& tok) override {
+    if (log_) log_("error", id_ + " subscription refused (code " + std::to_string(tok.get_return_code()) + ")");
+  }
+
+ private:
+  std::string id_;
+  Logger log_;
+};
+
+struct Subscriber::Connection {
+  std::unique_ptr<SubscribeListener> subscribed;
+  std::unique_ptr<mqtt::async_client> client;
+  mqtt::token_ptr connecting;
+  std::string id;
+  std::chrono::steady_clock::time_point next_attempt{};
+  std::chrono::milliseconds backoff{250};
+};
+
+namespace {
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log)
+    : options_(std::move(options)), classify_(classify), writer_(writer), log_(std::move(log)) {
+  const std::string& group = options_.share_group;
+  for (const auto& f : options_.filters) subscriptions_.push_back(group.empty() ? f : "$share/" + group + "/" + f);
+  {
+    auto c = std::make_unique<Connection>();
+    c->id = options_.client_id;
+    // No Paho persistence: incoming QoS 1 needs none, and the store is ours.
+    c->client = std::make_unique<mqtt::async_client>(options_.broker, c->id,
+                                                     mqtt::create_options(options_.mqtt_version), nullptr);
+    auto* raw = c->client.get();
+    std::string id = c->id;
+    c->subscribed = std::make_unique<SubscribeListener>(id, log_);
+    auto* listener = c->subscribed.get();
+    c->client->set_connected_handler([this, raw, id, listener](const std::string&) {
+      if (log_) log_("info", id + " connected to " + options_.broker + ", subscribing");
+      try {
+        std::vector<int> qos(subscriptions_.size(), 1);
+        raw->subscribe(std::make_shared<mqtt::string_collection>(subscriptions_), qos, nullptr, *listener);
+      } catch (const std::exception& e) {
+        if (log_) log_("error", id + " subscribe failed: " + e.what());
+      }
+    });
+    c->client->set_connection_lost_handler([this, id](const std::string& cause) {
+      if (log_) log_("warn", id + " lost the connection" + (cause.empty() ? "" : ": " + cause) + "; reconnecting");
+    });
+    c->client->set_message_callback([this](mqtt::const_message_ptr m) {
+      on_message(m->get_topic(), m->get_payload(), &m->get_properties().c_struct(), m->is_retained());
+    });
+    connection_ = std::move(c);
+  }
+}
+
+Subscriber::~Subscriber() {
+  try {
+    stop(std::chrono::milliseconds(2000));
+  } catch (...) {
+    // a destructor must not throw; the broker redelivers what was not acknowledged
+  }
+}
+
+void Subscriber::on_message(const std::string& topic, const std::string& payload, const void* properties,
+                            bool retained) {
+  // Runs on Paho's receive thread; Paho sends the PUBACK when this returns.
+  if (retained) {
+    writer_.add_retained_ignored();
+    bool first;
+    {
+      std::lock_guard lock(retained_mutex_);
+      first = retained_topics_logged_.insert(topic).second;
+    }
+    if (first && log_)
+      log_("warn", "ignoring the retained message on '" + printable(topic) +
+                       "' (sent again on every subscribe; clear it with an empty retained publish)");
+    return;
+  }
+  Received m;
+  m.retained = retained;
+  m.topic = topic;
+  m.payload = payload;
+  m.received_at_ms = now_ms();
+  const auto* props = static_cast<const MQTTProperties*>(properties);
+  for (int i = 0; i < props->count; ++i) {
+    const MQTTProperty& p = props->array[i];
+    if (p.identifier == MQTTPROPERTY_CODE_CONTENT_TYPE)
+      m.content_type = std::string_view(p.value.data.data, static_cast<std::size_t>(p.value.data.len));
+    else if (p.identifier == MQTTPROPERTY_CODE_USER_PROPERTY)
+      m.user_properties.emplace_back(std::string(p.value.data.data, static_cast<std::size_t>(p.value.data.len)),
+                                     std::string(p.value.value.data, static_cast<std::size_t>(p.value.value.len)));
+  }
+  Row row;
+  try {
+    row = classify(m, classify_);
+  } catch (const std::exception& e) {  // bad_alloc and the like: still a bad message, not a crash
+    row = rejected_row(m, classify_, std::string("internal error while decoding: ") + e.what());
+  }
+  if (const auto* r = std::get_if<RejectedRow>(&row); r && log_)
+    log_("warn", "rejected a message on '" + printable(topic) + "': " + r->reason);
+  if (options_.debug_delay_before_commit.count() > 0) std::this_thread::sleep_for(options_.debug_delay_before_commit);
+  // If the store refuses the event for good, the message is kept as a
+  // rejection, whole, so that `reprocess` can try it again.
+  const RejectFn as_rejected = [&](const std::string& reason) {
+    return rejected_row(m, classify_, reason);
+  };
+  if (writer_.submit(std::move(row), as_rejected) == Outcome::not_committed) {
+    // The store failed and the ingest is stopping: returning would send the
+    // PUBACK for a message that is not stored. Wait for the process to end.
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+}
+
+void Subscriber::maintain() {
+  auto now = std::chrono::steady_clock::now();
+  {
+    auto& c = connection_;
+    if (c->client->is_connected()) {
+      c->backoff = std::chrono::milliseconds(250);
+      c->connecting.reset();
+      return;
+    }
+    if (c->connecting && !c->connecting->is_complete()) return;
+    if (c->connecting) {
+      if (log_) log_("warn", c->id + " cannot connect to " + options_.broker + " (return code " +
+                             std::to_string(c->connecting->get_return_code()) + "); retrying");
+      c->connecting.reset();
+    }
+    if (now < c->next_attempt) return;
+    auto builder = mqtt::connect_options_builder();
+    builder.mqtt_version(options_.mqtt_version).keep_alive_interval(options_.keepalive);
+    if (options_.mqtt_version >= 5) {
+      builder.clean_start(false);
+      builder.properties({mqtt::property(mqtt::property::SESSION_EXPIRY_INTERVAL,
+                                         static_cast<int>(options_.session_expiry_s))});
+    } else {
+      builder.clean_session(false);
+    }
+    if (!options_.username.empty()) builder.user_name(options_.username);
+    if (!options_.password.empty()) builder.password(options_.password);
+    if (options_.broker.starts_with("mqtts://") || options_.broker.starts_with("ssl://")) {
+      auto ssl = mqtt::ssl_options_builder();
+      if (!options_.ca_file.empty()) ssl.trust_store(options_.ca_file);
+      ssl.verify(true).enable_server_cert_auth(true);
+      builder.ssl(ssl.finalize());
+    }
+    try {
+      c->connecting = c->client->connect(builder.finalize());
+    } catch (const std::exception& e) {
+      if (log_) log_("warn", c->id + " connect to " + options_.broker + " failed: " + e.what());
+    }
+    c->next_attempt = now + c->backoff;
+    c->backoff = std::min(c->backoff * 2, std::chrono::milliseconds(10'000));
+  }
+}
+
+void Subscriber::stop(std::chrono::milliseconds timeout) {
+  if (auto& c = connection_) {
+    try {
+      if (c->connecting && !c->connecting->is_complete()) c->connecting->wait_for(timeout);
+    } catch (const std::exception&) {
+      // a failed connect attempt: nothing to disconnect
+    }
+    try {
+      if (c->client->is_connected()) c->client->disconnect(timeout)->wait_for(timeout);
+    } catch (const std::exception& e) {
+      if (log_) log_("warn", c->id + " disconnect: " + e.what());
+    }
+    c->client->disable_callbacks();
+  }
+}
+
+}  // namespace edge_outbox::ingest

@@ -1,0 +1,91 @@
+// Subscriber holds the ingest's MQTT connection (Paho C++ async_client)
+// and turns each arriving message into a committed row before Paho
+// acknowledges it.
+//
+// When the PUBACK goes out (checked against Paho C 1.3.11 / Paho C++ 1.2 as
+// installed here, see README "Server-side ingest"): Paho's receive thread
+// calls the message callback and sends the PUBACK for a QoS 1 message only
+// when that callback returns; messages of one connection are delivered one
+// at a time. So the callback returns only after Writer::submit() has
+// committed the row: a crash before the commit leaves the message
+// unacknowledged, and the broker redelivers it to the persistent session.
+// The price: one commit per message. Paho C runs the callbacks of every
+// MQTTAsync client of a process on one shared thread (a callback that blocks
+// holds up even another client's CONNACK), so several connections in one
+// process do not give several messages in flight either. Throughput scales
+// out with processes (--share-group), whose concurrent commits the database
+// groups (PostgreSQL), not with connections.
+//
+// Retained messages: a delivery from the broker's retained store (the
+// retain flag set on delivery, which the broker does only for messages it
+// holds as retained, sent again on every subscribe) is ignored and
+// acknowledged: counted as retained_ignored and logged once per topic per
+// process. An event published with the retain flag while the ingest is
+// subscribed arrives as a normal delivery (flag clear) and is stored once;
+// what the broker keeps retained is not an event stream.
+//
+// Thread rule: construct, maintain() and stop() from one thread; callbacks
+// run on Paho's threads. maintain() and stop() call into Paho and can block
+// while a callback waits on the Writer (Paho holds its lock around
+// callbacks): the process's main thread must not call them while it needs
+// to answer signals (main.cpp runs them on their own thread).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ingest/classify.h"
+#include "ingest/writer.h"
+
+namespace edge_outbox::ingest {
+
+struct SubscriberOptions {
+  std::string broker = "mqtt://127.0.0.1:1883";
+  std::string client_id = "edge-outbox-ingest";
+  std::vector<std::string> filters = {"devices/+/events/#"};
+  std::string share_group;  // "$share/<group>/<filter>" when set
+  int mqtt_version = 5;     // 5 or 4 (3.1.1)
+  std::uint32_t session_expiry_s = 7 * 24 * 3600;
+  std::chrono::seconds keepalive{30};
+  std::string username;
+  std::string password;
+  std::string ca_file;  // mqtts:// only; empty: the system trust store
+  // Testing only: sleep this long in the callback before committing, to
+  // show that a crash there leaves the message unacknowledged.
+  std::chrono::milliseconds debug_delay_before_commit{0};
+};
+
+class Subscriber {
+ public:
+  Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log);
+  ~Subscriber();
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
+
+  // The topic filters as subscribed (with the $share prefix if any).
+  const std::vector<std::string>& subscriptions() const noexcept { return subscriptions_; }
+  // (Re)connects when the connection is down and not already connecting.
+  void maintain();
+  // Disconnects; messages in callbacks are committed first.
+  void stop(std::chrono::milliseconds timeout);
+
+ private:
+  struct Connection;
+  void on_message(const std::string& topic, const std::string& payload, const void* properties, bool retained);
+
+  SubscriberOptions options_;
+  ClassifyOptions classify_;
+  Writer& writer_;
+  Logger log_;
+  std::vector<std::string> subscriptions_;
+  std::unique_ptr<Connection> connection_;
+  std::mutex retained_mutex_;
+  std::set<std::string> retained_topics_logged_;
+};
+
+}  // namespace edge_outbox::ingest

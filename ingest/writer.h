@@ -1,0 +1,122 @@
+// Writer commits rows to the Store from one thread, in group commits: every
+// row submitted while a commit is running goes into the next one. submit()
+// blocks until its row is committed, which is what lets a Paho message
+// callback acknowledge a message only after it is durable (see
+// subscriber.h).
+//
+// Store errors (StoreError, see store.h):
+// - transient: the batch is retried with exponential backoff (100 ms,
+//   doubling, at most max_backoff) until it succeeds or the Writer is
+//   stopped; submitters wait meanwhile (nothing is acknowledged, the broker
+//   keeps the messages).
+// - permanent: a row of the batch can never be stored. The rows are retried
+//   one per transaction; each row the store refuses is committed to the
+//   rejected table instead, with the store's reason (its SQLSTATE or SQLite
+//   code and message), and the others are stored. So one bad row never
+//   blocks the rows behind it.
+//
+// Thread rule: submit(), counters(), pending(), failing() and
+// request_stop() from any thread; one mutex and condition variable guard the
+// queue and the counters.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ingest/rows.h"
+#include "ingest/store.h"
+
+namespace edge_outbox::ingest {
+
+struct Counters {
+  std::uint64_t received = 0;
+  std::uint64_t stored = 0;
+  std::uint64_t duplicates = 0;
+  std::uint64_t rejected = 0;          // all rejections, including store_refused
+  std::uint64_t commits = 0;
+  std::uint64_t store_errors = 0;      // failed commit attempts (transient and permanent)
+  std::uint64_t store_refused = 0;     // messages the store refused for good, kept in rejected instead
+  std::uint64_t invalid_time = 0;      // stored events whose time was not RFC 3339 (kept in time_original)
+  std::uint64_t rejected_pruned = 0;   // oldest rejected rows deleted to stay under --rejected-max-bytes
+  std::uint64_t retained_ignored = 0;  // retained deliveries ignored (see subscriber.h)
+};
+
+enum class Outcome { stored, duplicate, rejected, not_committed };
+
+using Logger = std::function<void(const std::string& level, const std::string& message)>;
+
+// Builds the rejected row for a message whose row the store refused, from
+// the message as it arrived; `reason` says why.
+using RejectFn = std::function<RejectedRow(const std::string& reason)>;
+
+class Writer {
+ public:
+  Writer(Store& store, std::size_t max_batch, Logger log,
+         std::chrono::milliseconds max_backoff = std::chrono::milliseconds(5000));
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Blocks until the row is committed. Returns not_committed only when the
+  // Writer was stopped while the store was failing; the caller must then
+  // not acknowledge the message. as_rejected: what to store if the store
+  // refuses the row for good; without it, a rejection is made from the row
+  // itself (an event's data as the payload).
+  Outcome submit(Row row, const RejectFn& as_rejected = {});
+  Counters counters() const;
+  // Number of rows submitted and not yet committed.
+  std::size_t pending() const;
+  // True from a failed commit attempt until the next successful one.
+  bool failing() const;
+  std::chrono::steady_clock::time_point last_submit() const;
+  void add_retained_ignored();
+  // Asks the thread to end without waiting: queued rows are committed if
+  // the store works; while it fails, they end not_committed at once.
+  void request_stop();
+  // request_stop(), then waits for the thread.
+  void stop();
+  // After request_stop(): waits up to `timeout` for the thread to end (it
+  // may be inside a store call that hangs). True if it ended.
+  bool wait_finished(std::chrono::milliseconds timeout);
+  // Rows that ended not_committed (stopped while the store failed).
+  std::size_t abandoned() const;
+
+ private:
+  struct Slot {
+    Row row;
+    const RejectFn* as_rejected = nullptr;
+    bool done = false;
+    Outcome outcome = Outcome::not_committed;
+  };
+  void run();
+  // Commits the batch; false if stopped while the store failed.
+  bool commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch, std::vector<Row>& rows);
+  // Waits the backoff; false when stopping.
+  bool back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds& backoff, const std::string& error);
+  void finish(Slot& slot, const Row& row, bool written, bool refused);
+
+  Store& store_;
+  const std::size_t max_batch_;
+  Logger log_;
+  const std::chrono::milliseconds max_backoff_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Slot*> queue_;
+  bool stopping_ = false;
+  bool finished_ = false;  // run() has returned
+  bool failing_ = false;
+  std::size_t abandoned_ = 0;
+  Counters counters_;
+  std::size_t in_commit_ = 0;
+  std::chrono::steady_clock::time_point last_submit_ = std::chrono::steady_clock::now();
+  std::thread thread_;
+};
+
+}  // namespace edge_outbox::ingest

@@ -1,0 +1,334 @@
+// Writer: submit() returns only after the commit, group commits gather
+// concurrent submitters, a failing store is retried and never acknowledged.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "support/postgres.h"
+#include "ingest/store.h"
+#include "support/temp_dir.h"
+#include "ingest/writer.h"
+
+using namespace edge_outbox::ingest;
+using edge_outbox::test::PostgresServer;
+using edge_outbox::test::TempDir;
+
+namespace {
+
+EventRow event(const std::string& id) {
+  EventRow e;
+  e.event_id = id;
+  e.source = "d";
+  e.type = "t";
+  e.topic = "devices/d/events/x";
+  e.mode = "binary";
+  e.extensions = "{}";
+  return e;
+}
+
+// A unit-test store: records batch sizes, can be slow or fail.
+class FakeStore final : public Store {
+ public:
+  std::vector<bool> commit(const std::vector<Row>& rows) override {
+    std::this_thread::sleep_for(delay);
+    ++entered;
+    while (hold) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::lock_guard lock(mutex);
+    if (failures_left > 0) {
+      --failures_left;
+      throw StoreError(StoreError::Kind::transient, "", "disk on fire");
+    }
+    // A row the store can never take: an event with source "poison", or a
+    // rejection whose payload is "poison-too".
+    for (const auto& row : rows) {
+      const auto* e = std::get_if<EventRow>(&row);
+      const auto* r = std::get_if<RejectedRow>(&row);
+      if ((e && e->source == "poison") || (r && r->payload == "poison-too"))
+        throw StoreError(StoreError::Kind::permanent, "SQLSTATE 54000", "index row size 8024 exceeds maximum 2704");
+    }
+    batches.push_back(rows.size());
+    for (const auto& row : rows) committed.push_back(row);
+    return std::vector<bool>(rows.size(), true);
+  }
+  void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>&) override {}
+  void for_each_event_of_type(std::string_view,
+                              const std::function<void(const std::string&, const std::string&, const std::string&)>&)
+      override {}
+  std::string describe() const override { return "fake"; }
+
+  std::chrono::milliseconds delay{0};
+  std::mutex mutex;
+  int failures_left = 0;
+  std::vector<std::size_t> batches;
+  std::vector<Row> committed;
+  std::atomic<bool> hold{false};  // commit() waits while set
+  std::atomic<int> entered{0};     // commit() calls so far
+};
+
+struct Log {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  Logger logger() {
+    return [this](const std::string& level, const std::string& message) {
+      std::lock_guard lock(mutex);
+      lines.push_back(level + ": " + message);
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("stored, duplicate and rejected outcomes with the SQLite store") {
+  TempDir dir;
+  auto store = open_sqlite_store((dir / "e.db").string(), SqliteSync::normal);
+  Writer writer(*store, 64, {});
+  CHECK(writer.submit(event("a")) == Outcome::stored);
+  CHECK(writer.submit(event("a")) == Outcome::duplicate);
+  CHECK(writer.submit(event("b")) == Outcome::stored);
+  RejectedRow bad;
+  bad.topic = "x";
+  bad.reason = "not JSON";
+  CHECK(writer.submit(bad) == Outcome::rejected);
+  auto c = writer.counters();
+  CHECK(c.received == 4);
+  CHECK(c.stored == 2);
+  CHECK(c.duplicates == 1);
+  CHECK(c.rejected == 1);
+  CHECK(writer.pending() == 0);
+}
+
+TEST_CASE("concurrent submitters share commits") {
+  FakeStore store;
+  store.delay = std::chrono::milliseconds(20);
+  Writer writer(store, 64, {});
+  std::atomic<int> stored{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i)
+        if (writer.submit(event(std::to_string(t) + "-" + std::to_string(i))) == Outcome::stored) ++stored;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(stored == 80);
+  std::lock_guard lock(store.mutex);
+  std::size_t biggest = 0, total = 0;
+  for (auto b : store.batches) {
+    biggest = std::max(biggest, b);
+    total += b;
+  }
+  CHECK(total == 80);
+  CHECK(biggest > 1);
+  CHECK(store.batches.size() < 80);
+  MESSAGE("80 rows from 8 threads in " << store.batches.size() << " commits (largest " << biggest << ")");
+}
+
+TEST_CASE("max_batch bounds a commit") {
+  FakeStore store;
+  store.delay = std::chrono::milliseconds(20);
+  Writer writer(store, 3, {});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) threads.emplace_back([&, t] { writer.submit(event(std::to_string(t))); });
+  for (auto& t : threads) t.join();
+  std::lock_guard lock(store.mutex);
+  for (auto b : store.batches) CHECK(b <= 3);
+}
+
+TEST_CASE("a failing store is retried until it works; the submitter waits") {
+  FakeStore store;
+  store.failures_left = 2;
+  std::vector<std::string> logged;
+  std::mutex log_mutex;
+  Writer writer(store, 8, [&](const std::string& level, const std::string& message) {
+    std::lock_guard lock(log_mutex);
+    logged.push_back(level + ": " + message);
+  });
+  CHECK(writer.submit(event("a")) == Outcome::stored);
+  CHECK(writer.counters().store_errors == 2);
+  std::lock_guard lock(log_mutex);
+  REQUIRE(logged.size() == 2);
+  CHECK(logged[0].find("disk on fire") != std::string::npos);
+}
+
+TEST_CASE("stopping while the store fails: not_committed, so the message is not acknowledged") {
+  FakeStore store;
+  store.failures_left = 1'000'000;
+  Writer writer(store, 8, {});
+  Outcome outcome = Outcome::stored;
+  std::thread submitter([&] { outcome = writer.submit(event("a")); });
+  while (writer.counters().store_errors == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  writer.stop();
+  submitter.join();
+  CHECK(outcome == Outcome::not_committed);
+  CHECK(writer.submit(event("b")) == Outcome::not_committed);
+}
+
+TEST_CASE("a row the store refuses for good is rejected with the store's reason; the rows around it are stored") {
+  FakeStore store;
+  store.hold = true;  // e-0 is committed alone while the others queue up: one batch of 8 with the poison
+  Log log;
+  Writer writer(store, 64, log.logger());
+  std::vector<std::thread> threads;
+  std::vector<Outcome> outcomes(9, Outcome::not_committed);
+  for (int i = 0; i < 9; ++i) {
+    threads.emplace_back([&, i] {
+      auto e = event("e-" + std::to_string(i));
+      if (i == 4) e.source = "poison";
+      RejectFn as_rejected = [&](const std::string& reason) {
+        RejectedRow r;
+        r.topic = "devices/d/events/x";
+        r.reason = reason;
+        r.payload = "the message as it arrived";
+        r.payload_size = 25;
+        r.properties = R"({"content_type":"","user_properties":[["specversion","1.0"]],"retained":false})";
+        return r;
+      };
+      outcomes[static_cast<std::size_t>(i)] = writer.submit(e, as_rejected);
+    });
+    if (i == 0)  // e-0 inside its commit before the others come
+      while (store.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (writer.pending() < static_cast<std::size_t>(i + 1)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  store.hold = false;
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 9; ++i) CHECK(outcomes[static_cast<std::size_t>(i)] == (i == 4 ? Outcome::rejected : Outcome::stored));
+  auto c = writer.counters();
+  CHECK(c.stored == 8);
+  CHECK(c.rejected == 1);
+  CHECK(c.store_refused == 1);
+  std::lock_guard lock(store.mutex);
+  int rejections = 0;
+  for (const auto& row : store.committed)
+    if (const auto* r = std::get_if<RejectedRow>(&row)) {
+      ++rejections;
+      CHECK(r->payload == "the message as it arrived");
+      CHECK(r->reason.find("index row size 8024") != std::string::npos);
+      CHECK(r->properties.find("specversion") != std::string::npos);
+    }
+  CHECK(rejections == 1);
+  CHECK(store.committed.size() == 9);
+  CHECK(store.batches.front() == 1);  // e-0 alone, then the batch of 8 failed and went one per transaction
+  std::lock_guard log_lock(log.mutex);
+  bool isolated = false;
+  for (const auto& line : log.lines) isolated |= line.find("refused a batch of 8 rows") != std::string::npos;
+  CHECK(isolated);
+}
+
+TEST_CASE("a refused row without the message it came from, or a refused rejection, is still rejected") {
+  FakeStore store;
+  Writer writer(store, 8, {});
+  auto poison = event("p");
+  poison.source = "poison";
+  poison.payload = "event data";
+  CHECK(writer.submit(poison) == Outcome::rejected);
+  RejectedRow bad;
+  bad.topic = "devices/d/events/x";
+  bad.reason = "not JSON";
+  bad.payload = "poison-too";
+  bad.payload_size = 3;
+  CHECK(writer.submit(bad) == Outcome::rejected);
+  CHECK(writer.counters().store_refused == 2);
+  std::lock_guard lock(store.mutex);
+  REQUIRE(store.committed.size() == 2);
+  const auto& first = std::get<RejectedRow>(store.committed[0]);
+  CHECK(first.payload == "event data");
+  CHECK(first.topic == "devices/d/events/x");
+  const auto& second = std::get<RejectedRow>(store.committed[1]);
+  CHECK(second.payload.empty());  // kept what could be kept
+  CHECK(second.payload_size == 3);
+  CHECK(second.reason.find("refused this message for good") != std::string::npos);
+}
+
+TEST_CASE("transient errors back off exponentially up to the cap") {
+  FakeStore store;
+  store.failures_left = 6;
+  Log log;
+  Writer writer(store, 8, log.logger(), std::chrono::milliseconds(400));
+  CHECK(writer.submit(event("a")) == Outcome::stored);
+  CHECK(writer.counters().store_errors == 6);
+  std::lock_guard lock(log.mutex);
+  REQUIRE(log.lines.size() == 6);
+  const char* waits[] = {"100 ms", "200 ms", "400 ms", "400 ms", "400 ms", "400 ms"};
+  for (std::size_t i = 0; i < 6; ++i) {
+    CAPTURE(log.lines[i]);
+    CHECK(log.lines[i].find(std::string("retrying in ") + waits[i]) != std::string::npos);
+  }
+}
+
+TEST_CASE("stored events with an invalid time are counted") {
+  FakeStore store;
+  Writer writer(store, 8, {});
+  auto e = event("t");
+  e.time_original = "yesterday-ish";
+  CHECK(writer.submit(e) == Outcome::stored);
+  CHECK(writer.submit(event("u")) == Outcome::stored);
+  CHECK(writer.counters().invalid_time == 1);
+}
+
+TEST_CASE("PostgreSQL: an event whose source is 8,000 characters ends in rejected with its SQLSTATE; the events after it are stored") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  auto store = open_store(pg.uri());
+  Log log;
+  Writer writer(*store, 64, log.logger());
+  // Printable and incompressible: PostgreSQL cannot fit it in a btree index row.
+  std::string source;
+  std::uint32_t x = 88172645u;
+  for (int i = 0; i < 8000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    source += static_cast<char>('!' + x % 90);
+  }
+  std::vector<std::thread> threads;
+  std::vector<Outcome> outcomes(20, Outcome::not_committed);
+  for (int i = 0; i < 20; ++i) {
+    threads.emplace_back([&, i] {
+      auto e = event("pg-" + std::to_string(i));
+      if (i == 0) e.source = source;
+      outcomes[static_cast<std::size_t>(i)] = writer.submit(e);
+    });
+    if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the long one first
+  }
+  for (auto& t : threads) t.join();
+  CHECK(outcomes[0] == Outcome::rejected);
+  for (int i = 1; i < 20; ++i) CHECK(outcomes[static_cast<std::size_t>(i)] == Outcome::stored);
+  CHECK(pg.query("SELECT count(*) FROM events") == "19");
+  CHECK(pg.query("SELECT count(*) FROM rejected") == "1");
+  auto reason = pg.query("SELECT reason FROM rejected");
+  CAPTURE(reason);
+  CHECK(reason.find("SQLSTATE 54000") != std::string::npos);
+  CHECK(reason.find("index row size") != std::string::npos);
+  CHECK(pg.query("SELECT topic FROM rejected") == "devices/d/events/x");
+  CHECK(writer.counters().store_refused == 1);
+}
+
+TEST_CASE("rejected rows pruned under the quota are counted and logged") {
+  TempDir dir;
+  StoreOptions options;
+  options.sqlite_sync = SqliteSync::normal;
+  options.rejected_max_bytes = 4096;
+  auto store = open_sqlite_store((dir / "q.db").string(), options);
+  Log log;
+  Writer writer(*store, 8, log.logger());
+  for (int i = 0; i < 10; ++i) {
+    RejectedRow r;
+    r.topic = "devices/d/events/x";
+    r.reason = "not JSON";
+    r.payload = std::string(1000, 'x');
+    r.payload_size = 1000;
+    CHECK(writer.submit(r) == Outcome::rejected);
+  }
+  auto c = writer.counters();
+  CHECK(c.rejected == 10);
+  CHECK(c.rejected_pruned > 0);
+  std::lock_guard lock(log.mutex);
+  bool logged = false;
+  for (const auto& line : log.lines) logged |= line.find("oldest rejected messages") != std::string::npos;
+  CHECK(logged);
+}

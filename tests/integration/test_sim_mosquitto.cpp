@@ -1,0 +1,280 @@
+// edge-outbox-sim (firmware-host/sim_main.cpp) end to end against a real
+// mosquitto: the summary agrees with the database, an offline run is drained
+// by a later one, SIGTERM and restart lose nothing, outages by schedule (with
+// the drain figures), --ack-timeout on a blackholed link.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <set>
+#include <thread>
+
+#include "support/mosquitto.h"
+#include "support/subscriber.h"
+#include "support/tcp_proxy.h"
+#include "support/test_pki.h"
+#include "support/sim.h"
+
+using namespace edge_outbox::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+const char* kPending = "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL";
+
+std::set<std::int64_t> reading_ids(const Subscriber& sub) {
+  std::set<std::int64_t> ids;
+  for (const auto& m : sub.messages()) {
+    if (m.topic.find("/events/reading.recorded") == std::string::npos) continue;
+    auto j = json::parse(m.payload, nullptr, false);
+    if (j.is_object() && j.contains("reading_id")) ids.insert(j["reading_id"].get<std::int64_t>());
+  }
+  return ids;
+}
+
+std::string unreachable_broker() { return "mqtt://127.0.0.1:" + std::to_string(free_port()); }
+
+}  // namespace
+
+TEST_CASE("the summary agrees with the readings and outbox tables; events join to readings") {
+  Mosquitto broker;
+  Subscriber sub(broker.uri(), {"devices/#"});
+  TempDir dir;
+  auto db = dir / "device.db";
+  auto r = run_binary(dir, sim_binary(),
+                      {"--db", db.string(), "--device-id", "gw-1", "--broker", broker.uri(), "--count", "300",
+                       "--rate", "0", "--sensors", "4", "--exit-when-drained", "--drain-timeout", "60s"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  auto s = r.summary();
+  REQUIRE(s.is_object());
+  CHECK(s["readings"] == 300);
+  CHECK(s["enqueued"] == 300);
+  CHECK(s["published"] == 300);
+  CHECK(s["pending"] == 0);
+  CHECK(s["dead"] == 0);
+  CHECK(s["readings"] == sql_count(db, "SELECT COUNT(*) FROM readings"));
+  CHECK(s["pending"] == sql_count(db, kPending));
+  CHECK(sql_count(db, "SELECT COUNT(DISTINCT sensor) FROM readings") == 4);
+  CHECK(sql_count(db, "SELECT COUNT(*) FROM outbox_dead") == 0);
+
+  REQUIRE(sub.wait_for_count(300, 30s));
+  auto ids = reading_ids(sub);
+  CHECK(ids.size() == 300);
+  CHECK(*ids.begin() == 1);
+  CHECK(*ids.rbegin() == 300);
+  // The payload carries the row.
+  ReceivedMessage message;
+  for (const auto& m : sub.messages()) {
+    if (m.topic == "devices/gw-1/events/reading.recorded") {
+      message = m;
+      break;
+    }
+  }
+  auto first = json::parse(message.payload);
+  CHECK(first.contains("sensor"));
+  CHECK(first.contains("value"));
+  CHECK(first.contains("unit"));
+  CHECK(first.contains("ts"));
+  CHECK(first["reading_id"] == 1);
+}
+
+TEST_CASE("recorded with the broker down, forwarded by a later --count 0 --exit-when-drained run") {
+  TempDir dir;
+  auto db = dir / "device.db";
+  auto offline = run_binary(dir, sim_binary(),
+                            {"--db", db.string(), "--device-id", "gw-2", "--broker", unreachable_broker(), "--count",
+                             "200", "--rate", "0"});
+  INFO(offline.err);
+  REQUIRE(offline.status == 0);
+  auto s1 = offline.summary();
+  CHECK(s1["readings"] == 200);
+  CHECK(s1["published"] == 0);
+  CHECK(s1["pending"] == 200);
+  CHECK(sql_count(db, kPending) == 200);
+
+  Mosquitto broker;
+  Subscriber sub(broker.uri(), {"devices/gw-2/#"});
+  auto drain = run_binary(dir, sim_binary(),
+                          {"--db", db.string(), "--device-id", "gw-2", "--broker", broker.uri(), "--count", "0",
+                           "--exit-when-drained", "--drain-timeout", "60s"});
+  INFO(drain.err);
+  REQUIRE(drain.status == 0);
+  auto s2 = drain.summary();
+  CHECK(s2["readings"] == 200);
+  CHECK(s2["published"] == 200);
+  CHECK(s2["pending"] == 0);
+  CHECK(sql_count(db, "SELECT COUNT(*) FROM readings") == 200);
+  REQUIRE(sub.wait_for_count(200, 30s));
+  CHECK(reading_ids(sub).size() == 200);
+}
+
+TEST_CASE("SIGTERM mid-run: a clean exit with the summary; the restart continues and loses nothing") {
+  Mosquitto broker;
+  Subscriber sub(broker.uri(), {"devices/gw-3/#"});
+  TempDir dir;
+  auto db = dir / "device.db";
+  auto out = dir / "first.out";
+  auto child = Child::spawn(sim_binary(),
+                            {"--db", db.string(), "--device-id", "gw-3", "--broker", broker.uri(), "--rate", "200"},
+                            out, dir / "first.err");
+  // Let it produce for a while (it runs until stopped).
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(200ms);
+    try {
+      if (sql_count(db, "SELECT COUNT(*) FROM readings") >= 100) break;
+    } catch (const std::exception&) {
+      // Not created yet.
+    }
+  }
+  child.kill(SIGTERM);
+  REQUIRE(child.wait(30s) == 0);
+  auto s1 = json::parse(last_line(read_text(out)));
+  std::int64_t first_readings = s1["readings"].get<std::int64_t>();
+  CHECK(first_readings >= 100);
+  CHECK(first_readings == sql_count(db, "SELECT COUNT(*) FROM readings"));
+  CHECK(s1["pending"] == sql_count(db, kPending));
+  CHECK(s1["published"].get<std::int64_t>() + s1["pending"].get<std::int64_t>() == first_readings);
+
+  auto second = run_binary(dir, sim_binary(),
+                           {"--db", db.string(), "--device-id", "gw-3", "--broker", broker.uri(), "--count", "50",
+                            "--rate", "0", "--exit-when-drained", "--drain-timeout", "60s"});
+  INFO(second.err);
+  REQUIRE(second.status == 0);
+  auto s2 = second.summary();
+  CHECK(s2["readings"] == first_readings + 50);
+  CHECK(s2["enqueued"] == first_readings + 50);
+  CHECK(s2["published"] == first_readings + 50);
+  CHECK(s2["pending"] == 0);
+  REQUIRE(sub.wait_for_count(static_cast<std::size_t>(first_readings + 50), 30s));
+  auto ids = reading_ids(sub);
+  CHECK(ids.size() == static_cast<std::size_t>(first_readings + 50));
+  CHECK(*ids.rbegin() == first_readings + 50);
+}
+
+TEST_CASE("--offline-schedule cuts the connection and the backlog drains after each outage") {
+  Mosquitto broker;
+  Subscriber sub(broker.uri(), {"devices/gw-4/#"});
+  TempDir dir;
+  auto db = dir / "device.db";
+  auto r = run_binary(dir, sim_binary(),
+                      {"--db", db.string(), "--device-id", "gw-4", "--broker", broker.uri(), "--rate", "100",
+                       "--duration", "5s", "--offline-schedule", "on:1s,off:1500ms", "--exit-when-drained",
+                       "--drain-timeout", "60s"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  auto s = r.summary();
+  auto readings = s["readings"].get<std::int64_t>();
+  CHECK(readings > 100);
+  CHECK(s["published"] == readings);
+  CHECK(s["pending"] == 0);
+  CHECK(s["reconnects"].get<int>() >= 1);
+  CHECK(s["ack_timeouts"] == 0);
+  // The last outage's backlog, and the time it took to drain (it did: pending is 0).
+  REQUIRE(s["backlog_at_reconnect"].is_number_unsigned());
+  CHECK(s["backlog_at_reconnect"].get<std::int64_t>() > 0);
+  CHECK(s["drain_ms"].is_number_unsigned());
+  REQUIRE(sub.wait_for_count(static_cast<std::size_t>(readings), 30s));
+  CHECK(reading_ids(sub).size() == static_cast<std::size_t>(readings));
+}
+
+TEST_CASE("--ack-timeout: a blackholed link with events in flight is dropped and re-opened; nothing is lost") {
+  Mosquitto broker;
+  TcpProxy proxy(broker.port());
+  Subscriber sub(broker.uri(), {"devices/gw-8/events/#"});
+  TempDir dir;
+  auto db = dir / "device.db";
+  // The sim's keepalive is 30 s: within this test only the ack timeout can
+  // notice the blackhole.
+  auto child = Child::spawn(sim_binary(),
+                            {"--db", db.string(), "--device-id", "gw-8", "--broker", proxy.uri(), "--rate", "100",
+                             "--duration", "6s", "--ack-timeout", "1s", "--backoff-max", "500ms",
+                             "--exit-when-drained", "--drain-timeout", "60s"},
+                            dir / "sim.out", dir / "sim.err");
+  REQUIRE(sub.wait_for_count(50, 30s));
+  proxy.set_mode(TcpProxy::Mode::blackhole);
+  std::this_thread::sleep_for(3s);
+  proxy.set_mode(TcpProxy::Mode::pass);
+  REQUIRE(child.wait(90s) == 0);
+  RunResult r;
+  r.out = read_text(dir / "sim.out");
+  r.err = read_text(dir / "sim.err");
+  INFO(r.err);
+  auto s = r.summary();
+  auto readings = s["readings"].get<std::int64_t>();
+  CHECK(s["ack_timeouts"].get<int>() >= 1);
+  CHECK(s["reconnects"].get<int>() >= 1);
+  CHECK(s["pending"] == 0);
+  CHECK(s["published"] == readings);
+  CHECK(r.err.find("ack_timeout") != std::string::npos);  // the warning says why it reconnected
+  REQUIRE(sub.wait_for_count(static_cast<std::size_t>(readings), 30s));
+  CHECK(reading_ids(sub).size() == static_cast<std::size_t>(readings));
+}
+
+TEST_CASE("--max-pending with drop_oldest bounds the backlog and reports the drop on its topic") {
+  Mosquitto broker;
+  TempDir dir;
+  auto db = dir / "device.db";
+  auto offline = run_binary(dir, sim_binary(),
+                            {"--db", db.string(), "--device-id", "gw-5", "--broker", unreachable_broker(), "--count",
+                             "300", "--rate", "0", "--max-pending", "100", "--capacity-policy", "drop_oldest"});
+  INFO(offline.err);
+  REQUIRE(offline.status == 0);
+  auto s = offline.summary();
+  CHECK(s["readings"] == 300);
+  CHECK(s["pending"].get<int>() <= 100);
+  CHECK(sql_count(db, kPending) == s["pending"].get<int>());
+
+  Subscriber sub(broker.uri(), {"devices/gw-5/events/outbox.dropped"});
+  auto drain = run_binary(dir, sim_binary(),
+                          {"--db", db.string(), "--device-id", "gw-5", "--broker", broker.uri(), "--count", "0",
+                           "--exit-when-drained", "--drain-timeout", "60s"});
+  INFO(drain.err);
+  REQUIRE(drain.status == 0);
+  CHECK(drain.summary()["pending"] == 0);
+  CHECK(sub.wait_for_count(1, 30s));
+}
+
+TEST_CASE("TLS with --ca-file, and a user with --password-file") {
+  TempDir dir;
+  auto pki = make_test_pki(dir.path());
+  MosquittoOptions o;
+  o.tls = MosquittoTls{pki.ca_cert, pki.server_cert, pki.server_key, false};
+  o.allow_anonymous = false;
+  o.users = {{"gw", "s3cret"}, {"reader", "r"}};
+  Mosquitto broker(o);
+  SubscriberOptions so;
+  so.uri = broker.uri();
+  so.topics = {"devices/gw-6/events/#"};
+  so.username = "reader";
+  so.password = "r";
+  Subscriber sub(so);
+  std::ofstream(dir / "password") << "s3cret\n";
+  auto db = dir / "device.db";
+  auto r = run_binary(dir, sim_binary(),
+                      {"--db", db.string(), "--device-id", "gw-6", "--broker", broker.tls_uri_localhost(),
+                       "--ca-file", pki.ca_cert.string(), "--username", "gw", "--password-file",
+                       (dir / "password").string(), "--count", "20", "--rate", "0", "--exit-when-drained",
+                       "--drain-timeout", "60s"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.summary()["published"] == 20);
+  CHECK(sub.wait_for_count(20, 30s));
+  CHECK(r.err.find("s3cret") == std::string::npos);
+}
+
+TEST_CASE("bad command lines fail with a message and no database") {
+  TempDir dir;
+  auto r = run_binary(dir, sim_binary(), {"--db", (dir / "x.db").string(), "--durability", "sometimes"});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--durability must be full or normal") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "x.db"));
+  r = run_binary(dir, sim_binary(), {"--count", "1"});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--db is required") != std::string::npos);
+  r = run_binary(dir, sim_binary(), {"--help"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("--offline-schedule") != std::string::npos);
+}

@@ -1,0 +1,800 @@
+// Forwarder against a fake Publisher: ordering, the in-flight window, group
+// commits of acknowledgements, refusals and dead letters, connection loss,
+// stop semantics, resuming in a new Forwarder, the wire mapping, and the ack
+// timeout (a broker that stops acknowledging), on a clock moved by hand.
+// The real broker is exercised in test_forwarder_mosquitto.cpp.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <edge_outbox/wire/cloudevents.h>
+#include <edge_outbox/error.h>
+#include <edge_outbox/forwarder.h>
+#include <edge_outbox/outbox.h>
+
+#include "forward/ack_timeout.h"
+#include "support/manual_clock.h"
+#include "support/temp_dir.h"
+
+using namespace edge_outbox;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string property(const OutgoingMessage& m, const std::string& name) {
+  for (const auto& [k, v] : m.user_properties)
+    if (k == name) return v;
+  return {};
+}
+
+// A Publisher whose broker is the test. Thread-safe.
+class FakePublisher final : public Publisher {
+ public:
+  struct Pending {
+    OutgoingMessage message;
+    PublishCallback done;
+  };
+  // Returns a result to complete at once, or nullopt to keep the publish
+  // outstanding until the test completes it.
+  using Rule = std::function<std::optional<PublishResult>(const OutgoingMessage&)>;
+
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable cv;
+    ConnectionHandler handler;
+    bool connected = true;
+    bool started = false;
+    bool stopped = false;
+    MqttVersion version = MqttVersion::v5;
+    Rule rule = [](const OutgoingMessage&) { return std::optional<PublishResult>(PublishResult{}); };
+    std::vector<OutgoingMessage> sent;  // every publish, in call order
+    std::vector<Pending> outstanding;
+    std::size_t max_outstanding = 0;
+    int connectivity_kicks = 0;
+    int drops = 0;  // drop_connection() calls that dropped a connection
+    std::string drop_reason;
+  };
+
+  explicit FakePublisher(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  ~FakePublisher() override { stop(0ms); }
+
+  void set_connection_handler(ConnectionHandler h) override {
+    std::lock_guard l(s_->mutex);
+    s_->handler = std::move(h);
+  }
+  void start() override {
+    ConnectionHandler h;
+    ConnectionEvent ev;
+    {
+      std::lock_guard l(s_->mutex);
+      s_->started = true;
+      h = s_->handler;
+      ev.connected = s_->connected;
+      ev.version = s_->version;
+    }
+    if (h && ev.connected) h(ev);
+  }
+  void stop(std::chrono::milliseconds) override {
+    std::vector<Pending> orphans;
+    {
+      std::lock_guard l(s_->mutex);
+      if (s_->stopped) return;
+      s_->stopped = true;
+      orphans.swap(s_->outstanding);
+    }
+    for (auto& p : orphans) p.done(PublishResult{PublishResult::Status::not_sent, false, "stopped"});
+  }
+  void publish(OutgoingMessage message, PublishCallback done) override {
+    std::optional<PublishResult> now;
+    {
+      std::lock_guard l(s_->mutex);
+      s_->sent.push_back(message);
+      if (!s_->connected || s_->stopped) {
+        now = PublishResult{PublishResult::Status::not_sent, false, "not connected"};
+      } else {
+        now = s_->rule(message);
+        if (!now) {
+          s_->outstanding.push_back({std::move(message), std::move(done)});
+          s_->max_outstanding = std::max(s_->max_outstanding, s_->outstanding.size());
+          s_->cv.notify_all();
+          return;
+        }
+      }
+      s_->cv.notify_all();
+    }
+    done(*now);
+  }
+  bool connected() const override {
+    std::lock_guard l(s_->mutex);
+    return s_->connected;
+  }
+  MqttVersion version() const override {
+    std::lock_guard l(s_->mutex);
+    return s_->version;
+  }
+  void notify_connectivity() override {
+    std::lock_guard l(s_->mutex);
+    ++s_->connectivity_kicks;
+  }
+  // As a real one: outstanding publishes complete as not_sent, the handler
+  // hears of the loss. It stays down until the test calls set_connected(true).
+  void drop_connection(const std::string& reason) override {
+    std::vector<Pending> orphans;
+    ConnectionHandler h;
+    ConnectionEvent ev;
+    {
+      std::lock_guard l(s_->mutex);
+      if (!s_->connected || s_->stopped) return;
+      ++s_->drops;
+      s_->drop_reason = reason;
+      s_->connected = false;
+      orphans.swap(s_->outstanding);
+      h = s_->handler;
+      ev.version = s_->version;
+      s_->cv.notify_all();
+    }
+    for (auto& p : orphans) p.done(PublishResult{PublishResult::Status::not_sent, false, "connection dropped"});
+    ev.connected = false;
+    ev.reason = "connection dropped: " + reason;
+    if (h) h(ev);
+  }
+
+ private:
+  std::shared_ptr<Shared> s_;
+};
+
+// The test's handle on the fake broker.
+struct Broker {
+  std::shared_ptr<FakePublisher::Shared> s = std::make_shared<FakePublisher::Shared>();
+
+  std::unique_ptr<Publisher> publisher() { return std::make_unique<FakePublisher>(s); }
+
+  void hold_all() {
+    std::lock_guard l(s->mutex);
+    s->rule = [](const OutgoingMessage&) { return std::optional<PublishResult>(); };
+  }
+  void ack_all_later() {
+    std::lock_guard l(s->mutex);
+    s->rule = [](const OutgoingMessage&) { return std::optional<PublishResult>(PublishResult{}); };
+  }
+  void set_rule(FakePublisher::Rule r) {
+    std::lock_guard l(s->mutex);
+    s->rule = std::move(r);
+  }
+  // Completes the outstanding publishes (oldest first) with result.
+  std::size_t complete_outstanding(PublishResult result = {}) {
+    std::vector<FakePublisher::Pending> now;
+    {
+      std::lock_guard l(s->mutex);
+      now.swap(s->outstanding);
+    }
+    for (auto& p : now) p.done(result);
+    return now.size();
+  }
+  void set_connected(bool up, MqttVersion v = MqttVersion::v5) {
+    std::vector<FakePublisher::Pending> orphans;
+    ConnectionHandler h;
+    {
+      std::lock_guard l(s->mutex);
+      s->connected = up;
+      s->version = v;
+      if (!up) orphans.swap(s->outstanding);
+      h = s->handler;
+    }
+    for (auto& p : orphans) p.done(PublishResult{PublishResult::Status::not_sent, false, "connection lost"});
+    ConnectionEvent ev;
+    ev.connected = up;
+    ev.version = v;
+    ev.reason = up ? "" : "connection lost";
+    if (h) h(ev);
+  }
+  // Completes the oldest outstanding publish with result; false if none.
+  bool complete_oldest(PublishResult result = {}) {
+    std::optional<FakePublisher::Pending> first;
+    {
+      std::lock_guard l(s->mutex);
+      if (s->outstanding.empty()) return false;
+      first = std::move(s->outstanding.front());
+      s->outstanding.erase(s->outstanding.begin());
+    }
+    first->done(result);
+    return true;
+  }
+  std::size_t outstanding() {
+    std::lock_guard l(s->mutex);
+    return s->outstanding.size();
+  }
+  int drops() {
+    std::lock_guard l(s->mutex);
+    return s->drops;
+  }
+  std::string drop_reason() {
+    std::lock_guard l(s->mutex);
+    return s->drop_reason;
+  }
+  std::vector<OutgoingMessage> sent() {
+    std::lock_guard l(s->mutex);
+    return s->sent;
+  }
+  std::size_t sent_count() {
+    std::lock_guard l(s->mutex);
+    return s->sent.size();
+  }
+  std::size_t max_outstanding() {
+    std::lock_guard l(s->mutex);
+    return s->max_outstanding;
+  }
+};
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return condition();
+}
+
+ForwarderOptions fast_options() {
+  ForwarderOptions o;
+  o.source = "urn:device:test-1";
+  o.poll_interval = 20ms;
+  o.retry_interval = 10ms;
+  return o;
+}
+
+Event sample(int i, const std::string& topic = "t/data") {
+  Event e;
+  e.topic = topic;
+  e.type = "com.example.sample";
+  e.payload = "payload-" + std::to_string(i);
+  e.content_type = "text/plain";
+  return e;
+}
+
+std::vector<std::string> enqueue_many(Outbox& outbox, int n, const std::string& topic = "t/data") {
+  return outbox.transact([&](Transaction& tx) {
+    for (int i = 0; i < n; ++i) tx.enqueue(sample(i, topic));
+  });
+}
+
+std::vector<std::uint64_t> sequences(const std::vector<OutgoingMessage>& messages) {
+  std::vector<std::uint64_t> out;
+  for (const auto& m : messages) out.push_back(std::stoull(property(m, "sequence")));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("events go out in commit order, each once, and leave the outbox") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  auto ids = enqueue_many(outbox, 1000);
+  Broker broker;
+  Forwarder forwarder(outbox, broker.publisher(), fast_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  // stats() counts a commit just after it lands: it may trail the file briefly.
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 1000; }));
+  auto sent = broker.sent();
+  REQUIRE(sent.size() == 1000);
+  auto seqs = sequences(sent);
+  CHECK(std::is_sorted(seqs.begin(), seqs.end()));
+  for (std::size_t i = 0; i < ids.size(); ++i) CHECK(property(sent[i], "id") == ids[i]);
+  auto st = forwarder.stats();
+  CHECK(st.published_total == 1000);
+  CHECK(st.connected);
+  CHECK(st.last_publish_wall_ms > 0);
+  // Group commits: acknowledgements that arrive together share a transaction.
+  CHECK(st.ack_transactions <= 1000 / 8);
+  forwarder.stop();
+}
+
+TEST_CASE("a commit wakes the forwarder without a poll delay") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Broker broker;
+  auto o = fast_options();
+  o.poll_interval = 60s;  // only the commit hook can wake it
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  std::this_thread::sleep_for(50ms);
+  outbox.enqueue(sample(1));
+  CHECK(eventually([&] { return outbox.stats().pending == 0; }, 10s));
+  forwarder.stop();
+}
+
+TEST_CASE("no more than max_in_flight publishes are outstanding") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 200);
+  Broker broker;
+  broker.hold_all();
+  auto o = fast_options();
+  o.max_in_flight = 8;
+  o.batch_size = 5;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 8; }));
+  std::this_thread::sleep_for(100ms);
+  CHECK(broker.outstanding() == 8);
+  CHECK(forwarder.stats().in_flight == 8);
+  int rounds = 0;
+  while (outbox.stats().pending > 0 && rounds < 10'000) {
+    broker.complete_outstanding();
+    std::this_thread::sleep_for(1ms);
+    ++rounds;
+  }
+  CHECK(outbox.stats().pending == 0);
+  CHECK(broker.max_outstanding() == 8);
+  auto seqs = sequences(broker.sent());
+  CHECK(seqs.size() == 200);
+  CHECK(std::is_sorted(seqs.begin(), seqs.end()));
+  forwarder.stop();
+}
+
+TEST_CASE("a permanent refusal dead-letters the event and the rest flow") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 10);
+  auto bad = outbox.enqueue(sample(99, "t/forbidden"));
+  enqueue_many(outbox, 10);
+  Broker broker;
+  broker.set_rule([](const OutgoingMessage& m) {
+    if (m.topic == "t/forbidden")
+      return std::optional<PublishResult>(
+          PublishResult{PublishResult::Status::rejected, true, "broker refused the message: not authorized (0x87)"});
+    return std::optional<PublishResult>(PublishResult{});
+  });
+  Forwarder forwarder(outbox, broker.publisher(), fast_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  REQUIRE(eventually([&] {
+    auto s = forwarder.stats();
+    return s.published_total == 20 && s.dead_lettered == 1;
+  }));
+  auto dead = outbox.dead(10);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].event.id == bad);
+  CHECK(dead[0].reason.find("not authorized") != std::string::npos);
+  auto st = forwarder.stats();
+  CHECK(st.published_total == 20);
+  CHECK(st.failures == 1);
+  CHECK(st.dead_lettered == 1);
+  CHECK(st.last_error.find("not authorized") != std::string::npos);
+  forwarder.stop();
+}
+
+TEST_CASE("a transiently failing event is retried, then dead-lettered, without blocking the others") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  auto first = enqueue_many(outbox, 5);
+  auto poison = outbox.enqueue(sample(7, "t/poison"));
+  enqueue_many(outbox, 50);
+  Broker broker;
+  std::atomic<int> poison_attempts{0};
+  broker.set_rule([&](const OutgoingMessage& m) {
+    if (m.topic == "t/poison") {
+      ++poison_attempts;
+      return std::optional<PublishResult>(
+          PublishResult{PublishResult::Status::rejected, false, "broker refused the message: quota exceeded (0x97)"});
+    }
+    return std::optional<PublishResult>(PublishResult{});
+  });
+  auto o = fast_options();
+  o.queue_options.max_attempts = 3;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  REQUIRE(eventually([&] {
+    auto s = forwarder.stats();
+    return s.published_total == 55 && s.dead_lettered == 1;
+  }));
+  CHECK(poison_attempts.load() == 3);
+  auto dead = outbox.dead(10);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].event.id == poison);
+  CHECK(dead[0].reason.find("max_attempts") != std::string::npos);
+  CHECK(forwarder.stats().published_total == 55);
+  CHECK(forwarder.stats().failures == 3);
+  // The 50 behind the poison went out on the first pass, before any retry.
+  auto sent = broker.sent();
+  REQUIRE(sent.size() >= 56);
+  for (std::size_t i = 6; i < 56; ++i) CHECK(sent[i].topic == "t/data");
+  forwarder.stop();
+}
+
+TEST_CASE("after a connection loss the unacknowledged events are sent again, oldest first") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 100);
+  Broker broker;
+  broker.hold_all();
+  auto o = fast_options();
+  o.max_in_flight = 16;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 16; }));
+  // Acknowledge the first 16, let 16 more go out, then lose the connection.
+  broker.complete_outstanding();
+  REQUIRE(eventually([&] { return broker.outstanding() == 16; }));
+  auto before = broker.sent_count();
+  broker.set_connected(false);
+  REQUIRE(eventually([&] { return !forwarder.stats().connected; }));
+  std::this_thread::sleep_for(50ms);
+  CHECK(broker.sent_count() == before);  // nothing is sent while down
+  broker.ack_all_later();
+  broker.set_connected(true);
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  auto seqs = sequences(broker.sent());
+  // The resend starts right after the 16 acknowledged ones.
+  std::vector<std::uint64_t> resent(seqs.begin() + static_cast<std::ptrdiff_t>(before), seqs.end());
+  REQUIRE(!resent.empty());
+  CHECK(resent.front() == seqs[16]);
+  CHECK(std::is_sorted(resent.begin(), resent.end()));
+  std::set<std::uint64_t> unique(seqs.begin(), seqs.end());
+  CHECK(unique.size() == 100);
+  CHECK(seqs.size() - 100 <= 16);  // duplicates bounded by the window
+  CHECK(forwarder.stats().reconnects == 1);
+  CHECK(forwarder.stats().failures == 0);
+  forwarder.stop();
+}
+
+TEST_CASE("stop(0) returns at once and leaves unacknowledged events pending") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 50);
+  Broker broker;
+  broker.hold_all();
+  Forwarder forwarder(outbox, broker.publisher(), fast_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() > 0; }));
+  auto t0 = std::chrono::steady_clock::now();
+  forwarder.stop(0ms);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // failure guard only
+  CHECK(outbox.stats().pending == 50);
+  forwarder.stop();  // idempotent
+  CHECK_THROWS_AS(forwarder.start(), Error);
+}
+
+TEST_CASE("stop(drain) waits for the rest to be sent") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 300);
+  Broker broker;
+  Forwarder forwarder(outbox, broker.publisher(), fast_options());
+  forwarder.start();
+  forwarder.stop(20s);
+  CHECK(outbox.stats().pending == 0);
+}
+
+TEST_CASE("stop while disconnected returns within its drain timeout") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 10);
+  Broker broker;
+  broker.set_connected(false);
+  Forwarder forwarder(outbox, broker.publisher(), fast_options());
+  forwarder.start();
+  std::this_thread::sleep_for(50ms);
+  auto t0 = std::chrono::steady_clock::now();
+  forwarder.stop(300ms);
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= 250ms);
+  CHECK(took < 5s);  // failure guard only
+  CHECK(outbox.stats().pending == 10);
+}
+
+TEST_CASE("destroying a running forwarder is safe") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 500);
+  Broker broker;
+  {
+    Forwarder forwarder(outbox, broker.publisher(), fast_options());
+    forwarder.start();
+    std::this_thread::sleep_for(5ms);
+  }
+  {
+    Forwarder never_started(outbox, broker.publisher(), fast_options());
+  }
+  outbox.enqueue(sample(1));  // the commit hook is gone with the forwarder
+}
+
+TEST_CASE("a new forwarder resumes where the last one stopped") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 100);
+  Broker first;
+  first.hold_all();
+  auto o = fast_options();
+  o.max_in_flight = 10;
+  {
+    Forwarder forwarder(outbox, first.publisher(), o);
+    forwarder.start();
+    REQUIRE(eventually([&] { return first.outstanding() == 10; }));
+    first.complete_outstanding();  // 10 acknowledged
+    REQUIRE(eventually([&] { return forwarder.stats().published_total == 10; }));
+    REQUIRE(eventually([&] { return first.outstanding() == 10; }));
+    forwarder.stop();  // 10 more were outstanding: not acknowledged
+  }
+  CHECK(outbox.stats().pending == 90);
+  Broker second;
+  Forwarder forwarder(outbox, second.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  auto seqs = sequences(second.sent());
+  CHECK(seqs.size() == 90);
+  CHECK(seqs.front() == sequences(first.sent())[10]);
+  forwarder.stop();
+}
+
+TEST_CASE("the path constructor notices another connection's commits by polling") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Broker broker;
+  OutboxOptions q;
+  Forwarder forwarder(dir / "app.db", q, broker.publisher(), fast_options());
+  forwarder.start();
+  std::this_thread::sleep_for(50ms);
+  enqueue_many(outbox, 20);
+  CHECK(eventually([&] { return outbox.stats().pending == 0; }, 10s));
+  forwarder.stop();
+}
+
+TEST_CASE("the wire mapping: binary mode on MQTT 5, structured on 3.1.1") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Event e = sample(1, "t/mapped");
+  e.priority = Priority::critical;
+  e.ttl = 90'500ms;
+  e.attributes = {{"room", "kitchen"}};
+  e.content_type = "application/json";
+  e.payload = R"({"t":21.5})";
+  auto id = outbox.enqueue(e);
+
+  SUBCASE("MQTT 5") {
+    Broker broker;
+    Forwarder forwarder(outbox, broker.publisher(), fast_options());
+    forwarder.start();
+    REQUIRE(eventually([&] { return broker.sent_count() == 1; }));
+    forwarder.stop();
+    auto m = broker.sent().at(0);
+    CHECK(m.topic == "t/mapped");
+    CHECK(m.payload == R"({"t":21.5})");
+    CHECK(m.content_type == "application/json");
+    CHECK(property(m, "specversion") == "1.0");
+    CHECK(property(m, "id") == id);
+    CHECK(property(m, "source") == "urn:device:test-1");
+    CHECK(property(m, "type") == "com.example.sample");
+    CHECK(property(m, "sequence").size() == 20);
+    CHECK(property(m, "streamid") == outbox.stream_id());
+    CHECK(property(m, "priority") == "critical");
+    CHECK(property(m, "room") == "kitchen");
+    CHECK(!property(m, "time").empty());
+    REQUIRE(m.expiry.has_value());
+    CHECK(m.expiry->count() >= 89);
+    CHECK(m.expiry->count() <= 91);
+    auto ce = cloudevents::decode(m.payload, m.content_type, m.user_properties);
+    CHECK(ce.id == id);
+  }
+  SUBCASE("MQTT 3.1.1") {
+    Broker broker;
+    broker.set_connected(true, MqttVersion::v3_1_1);
+    Forwarder forwarder(outbox, broker.publisher(), fast_options());
+    forwarder.start();
+    REQUIRE(eventually([&] { return broker.sent_count() == 1; }));
+    forwarder.stop();
+    auto m = broker.sent().at(0);
+    CHECK(m.encoded_for == MqttVersion::v3_1_1);
+    CHECK(m.user_properties.empty());
+    CHECK(!m.expiry.has_value());
+    auto ce = cloudevents::decode(m.payload, "", {});
+    CHECK(ce.id == id);
+    CHECK(ce.source == "urn:device:test-1");
+    CHECK(ce.priority == "critical");
+    CHECK(ce.streamid == outbox.stream_id());
+    CHECK(ce.extensions.at("room") == "kitchen");
+    CHECK(ce.data == R"({"t":21.5})");
+  }
+}
+
+TEST_CASE("bad options are refused") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Broker broker;
+  ForwarderOptions o;  // no source
+  CHECK_THROWS_AS(Forwarder(outbox, broker.publisher(), o), Error);
+  o = fast_options();
+  o.max_in_flight = 0;
+  CHECK_THROWS_AS(Forwarder(outbox, broker.publisher(), o), Error);
+  o = fast_options();
+  o.ack_timeout = -1ms;
+  CHECK_THROWS_AS(Forwarder(outbox, broker.publisher(), o), Error);
+  o.ack_timeout = 0ms;  // off
+  CHECK_NOTHROW(Forwarder(outbox, broker.publisher(), o));
+  CHECK_THROWS_AS(Forwarder(outbox, nullptr, fast_options()), Error);
+}
+
+TEST_CASE("an event whose TTL ran out is dead-lettered as expired, not sent") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Event e = sample(1, "t/short-lived");
+  e.ttl = 1ms;
+  auto id = outbox.enqueue(e);
+  auto kept = outbox.enqueue(sample(2));
+  std::this_thread::sleep_for(30ms);
+  Broker broker;
+  auto o = fast_options();
+  o.expire_interval = 20ms;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  auto dead = outbox.dead(10);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].event.id == id);
+  CHECK(dead[0].reason == "expired");
+  for (const auto& m : broker.sent()) CHECK(property(m, "id") != id);
+  forwarder.stop();
+}
+
+TEST_CASE("AckTimeout: expires only with publishes outstanding and nothing completed for the timeout") {
+  detail::AckTimeout t(15s);
+  CHECK(!t.deadline(0));
+  CHECK(!t.expired(1'000'000, 0));  // nothing outstanding: never
+  t.sent(1'000, 0);                  // into an empty window: the wait starts
+  t.sent(5'000, 1);                  // more into a busy window: it goes on
+  CHECK(*t.deadline(2) == 16'000);
+  CHECK(!t.expired(15'999, 2));
+  CHECK(t.expired(16'000, 2));
+  t.completed(16'000);  // any completion starts it again
+  CHECK(!t.expired(30'999, 1));
+  CHECK(t.expired(31'000, 1));
+  t.restart(31'000);
+  CHECK(!t.expired(45'999, 1));
+  CHECK(t.silent_for(45'999) == 14'999ms);
+
+  detail::AckTimeout off(0ms);
+  off.sent(0, 0);
+  CHECK(!off.deadline(5));
+  CHECK(!off.expired(1'000'000'000, 5));
+}
+
+namespace {
+
+// The clock the forwarder measures ack_timeout on, moved by the test.
+ForwarderOptions manual_clock_options(const std::shared_ptr<test::ManualClock>& clock) {
+  auto o = fast_options();
+  o.queue_options.clock = clock;
+  o.ack_timeout = 15s;
+  o.max_in_flight = 16;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("acknowledgements that stop coming: after ack_timeout the connection is dropped and the unacknowledged "
+          "events are sent again, oldest first") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 100);
+  auto clock = std::make_shared<test::ManualClock>();
+  Broker broker;
+  broker.hold_all();
+  Forwarder forwarder(outbox, broker.publisher(), manual_clock_options(clock));
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 16; }));
+  broker.complete_outstanding();  // the first 16 acknowledged
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 16 && broker.outstanding() == 16; }));
+
+  // The broker goes silent with 16 outstanding.
+  clock->advance(14'000);
+  std::this_thread::sleep_for(200ms);  // ten polls: not yet
+  CHECK(broker.drops() == 0);
+  CHECK(forwarder.stats().ack_timeouts == 0);
+  CHECK(forwarder.stats().connected);
+  auto before = broker.sent_count();
+  clock->advance(1'000);
+  REQUIRE(eventually([&] { return broker.drops() == 1; }));
+  CHECK(broker.drop_reason().find("no acknowledgement") != std::string::npos);
+  REQUIRE(eventually([&] { return !forwarder.stats().connected; }));
+  auto st = forwarder.stats();
+  CHECK(st.ack_timeouts == 1);
+  CHECK(st.last_error.find("ack_timeout") != std::string::npos);
+  std::this_thread::sleep_for(50ms);
+  CHECK(broker.sent_count() == before);  // nothing is sent while down
+
+  broker.ack_all_later();
+  broker.set_connected(true);
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  auto seqs = sequences(broker.sent());
+  std::vector<std::uint64_t> resent(seqs.begin() + static_cast<std::ptrdiff_t>(before), seqs.end());
+  REQUIRE(!resent.empty());
+  CHECK(resent.front() == seqs[16]);  // from the first unacknowledged one
+  CHECK(std::is_sorted(resent.begin(), resent.end()));
+  CHECK(std::set<std::uint64_t>(seqs.begin(), seqs.end()).size() == 100);
+  CHECK(seqs.size() - 100 == 16);  // the silent window, sent twice
+  CHECK(forwarder.stats().reconnects == 1);
+  CHECK(forwarder.stats().failures == 0);
+  CHECK(broker.drops() == 1);
+  forwarder.stop();
+}
+
+TEST_CASE("no ack timeout while nothing is outstanding") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  auto clock = std::make_shared<test::ManualClock>();
+  Broker broker;  // acknowledges at once
+  Forwarder forwarder(outbox, broker.publisher(), manual_clock_options(clock));
+  forwarder.start();
+  enqueue_many(outbox, 50);
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 50; }));
+  for (int i = 0; i < 10; ++i) {
+    clock->advance(60'000);
+    std::this_thread::sleep_for(30ms);
+  }
+  enqueue_many(outbox, 50);
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 100; }));
+  clock->advance(60'000);
+  std::this_thread::sleep_for(100ms);
+  CHECK(broker.drops() == 0);
+  CHECK(forwarder.stats().ack_timeouts == 0);
+  CHECK(forwarder.stats().connected);
+  forwarder.stop();
+}
+
+TEST_CASE("no ack timeout while acknowledgements keep arriving, however long the whole takes") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 40);
+  auto clock = std::make_shared<test::ManualClock>();
+  Broker broker;
+  broker.hold_all();
+  auto o = manual_clock_options(clock);
+  o.max_in_flight = 4;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 4; }));
+  // One acknowledgement every 10 s: 400 s in all, never 15 s of silence.
+  for (std::uint64_t acked = 1; acked <= 40; ++acked) {
+    clock->advance(10'000);
+    REQUIRE(broker.complete_oldest());
+    // Handled (and the window refilled) before the clock moves again.
+    REQUIRE(eventually([&] { return forwarder.stats().published_total == acked; }));
+    REQUIRE(eventually([&] { return broker.outstanding() == std::min<std::uint64_t>(4, 40 - acked); }));
+  }
+  CHECK(outbox.stats().pending == 0);
+  CHECK(broker.drops() == 0);
+  CHECK(forwarder.stats().ack_timeouts == 0);
+  CHECK(broker.sent_count() == 40);
+  forwarder.stop();
+}
+
+TEST_CASE("ack_timeout 0: a silent broker is left to the publisher's keepalive") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 10);
+  auto clock = std::make_shared<test::ManualClock>();
+  Broker broker;
+  broker.hold_all();
+  auto o = manual_clock_options(clock);
+  o.ack_timeout = 0ms;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 10; }));
+  clock->advance(3'600'000);
+  std::this_thread::sleep_for(100ms);
+  CHECK(broker.drops() == 0);
+  CHECK(forwarder.stats().ack_timeouts == 0);
+  forwarder.stop();
+}

@@ -1,0 +1,225 @@
+// classify(): a received MQTT message becomes an event row or a rejection.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ingest/classify.h"
+
+namespace ce = edge_outbox::cloudevents;
+using namespace edge_outbox::ingest;
+
+namespace {
+
+ce::CloudEvent event() {
+  ce::CloudEvent e;
+  e.id = "id-1";
+  e.source = "dev-1";
+  e.type = "t";
+  e.datacontenttype = "application/json";
+  e.data = R"({"v":1})";
+  e.sequence = 9;
+  e.streamid = "s";
+  e.priority = "low";
+  e.extensions = {{"site", "north"}};
+  return e;
+}
+
+Row run(const ce::MqttMessage& m, const std::string& topic = "devices/dev-1/events/x", ClassifyOptions o = {}) {
+  Received r;
+  r.topic = topic;
+  r.payload = m.payload;
+  r.content_type = m.content_type;
+  r.user_properties = m.user_properties;
+  r.received_at_ms = 1234;
+  return classify(r, o);
+}
+
+}  // namespace
+
+TEST_CASE("a binary-mode event becomes a row with every column") {
+  Row row = run(ce::encode_binary(event()));
+  REQUIRE(std::holds_alternative<EventRow>(row));
+  const auto& e = std::get<EventRow>(row);
+  CHECK(e.event_id == "id-1");
+  CHECK(e.source == "dev-1");
+  CHECK(e.topic == "devices/dev-1/events/x");
+  CHECK(e.received_at_ms == 1234);
+  CHECK(e.payload == R"({"v":1})");
+  CHECK(e.content_type == "application/json");
+  CHECK(e.sequence == 9);
+  CHECK(e.streamid == "s");
+  CHECK(e.priority == "low");
+  CHECK(e.mode == "binary");
+  CHECK(nlohmann::json::parse(e.extensions) == nlohmann::json{{"site", "north"}});
+}
+
+TEST_CASE("a structured-mode event is marked as such") {
+  Row row = run(ce::encode_structured(event()));
+  REQUIRE(std::holds_alternative<EventRow>(row));
+  CHECK(std::get<EventRow>(row).mode == "structured");
+  CHECK(std::get<EventRow>(row).payload == R"({"v":1})");
+}
+
+TEST_CASE("rejections keep the whole payload, its size and the properties that arrived") {
+  ClassifyOptions o;
+  Row row = run(ce::MqttMessage{"not json at all", "text/plain", {{"k", "v"}}}, "devices/dev-1/events/x", o);
+  REQUIRE(std::holds_alternative<RejectedRow>(row));
+  const auto& r = std::get<RejectedRow>(row);
+  CHECK(r.payload == "not json at all");
+  CHECK(r.payload_size == 15);
+  CHECK(r.properties == R"({"content_type":"text/plain","retained":false,"user_properties":[["k","v"]]})");
+  CHECK(r.topic == "devices/dev-1/events/x");
+  CHECK(r.reason.find("not JSON") != std::string::npos);
+}
+
+TEST_CASE("payload size limit") {
+  ClassifyOptions o;
+  o.max_payload_bytes = 10;
+  auto m = ce::encode_binary(event());
+  m.payload = std::string(11, 'x');
+  Row row = run(m, "devices/dev-1/events/x", o);
+  REQUIRE(std::holds_alternative<RejectedRow>(row));
+  CHECK(std::get<RejectedRow>(row).reason.find("exceeds the limit of 10") != std::string::npos);
+  m.payload = std::string(10, 'x');
+  CHECK(std::holds_alternative<EventRow>(run(m, "devices/dev-1/events/x", o)));
+}
+
+TEST_CASE("--require-source-match compares source with the level before 'events', whatever the prefix depth") {
+  ClassifyOptions o;
+  o.require_source_match = true;
+  for (std::string prefix : {"", "devices/", "org/site1/", "org/site1/line-4/"}) {
+    CAPTURE(prefix);
+    CHECK(std::holds_alternative<EventRow>(run(ce::encode_binary(event()), prefix + "dev-1/events/x", o)));
+    CHECK(std::holds_alternative<EventRow>(run(ce::encode_structured(event()), prefix + "dev-1/events/a/b/c", o)));
+    Row other = run(ce::encode_binary(event()), prefix + "dev-2/events/x", o);
+    REQUIRE(std::holds_alternative<RejectedRow>(other));
+    CHECK(std::get<RejectedRow>(other).reason ==
+          "source 'dev-1' does not match the device segment 'dev-2' of the topic (--require-source-match)");
+  }
+  // The prefix's own last level is not the device ("device segment 'site1'").
+  Row site = run(ce::encode_binary(event()), "org/dev-1/site1/events/x", o);
+  REQUIRE(std::holds_alternative<RejectedRow>(site));
+  CHECK(std::get<RejectedRow>(site).reason.find("device segment 'site1'") != std::string::npos);
+  // No device segment at all.
+  CHECK(std::holds_alternative<RejectedRow>(run(ce::encode_binary(event()), "dev-1", o)));
+  CHECK(std::holds_alternative<RejectedRow>(run(ce::encode_binary(event()), "devices/dev-1", o)));
+  // A device cannot name another one further down its own topic.
+  CHECK(std::holds_alternative<RejectedRow>(run(ce::encode_binary(event()), "devices/evil/events/dev-1/events/x", o)));
+  CHECK(std::holds_alternative<EventRow>(run(ce::encode_binary(event()), "devices/dev-2/events/x")));
+}
+
+TEST_CASE("sequences beyond int64 are rejected, not wrapped") {
+  auto e = event();
+  e.sequence = 18446744073709551615ull;
+  Row row = run(ce::encode_binary(e));
+  REQUIRE(std::holds_alternative<RejectedRow>(row));
+  CHECK(std::get<RejectedRow>(row).reason.find("2^63") != std::string::npos);
+}
+
+TEST_CASE("topic_device and printable") {
+  CHECK(topic_device("dev-1/events") == "dev-1");
+  CHECK(topic_device("dev-1/events/x") == "dev-1");
+  CHECK(topic_device("devices/dev-1/events/x") == "dev-1");
+  CHECK(topic_device("org/site1/dev-1/events/x") == "dev-1");
+  CHECK(topic_device("a/b/c/dev-1/events/x/y/z") == "dev-1");
+  CHECK(topic_device("events/dev-1/events/x") == "dev-1");
+  CHECK(topic_device("devices/dev-1/events/x/events/y") == "dev-1");
+  CHECK(topic_device("devices//events/x") == "");
+  CHECK(topic_device("devices/dev-1") == "");
+  CHECK(topic_device("events/x") == "");
+  CHECK(topic_device("devices/dev-1/eventsx/y") == "");
+  CHECK(topic_device("devices") == "");
+  CHECK(topic_device("") == "");
+  CHECK(printable("a\xff\n b") == "a?? b");
+  CHECK(printable(std::string(400, 'x'), 300).size() == 303);
+}
+
+TEST_CASE("a valid time goes to time, an invalid one to time_original, and the event is kept") {
+  for (std::string valid : {"2026-12-02T16:35:56.123Z", "2026-12-02t18:35:56+02:00"}) {
+    auto e = event();
+    e.time = valid;
+    for (const auto& m : {ce::encode_binary(e), ce::encode_structured(e)}) {
+      Row row = run(m);
+      REQUIRE(std::holds_alternative<EventRow>(row));
+      CHECK(std::get<EventRow>(row).time == valid);
+      CHECK(std::get<EventRow>(row).time_original.empty());
+    }
+  }
+  // The encoders write RFC 3339 only, so the hostile messages are made by hand.
+  auto with_time = [](const std::string& time) {
+    auto binary = ce::encode_binary(event());
+    binary.user_properties.emplace_back("time", time);
+    auto doc = nlohmann::json::parse(ce::encode_structured(event()).payload);
+    doc["time"] = time;
+    return std::vector<ce::MqttMessage>{binary, ce::MqttMessage{doc.dump(), "", {}}};
+  };
+  for (std::string invalid : {"yesterday-ish", "not a time at all", "0000-01-01", "2026-02-30T00:00:00Z"}) {
+    CAPTURE(invalid);
+    for (const auto& m : with_time(invalid)) {
+      Row row = run(m);
+      REQUIRE(std::holds_alternative<EventRow>(row));
+      CHECK(std::get<EventRow>(row).time.empty());
+      CHECK(std::get<EventRow>(row).time_original == invalid);
+    }
+  }
+  // Bytes a store cannot hold as text are kept as printable ASCII, cut.
+  for (const auto& m : with_time(std::string("2026\0\n", 6))) {
+    Row row = run(m);
+    REQUIRE(std::holds_alternative<EventRow>(row));
+    CHECK(std::get<EventRow>(row).time_original == "2026??");
+  }
+  for (const auto& m : with_time(std::string(300, '7'))) {
+    Row row = run(m);
+    REQUIRE(std::holds_alternative<EventRow>(row));
+    CHECK(std::get<EventRow>(row).time_original == std::string(ce::max_time_bytes, '7') + "...");
+  }
+  Row none = run(ce::encode_binary(event()));  // no time at all
+  REQUIRE(std::holds_alternative<EventRow>(none));
+  CHECK(std::get<EventRow>(none).time.empty());
+  CHECK(std::get<EventRow>(none).time_original.empty());
+  // A time that is not even a string (structured mode) is kept as its JSON text.
+  std::string numeric = R"({"specversion":"1.0","id":"i","source":"dev-1","type":"t","time":1796229356})";
+  Row row = run(ce::MqttMessage{numeric, "", {}});
+  REQUIRE(std::holds_alternative<EventRow>(row));
+  CHECK(std::get<EventRow>(row).time_original == "1796229356");
+}
+
+TEST_CASE("hostile structured messages end as rejections with a reason, never a crash") {
+  auto deep = [](std::size_t levels, bool objects) {
+    std::string data;
+    for (std::size_t i = 0; i < levels; ++i) data += objects ? "{\"k\":" : "[";
+    data += "0";
+    for (std::size_t i = 0; i < levels; ++i) data += objects ? '}' : ']';
+    return R"({"specversion":"1.0","id":"i","source":"dev-1","type":"t","data":)" + data + "}";
+  };
+  struct Case {
+    std::string payload, reason;
+  };
+  std::vector<Case> cases = {
+      {deep(100000, false), "JSON nested deeper than 64 levels inside the event object"},
+      {deep(150000, true), "JSON nested deeper than 64 levels inside the event object"},
+      {deep(65, false), "JSON nested deeper than 64 levels inside the event object"},
+      {R"({"specversion":"1.0","id":"victim-0001\u0000junk","source":"dev-1","type":"t"})",
+       "attribute 'id' contains a control character (byte 11); CloudEvents attribute values cannot hold "
+       "U+0000-U+001F or U+007F-U+009F"},
+      {R"({"specversion":"1.0","id":"i","source":"dev-1\u0000","type":"t"})",
+       "attribute 'source' contains a control character (byte 5); CloudEvents attribute values cannot hold "
+       "U+0000-U+001F or U+007F-U+009F"},
+      {R"({"specversion":"1.0","id":"i","source":"dev-1","type":"t","id":"j"})", "'id' appears twice in the event object"},
+      {R"({"specversion":"1.0","id":" ","source":"dev-1","type":"t"})", "attribute 'id' is blank (white space only)"},
+      {R"({"specversion":"1.0","id":"i","source":")" + std::string(8000, 's') + R"(","type":"t"})",
+       "attribute 'source' is 8000 bytes: the limit is 1024"},
+      {R"({"specversion":"1.0","id":")" + std::string(257, 'i') + R"(","source":"dev-1","type":"t"})",
+       "attribute 'id' is 257 bytes: the limit is 256"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.reason);
+    Row row = run(ce::MqttMessage{c.payload, "", {}});
+    REQUIRE(std::holds_alternative<RejectedRow>(row));
+    CHECK(std::get<RejectedRow>(row).reason == c.reason);
+    CHECK(std::get<RejectedRow>(row).payload == c.payload);
+  }
+  // At the limit: stored, the data as sent.
+  Row row = run(ce::MqttMessage{deep(64, true), "", {}});
+  REQUIRE(std::holds_alternative<EventRow>(row));
+}

@@ -1,0 +1,186 @@
+// firmware-host/sim_config.cpp and duration.cpp: the simulator's command line
+// and its JSON config file.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <limits>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <edge_outbox/error.h>
+
+#include "host/duration.h"
+#include "sim_config.h"
+#include "support/temp_dir.h"
+
+using namespace edge_outbox;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+sim::SimConfig parse(std::vector<std::string> args) {
+  CLI::App app;
+  sim::SimConfig cli;
+  sim::add_options(app, cli);
+  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
+  app.parse(args);
+  return sim::resolve(app, cli);
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::invalid_argument);
+    return e.what();
+  }
+  FAIL("no Error thrown");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("durations: units, bare seconds, errors") {
+  CHECK(host::parse_duration("250ms") == 250ms);
+  CHECK(host::parse_duration("20s") == 20s);
+  CHECK(host::parse_duration("1.5") == 1500ms);
+  CHECK(host::parse_duration("5m") == 300s);
+  CHECK(host::parse_duration("2h") == 7200s);
+  CHECK(host::parse_duration("1d") == 86400s);
+  const std::string huge(400, '9');  // beyond a double: must be an Error, not std::out_of_range
+  for (const std::string& bad : {std::string(""), std::string("s"), std::string("10x"), std::string("-1s"),
+                                std::string("1..2s"), std::string("ten"), huge + "s", std::string("2e9d")}) {
+    CAPTURE(bad);
+    CHECK(error_of([&] { host::parse_duration(bad); }).find("invalid duration") != std::string::npos);
+  }
+  CHECK(host::seconds_to_duration(1.5, "x") == 1500ms);
+  for (double bad : {-1.0, 1e13, 1e300, std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(bad);
+    CHECK(error_of([&] { host::seconds_to_duration(bad, "x"); }).find("x must be") != std::string::npos);
+  }
+  CHECK(host::format_duration(999ms) == "999ms");
+  CHECK(host::format_duration(1500ms) == "1.5s");
+  CHECK(host::format_duration(200s) == "3m20s");
+}
+
+TEST_CASE("defaults and flags") {
+  auto c = parse({"--db", "x.db"});
+  CHECK(c.db == "x.db");
+  CHECK_FALSE(c.device_id.empty());  // the host name
+  CHECK(c.broker == "mqtt://127.0.0.1:1883");
+  CHECK(c.sensors == 3);
+  CHECK(c.rate == 10);
+  CHECK_FALSE(c.count);
+  CHECK_FALSE(c.duration);
+  CHECK(c.topic_prefix == "devices");
+  CHECK(c.durability == "full");
+  CHECK(c.capacity_policy == "reject_new");
+
+  c = parse({"--db", "x.db", "--device-id", "gw-7", "--count", "0", "--rate", "0", "--exit-when-drained",
+             "--topic-prefix", "site/a", "--durability", "normal", "--max-pending", "100", "--capacity-policy",
+             "drop_oldest", "--offline-schedule", "on:2s,off:1s"});
+  CHECK(c.device_id == "gw-7");
+  REQUIRE(c.count);
+  CHECK(*c.count == 0);
+  CHECK(c.rate == 0);
+  CHECK(c.exit_when_drained);
+  CHECK(c.topic_for("reading.recorded") == "site/a/gw-7/events/reading.recorded");
+  CHECK(c.max_pending == 100);
+
+  c = parse({"--db", "x.db", "--backoff-max", "2s"});
+  CHECK(c.backoff_max == 2s);
+  CHECK(parse({"--db", "x.db"}).backoff_max == 60s);
+
+  CHECK(parse({"--db", "x.db"}).ack_timeout == 15s);
+  CHECK(parse({"--db", "x.db", "--ack-timeout", "2s"}).ack_timeout == 2s);
+  CHECK(parse({"--db", "x.db", "--ack-timeout", "1500ms"}).ack_timeout == 1500ms);
+  CHECK(parse({"--db", "x.db", "--ack-timeout", "0"}).ack_timeout == 0ms);  // off
+  CHECK_THROWS_AS(parse({"--db", "x.db", "--ack-timeout", "-1s"}), CLI::ValidationError);
+  CHECK_THROWS_AS(parse({"--db", "x.db", "--ack-timeout", "soon"}), CLI::ValidationError);
+
+  c = parse({"--db", "x.db", "--duration", "90s"});
+  REQUIRE(c.duration);
+  CHECK(*c.duration == 90s);
+}
+
+TEST_CASE("conflicts and bad values are errors that say what to do") {
+  CHECK(error_of([] { parse({}); }).find("--db is required") != std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x", "--count", "5", "--duration", "5s"}); }).find("not both") !=
+        std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x", "--durability", "fast"}); }).find("full or normal") != std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x", "--capacity-policy", "evict"}); }).find("drop_oldest") !=
+        std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x", "--device-id", "a/b"}); }).find("--device-id") != std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x", "--broker", "tcp://h:1"}); }).find("mqtt://") != std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x", "--offline-schedule", "up:3s"}); }).find("on:20s,off:10s") !=
+        std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x", "--password-file", "f", "--password-env", "E"}); })
+            .find("not both") != std::string::npos);
+  CHECK_THROWS_AS(parse({"--db", "x", "--duration", "soon"}), CLI::ValidationError);
+  CHECK_THROWS_AS(parse({"--db", "x", "--sensors", "0"}), CLI::ValidationError);
+  for (const char* rate : {"fast", "-1", "nan", "inf"}) {
+    CAPTURE(rate);
+    try {
+      parse({"--db", "x", "--rate", rate});
+      FAIL("--rate accepted");
+    } catch (const CLI::ValidationError& e) {
+      CHECK(std::string(e.what()).find("readings per second, 0 or more") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("the JSON config: same keys as the flags, flags override it") {
+  test::TempDir dir;
+  auto file = dir / "sim.json";
+  std::ofstream(file) << R"({"db": "from-file.db", "device_id": "gw-file", "rate": 50, "sensors": 5,
+                             "duration": "30s", "exit-when-drained": true, "max-pending": 1000,
+                             "ack_timeout": "5s"})";
+  auto c = parse({"--config", file.string(), "--rate", "7"});
+  CHECK(c.db == "from-file.db");
+  CHECK(c.device_id == "gw-file");
+  CHECK(c.rate == 7);  // the flag wins
+  CHECK(c.sensors == 5);
+  REQUIRE(c.duration);
+  CHECK(*c.duration == 30s);
+  CHECK(c.exit_when_drained);
+  CHECK(c.max_pending == 1000);
+  CHECK(c.ack_timeout == 5s);
+  CHECK(parse({"--config", file.string(), "--ack-timeout", "20s"}).ack_timeout == 20s);
+  sim::apply_json(c, json{{"ack-timeout", 2.5}});  // a number of seconds
+  CHECK(c.ack_timeout == 2500ms);
+}
+
+TEST_CASE("the JSON config: unknown keys, wrong types and bad JSON are clear errors") {
+  sim::SimConfig c;
+  auto unknown = error_of([&] { sim::apply_json(c, json{{"rat", 5}}); });
+  CHECK(unknown.find("unknown config key \"rat\"") != std::string::npos);
+  CHECK(unknown.find("rate") != std::string::npos);  // lists the known keys
+  CHECK(error_of([&] { sim::apply_json(c, json{{"rate", "fast"}}); }).find("\"rate\" must be a number") !=
+        std::string::npos);
+  CHECK(error_of([&] { sim::apply_json(c, json{{"count", -3}}); }).find("non-negative integer") !=
+        std::string::npos);
+  CHECK(error_of([&] { sim::apply_json(c, json{{"count", 2.5}}); }).find("non-negative integer") !=
+        std::string::npos);
+  CHECK(error_of([&] { sim::apply_json(c, json{{"db", 3}}); }).find("\"db\" must be a string") !=
+        std::string::npos);
+  CHECK(error_of([&] { sim::apply_json(c, json{{"exit-when-drained", 1}}); }).find("true or false") !=
+        std::string::npos);
+  // Found by fuzz_sim_config: a number too large for milliseconds was undefined behaviour.
+  CHECK(error_of([&] { sim::apply_json(c, json::parse(R"({"backoff-max": 2e78})")); })
+            .find("\"backoff-max\" must be a number of seconds") != std::string::npos);
+  CHECK(error_of([&] { sim::apply_json(c, json::parse(R"({"backoff-max": -1})")); }).find("from 0 to") !=
+        std::string::npos);
+  CHECK(error_of([&] { sim::apply_json(c, json::array()); }).find("one JSON object") != std::string::npos);
+  CHECK(error_of([&] { sim::apply_json(c, json{{"ack-timeout", "never"}}); }).find("\"ack-timeout\"") !=
+        std::string::npos);
+
+  test::TempDir dir;
+  std::ofstream(dir / "bad.json") << "{\"rate\": ";
+  CHECK(error_of([&] { parse({"--config", (dir / "bad.json").string()}); }).find("not valid JSON") !=
+        std::string::npos);
+  CHECK(error_of([&] { parse({"--config", (dir / "missing.json").string()}); }).find("cannot read") !=
+        std::string::npos);
+}
