@@ -35,6 +35,8 @@ std::string error_of(const std::function<void()>& fn) {
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::invalid_argument);
     return e.what();
+  } catch (const std::invalid_argument& e) {  // host/ (durations) throws the standard type
+    return e.what();
   }
   FAIL("no Error thrown");
   return {};
