@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench/run.sh [--quick]: builds the benchmarks (Release, in build-bench or
 # $EDGE_OUTBOX_BENCH_BUILD_DIR), starts a private mosquitto on a free
-# 127.0.0.1 port, runs every benchmark, prints one markdown table and writes
-# bench/results/latest.json (one key per figure, numbers only).
+# 127.0.0.1 port, runs every benchmark, prints one markdown table, writes
+# bench/results/latest.json (one key per figure, numbers only) and
+# bench/results/latest-run.json (when, on what machine), and regenerates
+# docs/performance.md from them and bench/performance.md.in.
 # --quick: smaller workloads (said in the *_rows / *_events keys), for CI;
 # nothing is asserted on the figures.
 set -euo pipefail
@@ -17,6 +19,8 @@ for arg in "$@"; do
   esac
 done
 
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+load_at_start=$(cut -d' ' -f1 /proc/loadavg)
 build_dir=${EDGE_OUTBOX_BENCH_BUILD_DIR:-build-bench}
 jobs=${EDGE_OUTBOX_BENCH_JOBS:-2}
 # The tests are not needed here; the simulator is (sim_binary_bytes).
@@ -99,58 +103,8 @@ strip_size() {
 strip_size strip "$build_dir/firmware-host/edge-outbox-sim" sim_binary_bytes
 strip_size aarch64-linux-gnu-strip build-aarch64/firmware-host/edge-outbox-sim sim_binary_bytes_aarch64
 
-mkdir -p bench/results
-python3 - "$figures" "${quick[*]:-full}" <<'EOF'
-import json, platform, sys
-
-figures = {}
-for line in open(sys.argv[1]):
-    parts = line.split()
-    if len(parts) == 2:
-        try:
-            figures[parts[0]] = float(parts[1])
-        except ValueError:
-            pass
-# bench_forward calls the forwarder / raw Paho ratio forward_ratio.
-if "forward_ratio" in figures:
-    figures.setdefault("forward_vs_paho_ratio", figures["forward_ratio"])
-
-# key: (target text, test) -- the issue's targets.
-targets = {
-    "atomic_write_ratio": (">= 0.85", lambda v: v >= 0.85),
-    "group_commit_ratio": (">= 0.85", lambda v: v >= 0.85),
-    "forward_vs_paho_ratio": (">= 0.8", lambda v: v >= 0.8),
-    "forward_vs_naive_ratio": (">= 3.5", lambda v: v >= 3.5),
-    "drain_vs_paho_buffer_ratio": (">= 4", lambda v: v >= 4),
-    "rss_backlog_delta_mib": ("<= 2", lambda v: v <= 2),
-    "enqueue_growth_ratio": (">= 0.9", lambda v: v >= 0.9),
-    "forward_growth_ratio": (">= 0.9", lambda v: v >= 0.9),
-    "latency_p99_ms": ("<= 10", lambda v: v <= 10),
-    "bytes_written_per_event_group": ("<= 1024", lambda v: v <= 1024),
-    "ingest_vs_forward_ratio": (">= 1.0", lambda v: v >= 1.0),
-}
-
-def show(v):
-    return f"{v:.0f}" if abs(v) >= 100 or v == int(v) else f"{v:.3g}"
-
-print(f"\nedge-outbox benchmarks ({sys.argv[2]} run; {platform.machine()}, "
-      f"{len(__import__('os').sched_getaffinity(0))} CPUs)\n")
-print("| key | value | target | met? |")
-print("|---|---|---|---|")
-for key in list(targets) + sorted(k for k in figures if k not in targets):
-    if key not in figures:
-        if key in targets:
-            print(f"| `{key}` | not measured | {targets[key][0]} | - |")
-        continue
-    v = figures[key]
-    if key in targets:
-        text, ok = targets[key]
-        print(f"| `{key}` | {show(v)} | {text} | {'yes' if ok(v) else '**no**'} |")
-    else:
-        print(f"| `{key}` | {show(v)} | report | |")
-
-with open("bench/results/latest.json", "w") as out:
-    json.dump(figures, out, indent=2, sort_keys=True)
-    out.write("\n")
-print("\nwrote bench/results/latest.json")
-EOF
+# The table, bench/results/latest.json and latest-run.json, then docs/performance.md
+# regenerated from them (bench/figures.py holds the targets).
+python3 bench/figures.py collect "$figures" "${quick[*]:-full}"
+python3 bench/figures.py record-run "${quick[*]:-full}" "$started" "$load_at_start" "$build_dir"
+python3 bench/figures.py docs

@@ -1,7 +1,7 @@
 // edge-outbox-ctl: inspect and repair a device's outbox from a shell.
 // Everything goes through the Outbox API (prepared statements only); read
 // commands open the file with OpenMode::inspect, which creates and migrates
-// nothing. See README "Device simulator and tools".
+// nothing. See docs/simulator.md.
 #include <chrono>
 #include <cstdio>
 #include <iostream>

@@ -1,6 +1,6 @@
 // edge-outbox-sim: a simulated device firmware. Samples simulated sensors,
 // records each reading and its event in one transaction, and forwards the
-// events to an MQTT broker. See README "Device simulator and tools".
+// events to an MQTT broker. See docs/simulator.md.
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // multi-row INSERT ... ON CONFLICT (event_id) DO NOTHING RETURNING event_id,
 // so a batch costs three round trips whatever its size; the ids it returns
 // are the ones this instance stored. Durability is the server's
-// synchronous_commit (see README).
+// synchronous_commit (see docs/ingest.md).
 //
 // Text goes as binary-format parameters with explicit lengths, so a value is
 // never cut at a NUL byte: the server refuses it (SQLSTATE 22021, permanent).
@@ -61,7 +61,7 @@ INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
 
 // Which PostgreSQL errors are permanent (this row can never be stored:
 // retrying gives the same error) and which transient (retry with backoff),
-// by SQLSTATE class. README "Store errors" has the same table. A class not
+// by SQLSTATE class. docs/ingest.md "Store errors" has the same table. A class not
 // listed is transient: retrying loses nothing, rejecting might.
 struct SqlstateClass {
   const char* klass;

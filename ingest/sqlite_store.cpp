@@ -3,7 +3,7 @@
 
 // The SQLite store: one file in WAL mode. synchronous=FULL makes each commit
 // durable against power loss; NORMAL keeps every commit across a process
-// crash but may lose the newest ones on power loss (see README).
+// crash but may lose the newest ones on power loss (see docs/ingest.md).
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <sqlite3.h>
@@ -58,8 +58,8 @@ INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
 )sql";
 
 // Which SQLite errors are permanent (this row can never be stored: retrying
-// gives the same error) and which transient (retry later). README "Store
-// errors" has the same table.
+// gives the same error) and which transient (retry later). docs/ingest.md
+// "Store errors" has the same table.
 //   permanent: SQLITE_TOOBIG (a value over SQLITE_MAX_LENGTH), SQLITE_MISMATCH
 //              (datatype mismatch), SQLITE_CONSTRAINT (a NOT NULL or CHECK
 //              constraint; the unique event id is handled by ON CONFLICT DO

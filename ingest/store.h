@@ -13,7 +13,7 @@
 // unreachable, busy, full, being upgraded: retry later) or permanent (this
 // data can never be stored: the same rows fail again whatever the wait). The
 // classification tables are in pg_store.cpp and sqlite_store.cpp and in
-// README "Store errors".
+// docs/ingest.md "Store errors".
 //
 // Thread rule: a Store is used by one thread at a time (the Writer's).
 #pragma once

@@ -3,7 +3,7 @@
 // acknowledges it.
 //
 // When the PUBACK goes out (checked against Paho C 1.3.11 / Paho C++ 1.2 as
-// installed here, see README "Server-side ingest"): Paho's receive thread
+// installed here, see docs/ingest.md): Paho's receive thread
 // calls the message callback and sends the PUBACK for a QoS 1 message only
 // when that callback returns; messages of one connection are delivered one
 // at a time. So the callback returns only after Writer::submit() has

@@ -3,7 +3,7 @@
 #   scripts/cross-setup.sh arm64
 #   cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=toolchains/aarch64-linux-gnu.cmake
 # With a Yocto SDK or Buildroot sysroot add -DEDGE_OUTBOX_SYSROOT=<sysroot>
-# (see toolchains/edge-outbox-cross.cmake and README).
+# (see toolchains/edge-outbox-cross.cmake and docs/cross-compiling.md).
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(EDGE_OUTBOX_TRIPLE aarch64-linux-gnu)
 if(NOT DEFINED EDGE_OUTBOX_QEMU)  # -DEDGE_OUTBOX_QEMU= : no emulator

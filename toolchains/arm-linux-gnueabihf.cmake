@@ -3,7 +3,7 @@
 #   scripts/cross-setup.sh armhf
 #   cmake -S . -B build-armhf -DCMAKE_TOOLCHAIN_FILE=toolchains/arm-linux-gnueabihf.cmake
 # With a Yocto SDK or Buildroot sysroot add -DEDGE_OUTBOX_SYSROOT=<sysroot>
-# (see toolchains/edge-outbox-cross.cmake and README).
+# (see toolchains/edge-outbox-cross.cmake and docs/cross-compiling.md).
 set(CMAKE_SYSTEM_PROCESSOR arm)
 set(EDGE_OUTBOX_TRIPLE arm-linux-gnueabihf)
 if(NOT DEFINED EDGE_OUTBOX_QEMU)  # -DEDGE_OUTBOX_QEMU= : no emulator

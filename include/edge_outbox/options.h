@@ -26,7 +26,7 @@ enum class CapacityPolicy {
   reject_new,
   // Evict the lowest-priority, oldest pending events to make room; critical
   // events are never evicted. Each eviction is counted and reported by an
-  // "outbox.dropped" event (see README), so the server can explain the gap.
+  // "outbox.dropped" event (see docs/wire-format.md), so the server can explain the gap.
   drop_oldest,
 };
 

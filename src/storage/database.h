@@ -1,6 +1,6 @@
 // Opening an outbox file: the checks that leave a foreign or damaged file
 // untouched, the connection pragmas, and the versioned outbox schema
-// (tables outbox, outbox_dead, outbox_meta; see README "Schema").
+// (tables outbox, outbox_dead, outbox_meta; see docs/design.md).
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
-// Bad input, as one table (the same table is in README, "Guarantees and how
-// we test them"): each row feeds one kind of bad input to the API, a
+// Bad input, as one table (the same table is in docs/testing.md, "The
+// bad-input table"): each row feeds one kind of bad input to the API, a
 // command line, a database file, a broker URI or the ingest, and checks it
 // gives a clear error or a counted rejection, with no crash, no damaged
 // database and no accepted event lost. The table is printed at the end.

@@ -15,7 +15,7 @@
 // once the ingest has subscribed again to the broker, which, running
 // without persistence, forgot the ingest's session (as a production broker
 // restoring its sessions would not). Without the first step, runs lost 41
-// and ~1,200 of 5,000 events, all inside mosquitto: see README.
+// and ~1,200 of 5,000 events, all inside mosquitto: see docs/testing.md.
 #include <doctest/doctest.h>
 
 #include <signal.h>
