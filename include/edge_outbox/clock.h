@@ -6,6 +6,7 @@
 // Thread rule: implementations must be safe to call from several threads.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,6 +20,9 @@ class Clock {
   virtual std::int64_t wall_ms() const = 0;
   // Milliseconds of CLOCK_BOOTTIME: monotonic, counts suspend, restarts at 0 on boot.
   virtual std::int64_t monotonic_ms() const = 0;
+  // A std::chrono::steady_clock reading, for measuring elapsed time within
+  // this process (how long a batch took, when a timer is due).
+  virtual std::chrono::steady_clock::time_point steady_now() const = 0;
   // Identifies the current boot, so that monotonic readings from an earlier
   // boot are recognised as not comparable.
   virtual std::string boot_id() const = 0;

@@ -57,7 +57,8 @@ struct Event {
   std::map<std::string, std::string> attributes;
 
   // payload = data.dump(), content_type = "application/json".
-  // Throws Error(invalid_argument) when data nests deeper than 64 levels.
+  // Throws Error(invalid_argument) when data nests deeper than 64 levels or
+  // holds a string that is not valid UTF-8; the event is then unchanged.
   Event& json(const nlohmann::json& data);
 };
 

@@ -1,4 +1,4 @@
-// OutboxOptions configures an Outbox and the Queue a forwarder reads through.
+// OutboxOptions configures an Outbox (a Queue has QueueOptions, queue.h).
 // Every field has a default that suits a gateway with a few MiB of flash to
 // spare; the comments say what changes when you move one.
 #pragma once

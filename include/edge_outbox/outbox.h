@@ -24,6 +24,12 @@
 // not either (no std::ifstream, cp or checksum of the live file from this
 // process: use SQLite's backup API or VACUUM INTO).
 //
+// Errors: every method throws Error and nothing else, with two exceptions
+// that belong to the application: inside transact, whatever fn throws
+// (including SQLite::Exception from the application's own SQL on db())
+// reaches the caller unchanged; and an exception thrown by the application's
+// LogCallback, Clock or on_commit function propagates unchanged.
+//
 // Ownership: the Outbox owns its connection and closes it on destruction.
 // It must outlive every Forwarder and CommitSubscription made from it.
 #pragma once
@@ -75,7 +81,10 @@ class Outbox {
 
   // Runs fn inside BEGIN IMMEDIATE. If fn returns, commits and returns the
   // ids of the events it enqueued, in order. If fn throws, rolls back and
-  // rethrows. Many records in one call share one fsync: this is the
+  // rethrows: an Error, or whatever else fn threw (a SQLite::Exception from
+  // the application's own SQL that is not a storage failure stays one; full
+  // disk, busy, damage and I/O failures become Error). Throws Error when the
+  // commit fails. Many records in one call share one fsync: this is the
   // group-commit path for high sensor rates.
   // Requires: fn does not call back into this Outbox, nor write to the same
   // file through another Outbox or Queue of this process (that write throws
@@ -117,8 +126,8 @@ class Outbox {
   // Calls fn (on the committing thread, after the commit) whenever a
   // transaction that enqueued events commits. This is how a Forwarder in the
   // same process wakes at once. fn runs with the Outbox lock held: it must
-  // not block, call this Outbox, or take a lock held while destroying the
-  // subscription.
+  // not block, throw, call this Outbox, or take a lock held while destroying
+  // the subscription.
   CommitSubscription on_commit(std::function<void()> fn);
 
  private:

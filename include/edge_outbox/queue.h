@@ -11,11 +11,15 @@
 // and Queue of this process on the same file, first come first served. Several Queues on one file are allowed but would send the
 // same events twice: run one forwarder per file.
 //
+// Errors: every method throws Error (io, busy, corrupt, storage_full) when
+// SQLite fails; a failed write leaves its transaction rolled back.
+//
 // Dead letters requeued (Outbox::requeue_dead) keep their original sequence,
 // so a reader whose cursor has moved past it sees them only after it starts
 // again from sequence 0: do so whenever a batch comes back empty.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -29,11 +33,49 @@
 
 namespace edge_outbox {
 
+// QueueOptions configures a Queue's connection and what it does with the
+// events it reads. The defaults match OutboxOptions'.
+struct QueueOptions {
+  // synchronous=FULL or NORMAL on the Queue's connection: how durable
+  // mark_published, record_failure and expire_due are when they return.
+  Durability durability = Durability::full;
+  // How long a write waits for another connection's lock before Error(busy).
+  // Requires: not negative.
+  std::chrono::milliseconds busy_timeout{10'000};
+  // Bound on the -wal file after this connection's commits (see
+  // OutboxOptions::max_wal_bytes).
+  std::uint64_t max_wal_bytes = 1024 * 1024;
+  // Run PRAGMA quick_check when opening (see OutboxOptions::check_on_open).
+  bool check_on_open = false;
+
+  // 0: published events are deleted in the transaction that marks them.
+  // Otherwise they are kept this long (for audit) and then deleted.
+  std::chrono::seconds retention{0};
+  // Failed attempts after which a transiently failing event is dead-lettered.
+  // Requires: at least 1.
+  int max_attempts = 10;
+
+  LogCallback log;
+  // Requires: not null.
+  std::shared_ptr<const Clock> clock = system_clock();
+};
+
+// The QueueOptions that OutboxOptions meant for a Queue before QueueOptions
+// existed: the same durability, busy_timeout, check_on_open, retention,
+// max_attempts, log and clock, and max_wal_bytes capped at a quarter of
+// max_database_bytes as an Outbox caps it.
+QueueOptions queue_options_from(const OutboxOptions& options);
+
 class Queue {
  public:
-  // The file must exist (OpenMode is treated as existing); the outbox tables
-  // are created or migrated as by Outbox. Throws like Outbox's constructor.
-  explicit Queue(const std::filesystem::path& path, OutboxOptions options = {});
+  // The file must exist; the outbox tables are created or migrated as by
+  // Outbox. Throws like Outbox's constructor, and Error(invalid_argument)
+  // for options that break a Requires line.
+  explicit Queue(const std::filesystem::path& path, QueueOptions options = {});
+  // Deprecated: the same as Queue(path, queue_options_from(options)); the
+  // fields of OutboxOptions that only an Outbox reads (mode, bounds,
+  // capacity_policy, ...) are ignored. Kept for one release.
+  Queue(const std::filesystem::path& path, const OutboxOptions& options);
   ~Queue();
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
@@ -44,7 +86,7 @@ class Queue {
   std::vector<StoredEvent> next_batch(std::int64_t after_sequence, std::size_t limit);
 
   // Marks these events published in one transaction: deleted at once, or
-  // kept for OutboxOptions::retention. Unknown sequences are ignored (an
+  // kept for QueueOptions::retention. Unknown sequences are ignored (an
   // event may have been requeued or evicted meanwhile).
   void mark_published(std::span<const std::int64_t> sequences);
 

@@ -27,6 +27,8 @@ class SystemClock final : public Clock {
     return std::int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1'000'000;
   }
 
+  std::chrono::steady_clock::time_point steady_now() const override { return std::chrono::steady_clock::now(); }
+
   std::string boot_id() const override { return boot_id_; }
 
  private:

@@ -1,4 +1,4 @@
-// Bounded storage: counting pending events and evicting under drop_oldest,
+// Bounded storage: evicting pending events under drop_oldest,
 // with the outbox.dropped event that explains each eviction to the server.
 #include <algorithm>
 
@@ -8,28 +8,13 @@
 
 namespace edge_outbox {
 
-std::uint64_t Outbox::Impl::pending_count() {
-  // Bounded by max_pending_events, so this index scan stays small.
-  return static_cast<std::uint64_t>(db->execAndGet("SELECT count(*) FROM outbox WHERE published_at IS NULL").getInt64());
-}
-
 std::vector<std::int64_t> Outbox::Impl::evict(std::size_t count, std::map<Priority, std::uint64_t>& per_priority) {
   std::vector<std::int64_t> evicted;
-  SQLite::Statement pick(*db,
-                         "SELECT sequence, priority FROM outbox WHERE published_at IS NULL AND priority > 0 "
-                         "ORDER BY priority DESC, sequence LIMIT ?");
-  pick.bind(1, static_cast<std::int64_t>(count));
-  while (pick.executeStep()) {
-    evicted.push_back(pick.getColumn(0).getInt64());
-    ++per_priority[static_cast<Priority>(pick.getColumn(1).getInt())];
+  for (const auto& [sequence, priority] : tables.evictable(count)) {
+    evicted.push_back(sequence);
+    ++per_priority[priority];
   }
-  pick.reset();
-  SQLite::Statement remove(*db, "DELETE FROM outbox WHERE sequence = ?");
-  for (const auto sequence : evicted) {
-    remove.reset();
-    remove.bind(1, static_cast<std::int64_t>(sequence));
-    remove.exec();
-  }
+  tables.remove(evicted);
   std::sort(evicted.begin(), evicted.end());
   return evicted;
 }
@@ -67,34 +52,21 @@ void Outbox::Impl::insert_dropped_event(const std::vector<std::int64_t>& sequenc
   nlohmann::json counts = nlohmann::json::object();
   for (const auto& [priority, n] : per_priority) counts[std::string(to_string(priority))] = n;
 
-  SQLite::Statement previous(*db,
-                             "SELECT sequence, payload FROM outbox WHERE published_at IS NULL AND priority = 0 "
-                             "AND type = 'outbox.dropped' AND topic = ? AND length(payload) < ? "
-                             "ORDER BY sequence DESC LIMIT 1");
-  previous.bind(1, options.dropped_event_topic);
-  previous.bind(2, max_merged_payload);
-  if (previous.executeStep()) {
-    const auto old_sequence = previous.getColumn(0).getInt64();
-    const auto old = nlohmann::json::parse(previous.getColumn(1).getString(), nullptr, false);
-    previous.reset();
+  if (const auto previous = tables.pending_dropped_report(options.dropped_event_topic, max_merged_payload)) {
+    const auto old_sequence = previous->sequence;
+    const auto old = nlohmann::json::parse(previous->payload, nullptr, false);
     if (old.is_object() && old.contains("ranges") && old.contains("counts")) {
       for (const auto& r : old["ranges"]) ranges.emplace_back(r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>());
       ranges.emplace_back(old_sequence, old_sequence);
       for (const auto& [name, n] : old["counts"].items())
         counts[name] = counts.value(name, std::uint64_t{0}) + n.get<std::uint64_t>();
-      SQLite::Statement remove(*db, "DELETE FROM outbox WHERE sequence = ?");
-      remove.bind(1, static_cast<std::int64_t>(old_sequence));
-      remove.exec();
+      tables.remove(old_sequence);
     }
   }
   auto json_ranges = nlohmann::json::array();
   for (const auto& [first, last] : merge_ranges(std::move(ranges))) json_ranges.push_back({first, last});
 
-  SQLite::Statement bump(*db, "UPDATE outbox_meta SET value = value + ? WHERE key = 'dropped_total' RETURNING value");
-  bump.bind(1, static_cast<std::int64_t>(sequences.size()));
-  bump.executeStep();
-  const auto total = bump.getColumn(0).getInt64();
-  bump.reset();
+  const auto total = tables.add_dropped(static_cast<std::int64_t>(sequences.size()));
 
   Event dropped;
   dropped.id = ids.next(options.clock->wall_ms());
@@ -102,7 +74,7 @@ void Outbox::Impl::insert_dropped_event(const std::vector<std::int64_t>& sequenc
   dropped.type = "outbox.dropped";
   dropped.priority = Priority::critical;
   dropped.json({{"ranges", json_ranges}, {"counts", counts}, {"dropped_total", total}});
-  insert_event(dropped);
+  tables.insert(dropped);
   log(LogLevel::warning, "outbox full: evicted " + std::to_string(sequences.size()) +
                              " pending event(s) under drop_oldest (" + std::to_string(total) + " in all)");
 }

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -103,8 +102,8 @@ std::string random_stream_id() {
 // Creating the file is the one raw open: O_EXCL, so only a file that did not
 // exist. This mutex keeps another thread of this process from opening (and
 // locking) the new file before that descriptor is closed.
-std::mutex& creation_mutex() {
-  static std::mutex m;
+Mutex& creation_mutex() {
+  static Mutex m;
   return m;
 }
 
@@ -141,16 +140,21 @@ void check_readable(SQLite::Database& db, const std::filesystem::path& path) {
   }
 }
 
+struct GateRegistry {
+  Mutex mutex;
+  std::map<std::pair<dev_t, ino_t>, std::weak_ptr<WriteGate>> by_file GUARDED_BY(mutex);
+};
+
 // One gate per file (device and inode) while some connection uses it.
 std::shared_ptr<WriteGate> write_gate_for(const std::filesystem::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     fail(ErrorKind::io, path, std::string("cannot stat the database file: ") + std::strerror(errno));
-  static std::mutex registry_mutex;
-  static std::map<std::pair<dev_t, ino_t>, std::weak_ptr<WriteGate>> registry;
-  std::lock_guard lock(registry_mutex);
-  for (auto it = registry.begin(); it != registry.end();) it = it->second.expired() ? registry.erase(it) : std::next(it);
-  auto& slot = registry[{st.st_dev, st.st_ino}];
+  static GateRegistry gates;
+  MutexLock lock(gates.mutex);
+  for (auto it = gates.by_file.begin(); it != gates.by_file.end();)
+    it = it->second.expired() ? gates.by_file.erase(it) : std::next(it);
+  auto& slot = gates.by_file[{st.st_dev, st.st_ino}];
   auto gate = slot.lock();
   if (!gate) {
     gate = std::make_shared<WriteGate>();
@@ -159,9 +163,7 @@ std::shared_ptr<WriteGate> write_gate_for(const std::filesystem::path& path) {
   return gate;
 }
 
-void set_wal_limits(SQLite::Database& db, const OutboxOptions& options, OpenedDatabase& out) {
-  std::uint64_t limit = options.max_wal_bytes;
-  if (options.max_database_bytes != 0) limit = std::min(limit, options.max_database_bytes / 4);
+void set_wal_limits(SQLite::Database& db, std::uint64_t limit, Connection& out) {
   const auto page_size = static_cast<std::uint64_t>(db.execAndGet("PRAGMA page_size").getInt64());
   const auto pages = std::max<std::uint64_t>(1, limit / std::max<std::uint64_t>(page_size, 1));
   db.exec("PRAGMA wal_autocheckpoint = " + std::to_string(pages));
@@ -209,10 +211,12 @@ void create_schema(SQLite::Database& db, std::int64_t now_ms) {
 
 }  // namespace
 
-OpenedDatabase open_outbox_database(const std::filesystem::path& path, const OutboxOptions& options) {
+namespace {
+
+void open_connection(Connection& out, const std::filesystem::path& path, const ConnectionSettings& options) {
   const bool inspect = options.mode == OpenMode::inspect;
   {
-    std::lock_guard lock(creation_mutex());
+    MutexLock lock(creation_mutex());
     std::error_code ec;
     const bool exists = std::filesystem::exists(path, ec);
     if (!exists) {
@@ -224,7 +228,6 @@ OpenedDatabase open_outbox_database(const std::filesystem::path& path, const Out
     }
   }
 
-  OpenedDatabase out;
   out.gate = write_gate_for(path);
   try {
     const int flags = inspect ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
@@ -249,7 +252,7 @@ OpenedDatabase open_outbox_database(const std::filesystem::path& path, const Out
       if (mode != "wal" && options.log)
         options.log(LogLevel::warning, "journal_mode is " + mode + ", not wal, on " + path.string());
       db.exec(options.durability == Durability::full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
-      set_wal_limits(db, options, out);
+      set_wal_limits(db, options.max_wal_bytes, out);
     }
     db.exec("PRAGMA foreign_keys = ON");
 
@@ -280,27 +283,45 @@ OpenedDatabase open_outbox_database(const std::filesystem::path& path, const Out
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, path, "opening the outbox");
   }
-  return out;
 }
 
+}  // namespace
+
+Connection::Connection(const std::filesystem::path& file, const ConnectionSettings& settings)
+    : path(file), busy_timeout(settings.busy_timeout) {
+  open_connection(*this, path, settings);
+}
+
+void Connection::limit_wal() { edge_outbox::limit_wal(*db, path, wal_limit_bytes, busy_timeout); }
+
+WriteTransaction::WriteTransaction(Connection& connection)
+    : turn_(*connection.gate, connection.busy_timeout),
+      tx_(*connection.db, SQLite::TransactionBehavior::IMMEDIATE) {}
+
+void WriteTransaction::commit() { tx_.commit(); }
+
 WriteGate::Turn::Turn(WriteGate& gate, std::chrono::milliseconds timeout) : gate_(gate) {
-  std::unique_lock lock(gate.mutex_);
+  MutexLock lock(gate.mutex_);
   if (gate.holder_ == std::this_thread::get_id())
     throw Error(ErrorKind::busy,
                 "this thread is already writing to this database through another Outbox or Queue: inside a "
                 "transact function, write through the Transaction it was given");
   const auto ticket = gate.next_ticket_++;
-  if (!gate.turn_.wait_for(lock, timeout, [&] { return gate.serving_ == ticket; })) {
-    gate.abandoned_.insert(ticket);
-    throw Error(ErrorKind::busy, "another writer of this process held the database for longer than busy_timeout (" +
-                                     std::to_string(timeout.count()) + " ms); try again");
+  // A real wait on the condition variable, so real time (as wait_for keeps).
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (gate.serving_ != ticket) {
+    if (!gate.turn_.wait_until(lock, deadline) && gate.serving_ != ticket) {
+      gate.abandoned_.insert(ticket);
+      throw Error(ErrorKind::busy, "another writer of this process held the database for longer than busy_timeout (" +
+                                       std::to_string(timeout.count()) + " ms); try again");
+    }
   }
   gate.holder_ = std::this_thread::get_id();
 }
 
 WriteGate::Turn::~Turn() {
   {
-    std::lock_guard lock(gate_.mutex_);
+    MutexLock lock(gate_.mutex_);
     gate_.holder_ = {};
     ++gate_.serving_;
     gate_.advance();
@@ -310,6 +331,21 @@ WriteGate::Turn::~Turn() {
 
 void WriteGate::advance() {
   while (abandoned_.erase(serving_) > 0) ++serving_;
+}
+
+std::uint64_t wal_limit_for(const OutboxOptions& options) {
+  std::uint64_t limit = options.max_wal_bytes;
+  if (options.max_database_bytes != 0) limit = std::min(limit, options.max_database_bytes / 4);
+  return limit;
+}
+
+std::uint64_t file_bytes(SQLite::Database& db) {
+  return static_cast<std::uint64_t>(db.execAndGet("PRAGMA page_count").getInt64() *
+                                    db.execAndGet("PRAGMA page_size").getInt64());
+}
+
+std::uint64_t data_version(SQLite::Database& db) {
+  return static_cast<std::uint64_t>(db.execAndGet("PRAGMA data_version").getInt64());
 }
 
 std::uint64_t used_bytes(SQLite::Database& db) {

@@ -1,22 +1,27 @@
-// Opening an outbox file: the checks that leave a foreign or damaged file
-// untouched, the connection pragmas, and the versioned outbox schema
-// (tables outbox, outbox_dead, outbox_meta; see docs/design.md).
+// One connection to an outbox file, as Outbox and Queue both open it: the
+// checks that leave a foreign or damaged file untouched, the connection
+// pragmas, the versioned outbox schema (tables outbox, outbox_dead,
+// outbox_meta; see docs/design.md), the per-process write gate, and keeping
+// the -wal and the freelist small.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Transaction.h>
 
+#include <edge_outbox/clock.h>
+#include <edge_outbox/log.h>
 #include <edge_outbox/options.h>
+
+#include "common/mutex.h"
 
 namespace edge_outbox {
 
@@ -47,17 +52,43 @@ class WriteGate {
   };
 
  private:
-  void advance();  // REQUIRES mutex_: serving_ moves past abandoned tickets
+  void advance() REQUIRES(mutex_);  // serving_ moves past abandoned tickets
 
-  std::mutex mutex_;
-  std::condition_variable turn_;
-  std::uint64_t next_ticket_ = 0;
-  std::uint64_t serving_ = 0;
-  std::set<std::uint64_t> abandoned_;  // tickets whose holders timed out
-  std::thread::id holder_;
+  Mutex mutex_;
+  CondVar turn_;
+  std::uint64_t next_ticket_ GUARDED_BY(mutex_) = 0;
+  std::uint64_t serving_ GUARDED_BY(mutex_) = 0;
+  std::set<std::uint64_t> abandoned_ GUARDED_BY(mutex_);  // tickets whose holders timed out
+  std::thread::id holder_ GUARDED_BY(mutex_);
 };
 
-struct OpenedDatabase {
+// What a connection is opened with; Outbox and Queue each derive it from
+// their options.
+struct ConnectionSettings {
+  OpenMode mode = OpenMode::existing;
+  Durability durability = Durability::full;
+  std::chrono::milliseconds busy_timeout{10'000};
+  std::uint64_t max_wal_bytes = 1024 * 1024;  // the bound limit_wal keeps
+  bool check_on_open = false;
+  LogCallback log;
+  std::shared_ptr<const Clock> clock;  // not null
+};
+
+// The -wal bound an Outbox with these options keeps: max_wal_bytes, and at
+// most a quarter of max_database_bytes when that is set.
+std::uint64_t wal_limit_for(const OutboxOptions& options);
+
+// An open connection to an outbox file. Not thread-safe: its owner (an
+// Outbox under its mutex, a Queue on its one thread) serialises every use.
+struct Connection {
+  // Throws Error(corrupt | schema_too_new | io | busy | invalid_argument).
+  Connection(const std::filesystem::path& path, const ConnectionSettings& settings);
+
+  // limit_wal for this connection, around its commits. Never throws.
+  void limit_wal();
+
+  std::filesystem::path path;
+  std::chrono::milliseconds busy_timeout;
   std::unique_ptr<SQLite::Database> db;
   std::shared_ptr<WriteGate> gate;  // shared by every connection of this process to the file
   std::string stream_id;
@@ -65,8 +96,24 @@ struct OpenedDatabase {
   std::uint64_t wal_limit_bytes = 0;  // see limit_wal; 0 for read-only connections
 };
 
-// Throws Error(corrupt | schema_too_new | io | busy | invalid_argument).
-OpenedDatabase open_outbox_database(const std::filesystem::path& path, const OutboxOptions& options);
+// An IMMEDIATE write transaction that takes its turn at the connection's
+// gate first and keeps it until destroyed. Rolls back on destruction unless
+// committed.
+class WriteTransaction {
+ public:
+  explicit WriteTransaction(Connection& connection);
+  void commit();
+
+ private:
+  WriteGate::Turn turn_;
+  SQLite::Transaction tx_;
+};
+
+// Bytes the database file takes: page_count * page_size.
+std::uint64_t file_bytes(SQLite::Database& db);
+
+// PRAGMA data_version: changes whenever another connection commits.
+std::uint64_t data_version(SQLite::Database& db);
 
 // Bytes the database's live pages take: (page_count - freelist_count) * page_size.
 std::uint64_t used_bytes(SQLite::Database& db);

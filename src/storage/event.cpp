@@ -53,7 +53,14 @@ Event& Event::json(const nlohmann::json& data) {
     throw Error(ErrorKind::invalid_argument,
                 "Event::json: the value nests deeper than " + std::to_string(cloudevents::max_json_depth) +
                     " levels of arrays and objects, the wire format's limit: flatten it");
-  payload = data.dump();
+  try {
+    payload = data.dump();
+  } catch (const nlohmann::json::type_error& e) {
+    // dump() refuses strings that are not UTF-8 (nlohmann error 316).
+    throw Error(ErrorKind::invalid_argument,
+                std::string("Event::json: the value holds a string that is not valid UTF-8, which JSON cannot carry "
+                            "(") + e.what() + "): send bytes as the payload with a binary content_type, or encode them");
+  }
   content_type = "application/json";
   return *this;
 }

@@ -1,23 +1,21 @@
-// Outbox's private state, shared by outbox.cpp and transaction.cpp.
+// Outbox's private state, shared by outbox.cpp, transaction.cpp and
+// capacity.cpp.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include <SQLiteCpp/Database.h>
-#include <SQLiteCpp/Column.h>
-#include <SQLiteCpp/Statement.h>
 
 #include <edge_outbox/outbox.h>
 
+#include "common/mutex.h"
 #include "storage/database.h"
+#include "storage/outbox_tables.h"
 #include "storage/uuid.h"
 
 namespace edge_outbox {
@@ -29,32 +27,34 @@ struct Outbox::Impl {
     if (options.log) options.log(level, message);
   }
   void require_writable(const char* operation) const;
+  void notify_subscribers() REQUIRES(mutex) {
+    for (const auto& [token, subscriber] : subscribers) subscriber();
+  }
 
-  // The steps of Transaction::enqueue; the caller holds `mutex` and a savepoint.
-  std::uint64_t pending_count();
-  void insert_event(const Event& event);
+  // Transaction::enqueue, inside transact on `db`.
+  std::string enqueue(Event event, SQLite::Database& db) REQUIRES(mutex);
   // Evicts up to `count` of the lowest-priority, oldest pending events.
-  // Returns the evicted sequences (sorted); appends to evicted_priorities.
-  std::vector<std::int64_t> evict(std::size_t count, std::map<Priority, std::uint64_t>& per_priority);
+  // Returns the evicted sequences (sorted); counts them in per_priority.
+  std::vector<std::int64_t> evict(std::size_t count, std::map<Priority, std::uint64_t>& per_priority)
+      REQUIRES(mutex);
   void insert_dropped_event(const std::vector<std::int64_t>& sequences,
-                            const std::map<Priority, std::uint64_t>& per_priority);
+                            const std::map<Priority, std::uint64_t>& per_priority) REQUIRES(mutex);
 
-  std::filesystem::path path;
-  OutboxOptions options;
-  std::string boot_id;
+  const std::filesystem::path path;
+  const OutboxOptions options;
+  const std::string boot_id;
 
-  // One mutex guards everything below: the connection, its statements, the
-  // id generator and the commit subscribers.
-  mutable std::mutex mutex;
-  std::unique_ptr<SQLite::Database> db;
-  std::shared_ptr<WriteGate> gate;  // taken inside `mutex` around every write transaction
-  std::uint64_t wal_limit_bytes = 0;
-  std::string stream_id;
-  int schema_version = 0;
-  UuidV7Generator ids;
-  std::optional<SQLite::Statement> insert_statement;
-  std::map<std::uint64_t, std::function<void()>> subscribers;
-  std::uint64_t next_subscriber = 1;
+  // One mutex guards everything below but the copies of what the file said
+  // when opened: the connection, its statements, the id generator and the
+  // commit subscribers.
+  mutable Mutex mutex;
+  Connection connection GUARDED_BY(mutex);
+  OutboxTables tables GUARDED_BY(mutex);
+  UuidV7Generator ids GUARDED_BY(mutex);
+  std::map<std::uint64_t, std::function<void()>> subscribers GUARDED_BY(mutex);
+  std::uint64_t next_subscriber GUARDED_BY(mutex) = 1;
+  const std::string stream_id;
+  const int schema_version;
 };
 
 }  // namespace edge_outbox

@@ -1,14 +1,134 @@
 #include "storage/outbox_tables.h"
 
 #include <algorithm>
+#include <array>
 
+#include <SQLiteCpp/Column.h>
 #include <nlohmann/json.hpp>
+
+#include <edge_outbox/error.h>
+
+#include "storage/sqlite_errors.h"
 
 namespace edge_outbox {
 namespace {
+
 // 2020-01-01: a wall clock before this has not been set since boot.
 constexpr std::int64_t plausible_wall_ms = 1'577'836'800'000;
-}  // namespace
+
+// The columns of an event, common to outbox and outbox_dead: the positions
+// of event_column_names, from which every SELECT of events is written.
+namespace column {
+enum : int {
+  sequence,
+  event_id,
+  topic,
+  type,
+  content_type,
+  payload,
+  attributes,
+  priority,
+  created_at,
+  created_boot,
+  created_mono,
+  ttl_ms,
+  attempts,
+  last_error,
+  count,
+};
+// After the event columns in a SELECT of dead letters.
+constexpr int reason = count;
+constexpr int dead_at = count + 1;
+}  // namespace column
+
+constexpr std::array<const char*, column::count> event_column_names = {
+    "sequence",     "event_id",     "topic",        "type",   "content_type", "payload",  "attributes",
+    "priority",     "created_at",   "created_boot", "created_mono", "ttl_ms", "attempts", "last_error"};
+
+std::string join_event_columns() {
+  std::string list;
+  for (const auto* name : event_column_names) list += (list.empty() ? "" : ", ") + std::string(name);
+  return list;
+}
+
+// The same age rule as age_ms, as an SQL expression over columns
+// <prefix>_boot, <prefix>_mono and `wall_column`, with parameters :boot,
+// :mono and :wall.
+std::string age_sql(const std::string& prefix, const std::string& wall_column) {
+  const auto boot = prefix + "_boot", mono = prefix + "_mono";
+  return "(CASE WHEN " + boot + " = :boot THEN max(0, :mono - " + mono + ") ELSE max(:mono, CASE WHEN " +
+         wall_column + " > " + std::to_string(plausible_wall_ms) + " AND :wall > " + wall_column + " THEN :wall - " +
+         wall_column + " ELSE 0 END) END)";
+}
+
+// --- The statements -------------------------------------------------------
+
+const std::string event_columns = join_event_columns();
+// A pending event: not yet published (acknowledged by the broker).
+const std::string pending_row = "published_at IS NULL";
+const std::string published_row = "published_at IS NOT NULL";
+// The columns an event keeps when it is requeued from outbox_dead: attempts
+// and last_error start again.
+const std::string requeued_columns =
+    "sequence, event_id, topic, type, content_type, payload, attributes, priority, created_at, created_boot, "
+    "created_mono, ttl_ms";
+
+const std::string count_pending = "SELECT count(*) FROM outbox WHERE " + pending_row;
+const std::string any_pending = "SELECT 1 FROM outbox WHERE " + pending_row + " LIMIT 1";
+const std::string oldest_pending = "SELECT created_boot, created_mono, created_at FROM outbox WHERE " + pending_row +
+                                   " ORDER BY sequence LIMIT 1";
+const std::string select_pending = "SELECT " + event_columns + " FROM outbox WHERE " + pending_row +
+                                   " AND sequence > ? ORDER BY sequence LIMIT ?";
+const std::string insert_event =
+    "INSERT INTO outbox (event_id, topic, type, content_type, payload, attributes, priority, created_at, "
+    "created_boot, created_mono, ttl_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)";
+const std::string delete_event = "DELETE FROM outbox WHERE sequence = ?";
+const std::string select_evictable = "SELECT sequence, priority FROM outbox WHERE " + pending_row +
+                                     " AND priority > 0 ORDER BY priority DESC, sequence LIMIT ?";
+const std::string select_dropped_report = "SELECT sequence, payload FROM outbox WHERE " + pending_row +
+                                          " AND priority = 0 AND type = 'outbox.dropped' AND topic = ? AND "
+                                          "length(payload) < ? ORDER BY sequence DESC LIMIT 1";
+
+const std::string mark_kept = "UPDATE outbox SET published_at = :wall, published_boot = :boot, published_mono = :mono "
+                              "WHERE sequence = :seq AND " + pending_row;
+const std::string mark_deleted = "DELETE FROM outbox WHERE sequence = :seq AND " + pending_row;
+const std::string count_failure = "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE sequence = ? AND " +
+                                  pending_row + " RETURNING attempts";
+const std::string select_expired = "SELECT sequence FROM outbox WHERE " + pending_row + " AND ttl_ms IS NOT NULL AND " +
+                                   age_sql("created", "created_at") + " >= ttl_ms LIMIT :limit";
+const std::string bury_event = "INSERT INTO outbox_dead (" + event_columns +
+                               ", reason, dead_at, dead_boot, dead_mono) SELECT " + event_columns +
+                               ", :reason, :wall, :boot, :mono FROM outbox WHERE sequence = :seq";
+// Both deletes are ranges of the outbox_published index.
+const std::string delete_published_this_boot = "DELETE FROM outbox WHERE " + published_row +
+                                               " AND published_boot = :boot AND published_mono <= :cutoff";
+const std::string delete_published_earlier_boots =
+    "DELETE FROM outbox WHERE " + published_row + " AND (published_boot < :boot OR published_boot > :boot)";
+
+const std::string count_dead = "SELECT count(*) FROM outbox_dead";
+const std::string select_dead =
+    "SELECT " + event_columns + ", reason, dead_at FROM outbox_dead ORDER BY sequence LIMIT ?";
+const std::string dead_batch_last = "SELECT max(sequence) AS last FROM (SELECT sequence FROM outbox_dead WHERE sequence > ? "
+                                    "ORDER BY sequence LIMIT ?)";
+// "WHERE ... AND" keeps ON CONFLICT from being parsed as part of the SELECT.
+const std::string requeue_dead_range = "INSERT INTO outbox (" + requeued_columns + ") SELECT " + requeued_columns +
+                                       " FROM outbox_dead WHERE sequence > ? AND sequence <= ? ON CONFLICT DO NOTHING";
+const std::string delete_requeued_range = "DELETE FROM outbox_dead WHERE sequence > ? AND sequence <= ? "
+                                          "AND sequence IN (SELECT sequence FROM outbox)";
+const std::string requeue_dead_id = "INSERT INTO outbox (" + requeued_columns + ") SELECT " + requeued_columns +
+                                    " FROM outbox_dead WHERE event_id = ? ON CONFLICT DO NOTHING";
+const std::string delete_requeued_id =
+    "DELETE FROM outbox_dead WHERE event_id = ? AND sequence IN (SELECT sequence FROM outbox)";
+const std::string purge_dead_batch = "DELETE FROM outbox_dead WHERE sequence IN (SELECT sequence FROM outbox_dead "
+                                     "WHERE " + age_sql("dead", "dead_at") + " >= :older ORDER BY sequence LIMIT :n)";
+
+const std::string read_published_total = "SELECT value FROM outbox_meta WHERE key = 'published_total'";
+const std::string add_published_total = "UPDATE outbox_meta SET value = value + ? WHERE key = 'published_total'";
+const std::string read_dropped_total = "SELECT value FROM outbox_meta WHERE key = 'dropped_total'";
+const std::string add_dropped_total =
+    "UPDATE outbox_meta SET value = value + ? WHERE key = 'dropped_total' RETURNING value";
+
+// --- Rows -------------------------------------------------------------------
 
 std::string attributes_to_json(const std::map<std::string, std::string>& attributes) {
   return nlohmann::json(attributes).dump();
@@ -23,40 +143,269 @@ std::int64_t age_ms(const std::string& boot, std::int64_t mono, std::int64_t wal
   return std::max(now_mono, wall_usable ? now_wall - wall : 0);
 }
 
-std::string age_sql(const std::string& prefix, const std::string& wall_column) {
-  const auto boot = prefix + "_boot", mono = prefix + "_mono";
-  return "(CASE WHEN " + boot + " = :boot THEN max(0, :mono - " + mono + ") ELSE max(:mono, CASE WHEN " +
-         wall_column + " > " + std::to_string(plausible_wall_ms) + " AND :wall > " + wall_column + " THEN :wall - " +
-         wall_column + " ELSE 0 END) END)";
-}
+}  // namespace
 
-StoredEvent read_event_row(SQLite::Statement& row, const Clock& clock, const std::string& boot_id, int first) {
+OutboxTables::OutboxTables(SQLite::Database& db, const Clock& clock, std::string boot_id)
+    : db_(db), clock_(clock), boot_id_(std::move(boot_id)) {}
+
+StoredEvent OutboxTables::read_event(SQLite::Statement& row) const {
   StoredEvent e;
-  const int c = first;
-  e.sequence = row.getColumn(c).getInt64();
-  e.id = row.getColumn(c + 1).getString();
-  e.topic = row.getColumn(c + 2).getString();
-  e.type = row.getColumn(c + 3).getString();
-  e.content_type = row.getColumn(c + 4).getString();
-  const auto payload = row.getColumn(c + 5);
+  e.sequence = row.getColumn(column::sequence).getInt64();
+  e.id = row.getColumn(column::event_id).getString();
+  e.topic = row.getColumn(column::topic).getString();
+  e.type = row.getColumn(column::type).getString();
+  e.content_type = row.getColumn(column::content_type).getString();
+  const auto payload = row.getColumn(column::payload);
   e.payload.assign(static_cast<const char*>(payload.getBlob()), static_cast<std::size_t>(payload.getBytes()));
-  if (!row.getColumn(c + 6).isNull()) {
-    const auto parsed = nlohmann::json::parse(row.getColumn(c + 6).getString(), nullptr, false);
+  if (const auto attributes = row.getColumn(column::attributes); !attributes.isNull()) {
+    const auto parsed = nlohmann::json::parse(attributes.getString(), nullptr, false);
     if (parsed.is_object())
       for (const auto& [k, v] : parsed.items())
         if (v.is_string()) e.attributes.emplace(k, v.get<std::string>());
   }
-  e.priority = static_cast<Priority>(std::clamp(row.getColumn(c + 7).getInt(), 0, 2));
-  e.created_at_ms = row.getColumn(c + 8).getInt64();
-  if (!row.getColumn(c + 11).isNull()) {
-    const auto ttl = row.getColumn(c + 11).getInt64();
-    const auto age = age_ms(row.getColumn(c + 9).getString(), row.getColumn(c + 10).getInt64(), e.created_at_ms,
-                            clock, boot_id);
-    e.remaining_ttl = std::chrono::milliseconds(ttl - age);
+  e.priority = static_cast<Priority>(std::clamp(row.getColumn(column::priority).getInt(), 0, 2));
+  e.created_at_ms = row.getColumn(column::created_at).getInt64();
+  if (const auto ttl = row.getColumn(column::ttl_ms); !ttl.isNull()) {
+    const auto age = age_ms(row.getColumn(column::created_boot).getString(),
+                            row.getColumn(column::created_mono).getInt64(), e.created_at_ms, clock_, boot_id_);
+    e.remaining_ttl = std::chrono::milliseconds(ttl.getInt64() - age);
   }
-  e.attempts = row.getColumn(c + 12).getInt();
-  if (!row.getColumn(c + 13).isNull()) e.last_error = row.getColumn(c + 13).getString();
+  e.attempts = row.getColumn(column::attempts).getInt();
+  if (const auto error = row.getColumn(column::last_error); !error.isNull()) e.last_error = error.getString();
   return e;
+}
+
+void OutboxTables::bind_now(SQLite::Statement& statement) const {
+  statement.bind(":boot", boot_id_);
+  statement.bind(":mono", static_cast<std::int64_t>(clock_.monotonic_ms()));
+  statement.bind(":wall", static_cast<std::int64_t>(clock_.wall_ms()));
+}
+
+// --- Pending events ---------------------------------------------------------
+
+std::uint64_t OutboxTables::pending_count() {
+  return static_cast<std::uint64_t>(db_.execAndGet(count_pending).getInt64());
+}
+
+bool OutboxTables::has_pending() {
+  SQLite::Statement q(db_, any_pending);
+  return q.executeStep();
+}
+
+std::optional<std::chrono::milliseconds> OutboxTables::oldest_pending_age() {
+  SQLite::Statement q(db_, oldest_pending);
+  if (!q.executeStep()) return std::nullopt;
+  return std::chrono::milliseconds(age_ms(q.getColumn("created_boot").getString(),
+                                          q.getColumn("created_mono").getInt64(),
+                                          q.getColumn("created_at").getInt64(), clock_, boot_id_));
+}
+
+std::vector<StoredEvent> OutboxTables::pending(std::int64_t after_sequence, std::size_t limit) {
+  if (!select_pending_) select_pending_.emplace(db_, select_pending);
+  auto& q = *select_pending_;
+  std::vector<StoredEvent> out;
+  try {
+    q.reset();
+    q.bind(1, static_cast<std::int64_t>(after_sequence));
+    q.bind(2, static_cast<std::int64_t>(limit));
+    out.reserve(std::min<std::size_t>(limit, 1024));  // a listing may ask for "all"
+    while (q.executeStep()) out.push_back(read_event(q));
+    q.reset();
+  } catch (const SQLite::Exception&) {
+    q.reset();
+    throw;
+  }
+  return out;
+}
+
+void OutboxTables::insert(const Event& event) {
+  if (!insert_) insert_.emplace(db_, insert_event);
+  auto& q = *insert_;
+  q.reset();
+  q.clearBindings();
+  q.bindNoCopy(1, event.id);
+  q.bindNoCopy(2, event.topic);
+  q.bindNoCopy(3, event.type);
+  q.bindNoCopy(4, event.content_type);
+  q.bindNoCopy(5, event.payload.data(), static_cast<int>(event.payload.size()));
+  if (!event.attributes.empty()) q.bind(6, attributes_to_json(event.attributes));
+  q.bind(7, static_cast<int>(event.priority));
+  q.bind(8, static_cast<std::int64_t>(clock_.wall_ms()));
+  q.bindNoCopy(9, boot_id_);
+  q.bind(10, static_cast<std::int64_t>(clock_.monotonic_ms()));
+  if (event.ttl) q.bind(11, static_cast<std::int64_t>(event.ttl->count()));
+  try {
+    q.exec();
+  } catch (const SQLite::Exception& e) {
+    q.reset();
+    if (kind_of_sqlite_error(e.getExtendedErrorCode()) == ErrorKind::duplicate_id)
+      throw Error(ErrorKind::duplicate_id, "an event with id '" + event.id +
+                                               "' is already in the outbox: give each logical event its own id");
+    throw;
+  }
+  q.reset();
+}
+
+void OutboxTables::remove(std::int64_t sequence) { remove(std::span(&sequence, 1)); }
+
+void OutboxTables::remove(std::span<const std::int64_t> sequences) {
+  SQLite::Statement q(db_, delete_event);
+  for (const auto sequence : sequences) {
+    q.reset();
+    q.bind(1, sequence);
+    q.exec();
+  }
+}
+
+std::vector<std::pair<std::int64_t, Priority>> OutboxTables::evictable(std::size_t count) {
+  std::vector<std::pair<std::int64_t, Priority>> out;
+  SQLite::Statement q(db_, select_evictable);
+  q.bind(1, static_cast<std::int64_t>(count));
+  while (q.executeStep())
+    out.emplace_back(q.getColumn("sequence").getInt64(), static_cast<Priority>(q.getColumn("priority").getInt()));
+  return out;
+}
+
+std::optional<OutboxTables::DroppedReport> OutboxTables::pending_dropped_report(const std::string& topic,
+                                                                                int max_payload_bytes) {
+  SQLite::Statement q(db_, select_dropped_report);
+  q.bind(1, topic);
+  q.bind(2, max_payload_bytes);
+  if (!q.executeStep()) return std::nullopt;
+  return DroppedReport{q.getColumn("sequence").getInt64(), q.getColumn("payload").getString()};
+}
+
+// --- What became of pending events ------------------------------------------
+
+std::int64_t OutboxTables::mark_published(std::span<const std::int64_t> sequences, bool keep) {
+  SQLite::Statement mark(db_, keep ? mark_kept : mark_deleted);
+  std::int64_t marked = 0;
+  for (const auto sequence : sequences) {
+    mark.reset();
+    if (keep) bind_now(mark);
+    mark.bind(":seq", static_cast<std::int64_t>(sequence));
+    marked += mark.exec();
+  }
+  SQLite::Statement total(db_, add_published_total);
+  total.bind(1, marked);
+  total.exec();
+  return marked;
+}
+
+std::optional<int> OutboxTables::count_attempt(std::int64_t sequence, const std::string& error) {
+  SQLite::Statement q(db_, count_failure);
+  q.bind(1, error);
+  q.bind(2, static_cast<std::int64_t>(sequence));
+  if (!q.executeStep()) return std::nullopt;
+  return q.getColumn("attempts").getInt();
+}
+
+std::vector<std::int64_t> OutboxTables::expired(std::size_t limit) {
+  std::vector<std::int64_t> out;
+  SQLite::Statement q(db_, select_expired);
+  bind_now(q);
+  q.bind(":limit", static_cast<std::int64_t>(limit));
+  while (q.executeStep()) out.push_back(q.getColumn("sequence").getInt64());
+  return out;
+}
+
+void OutboxTables::bury(std::int64_t sequence, const std::string& reason) {
+  SQLite::Statement move(db_, bury_event);
+  bind_now(move);
+  move.bind(":reason", reason);
+  move.bind(":seq", static_cast<std::int64_t>(sequence));
+  move.exec();
+  remove(sequence);
+}
+
+void OutboxTables::delete_published(std::int64_t cutoff_ms, bool all_earlier_boots) {
+  SQLite::Statement old(db_, delete_published_this_boot);
+  old.bind(":boot", boot_id_);
+  old.bind(":cutoff", cutoff_ms);
+  old.exec();
+  if (!all_earlier_boots) return;
+  SQLite::Statement earlier(db_, delete_published_earlier_boots);
+  earlier.bind(":boot", boot_id_);
+  earlier.exec();
+}
+
+// --- Dead letters -----------------------------------------------------------
+
+std::uint64_t OutboxTables::dead_count() {
+  return static_cast<std::uint64_t>(db_.execAndGet(count_dead).getInt64());
+}
+
+std::vector<DeadEvent> OutboxTables::dead(std::size_t limit) {
+  std::vector<DeadEvent> out;
+  SQLite::Statement q(db_, select_dead);
+  q.bind(1, static_cast<std::int64_t>(limit));
+  while (q.executeStep()) {
+    DeadEvent dead_event{read_event(q), q.getColumn(column::reason).getString(),
+                         q.getColumn(column::dead_at).getInt64()};
+    dead_event.event.remaining_ttl.reset();
+    out.push_back(std::move(dead_event));
+  }
+  return out;
+}
+
+std::optional<std::int64_t> OutboxTables::dead_batch_end(std::int64_t after_sequence, std::int64_t n) {
+  SQLite::Statement last(db_, dead_batch_last);
+  last.bind(1, after_sequence);
+  last.bind(2, n);
+  if (!last.executeStep() || last.getColumn("last").isNull()) return std::nullopt;
+  return last.getColumn("last").getInt64();
+}
+
+std::size_t OutboxTables::requeue_dead(std::int64_t after_sequence, std::int64_t last_sequence) {
+  SQLite::Statement move(db_, requeue_dead_range);
+  move.bind(1, after_sequence);
+  move.bind(2, last_sequence);
+  const auto moved = static_cast<std::size_t>(move.exec());
+  SQLite::Statement remove(db_, delete_requeued_range);
+  remove.bind(1, after_sequence);
+  remove.bind(2, last_sequence);
+  remove.exec();
+  return moved;
+}
+
+std::size_t OutboxTables::requeue_dead(std::span<const std::string> ids) {
+  SQLite::Statement move(db_, requeue_dead_id);
+  SQLite::Statement remove(db_, delete_requeued_id);
+  std::size_t moved = 0;
+  for (const auto& id : ids) {
+    move.reset();
+    remove.reset();
+    move.bind(1, id);
+    remove.bind(1, id);
+    moved += static_cast<std::size_t>(move.exec());
+    remove.exec();
+  }
+  return moved;
+}
+
+std::size_t OutboxTables::purge_dead(std::chrono::milliseconds older_than, std::int64_t n) {
+  SQLite::Statement purge(db_, purge_dead_batch);
+  bind_now(purge);
+  purge.bind(":older", static_cast<std::int64_t>(older_than.count()));
+  purge.bind(":n", n);
+  return static_cast<std::size_t>(purge.exec());
+}
+
+// --- Counters in outbox_meta ------------------------------------------------
+
+std::uint64_t OutboxTables::published_total() {
+  return static_cast<std::uint64_t>(db_.execAndGet(read_published_total).getInt64());
+}
+
+std::uint64_t OutboxTables::dropped_total() {
+  return static_cast<std::uint64_t>(db_.execAndGet(read_dropped_total).getInt64());
+}
+
+std::int64_t OutboxTables::add_dropped(std::int64_t n) {
+  SQLite::Statement bump(db_, add_dropped_total);
+  bump.bind(1, n);
+  bump.executeStep();
+  return bump.getColumn("value").getInt64();
 }
 
 }  // namespace edge_outbox

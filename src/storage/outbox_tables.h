@@ -1,14 +1,26 @@
-// The mapping between rows of outbox / outbox_dead and StoredEvent, shared
-// by Outbox (inspection) and Queue (forwarding), and the rule for an event's
-// age: monotonic time within one boot; across boots, at least this boot's
-// uptime (or the wall-clock difference when both clocks look set).
+// Every SQL statement on the outbox tables (outbox, outbox_dead and the
+// counters in outbox_meta) and the mapping between their rows and
+// StoredEvent, for one connection. Outbox and Queue call these; they hold
+// the transactions and the write gate (database.h).
+//
+// The rule for an event's age: monotonic time within one boot; across boots,
+// at least this boot's uptime (or the wall-clock difference when both clocks
+// look set).
+//
+// Not thread-safe, like the connection it uses. Methods throw
+// SQLite::Exception as the connection reports it, except where noted.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include <SQLiteCpp/Column.h>
+#include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
 
 #include <edge_outbox/clock.h>
@@ -16,21 +28,91 @@
 
 namespace edge_outbox {
 
-// The columns read_event_row expects, in order, for a SELECT on either table.
-inline constexpr const char* event_columns =
-    "sequence, event_id, topic, type, content_type, payload, attributes, priority, created_at, "
-    "created_boot, created_mono, ttl_ms, attempts, last_error";
+class OutboxTables {
+ public:
+  // `clock` must outlive this object; boot_id is clock.boot_id(), read once.
+  OutboxTables(SQLite::Database& db, const Clock& clock, std::string boot_id);
 
-// Reads the event_columns starting at column `first`.
-StoredEvent read_event_row(SQLite::Statement& row, const Clock& clock, const std::string& boot_id, int first = 0);
+  // --- Pending events -----------------------------------------------------
 
-std::string attributes_to_json(const std::map<std::string, std::string>& attributes);
+  std::uint64_t pending_count();
+  bool has_pending();
+  std::optional<std::chrono::milliseconds> oldest_pending_age();
+  // Up to limit pending events with sequence > after_sequence, oldest first,
+  // by keyset pagination over the pending index.
+  std::vector<StoredEvent> pending(std::int64_t after_sequence, std::size_t limit);
 
-std::int64_t age_ms(const std::string& boot, std::int64_t mono, std::int64_t wall, const Clock& clock,
-                    const std::string& boot_id);
+  // Inserts a pending event created now. Throws Error(duplicate_id) for an
+  // id already in the outbox.
+  void insert(const Event& event);
+  void remove(std::int64_t sequence);
+  void remove(std::span<const std::int64_t> sequences);
 
-// The same rule as an SQL expression over columns <prefix>_boot, <prefix>_mono
-// and `wall_column`, with parameters :boot, :mono, :wall.
-std::string age_sql(const std::string& prefix, const std::string& wall_column);
+  // Up to count pending events drop_oldest may evict (not critical), lowest
+  // priority first, then oldest: (sequence, priority).
+  std::vector<std::pair<std::int64_t, Priority>> evictable(std::size_t count);
+
+  // The newest pending outbox.dropped report on `topic` whose payload is
+  // shorter than max_payload_bytes, if any.
+  struct DroppedReport {
+    std::int64_t sequence = 0;
+    std::string payload;
+  };
+  std::optional<DroppedReport> pending_dropped_report(const std::string& topic, int max_payload_bytes);
+
+  // --- What became of pending events --------------------------------------
+
+  // Marks those of `sequences` still pending as published (deleted, or kept
+  // with the publication time when keep) and adds them to published_total.
+  // Returns how many were pending.
+  std::int64_t mark_published(std::span<const std::int64_t> sequences, bool keep);
+  // Counts a failed attempt; the attempts so far, or nothing when the event
+  // is not pending (any more).
+  std::optional<int> count_attempt(std::int64_t sequence, const std::string& error);
+  // Up to limit pending events whose TTL has run out.
+  std::vector<std::int64_t> expired(std::size_t limit);
+  // Moves one pending event to outbox_dead with this reason.
+  void bury(std::int64_t sequence, const std::string& reason);
+  // Deletes published events kept for retention: those of this boot
+  // published at or before monotonic time cutoff_ms, and (with all_earlier_boots) every one
+  // of an earlier boot.
+  void delete_published(std::int64_t cutoff_ms, bool all_earlier_boots);
+
+  // --- Dead letters -------------------------------------------------------
+
+  std::uint64_t dead_count();
+  std::vector<DeadEvent> dead(std::size_t limit);
+  // The last sequence of the next batch of at most n dead letters after
+  // after_sequence, if there are any.
+  std::optional<std::int64_t> dead_batch_end(std::int64_t after_sequence, std::int64_t n);
+  // Moves the dead letters with sequence in (after_sequence, last_sequence]
+  // back to the queue (attempts reset, sequence kept); those whose sequence
+  // or id is taken stay dead. Returns how many moved.
+  std::size_t requeue_dead(std::int64_t after_sequence, std::int64_t last_sequence);
+  // The same for the dead letters with these ids.
+  std::size_t requeue_dead(std::span<const std::string> ids);
+  // Deletes up to n dead letters that died at least older_than ago, oldest
+  // first. Returns how many.
+  std::size_t purge_dead(std::chrono::milliseconds older_than, std::int64_t n);
+
+  // --- Counters in outbox_meta --------------------------------------------
+
+  std::uint64_t published_total();
+  std::uint64_t dropped_total();
+  // Adds n to dropped_total; returns the new total.
+  std::int64_t add_dropped(std::int64_t n);
+
+ private:
+  StoredEvent read_event(SQLite::Statement& row) const;
+  // Binds :boot, :mono and :wall to the clock's readings now.
+  void bind_now(SQLite::Statement& statement) const;
+
+  SQLite::Database& db_;
+  const Clock& clock_;
+  std::string boot_id_;
+  // Prepared once: the forwarder's and the application's hot paths.
+  std::optional<SQLite::Statement> select_pending_;
+  std::optional<SQLite::Statement> insert_;
+};
 
 }  // namespace edge_outbox

@@ -4,11 +4,8 @@
 
 #include <edge_outbox/error.h>
 
-#include "storage/outbox_tables.h"
-#include "storage/outbox_impl.h"
 #include "storage/database.h"
-
-#include <SQLiteCpp/Column.h>
+#include "storage/outbox_impl.h"
 #include "storage/sqlite_errors.h"
 #include "storage/validate.h"
 
@@ -39,48 +36,24 @@ class EnqueueSavepoint {
 
 }  // namespace
 
-void Outbox::Impl::insert_event(const Event& event) {
-  if (!insert_statement)
-    insert_statement.emplace(*db,
-                             "INSERT INTO outbox (event_id, topic, type, content_type, payload, attributes, priority, "
-                             "created_at, created_boot, created_mono, ttl_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
-  auto& q = *insert_statement;
-  q.reset();
-  q.clearBindings();
-  q.bindNoCopy(1, event.id);
-  q.bindNoCopy(2, event.topic);
-  q.bindNoCopy(3, event.type);
-  q.bindNoCopy(4, event.content_type);
-  q.bindNoCopy(5, event.payload.data(), static_cast<int>(event.payload.size()));
-  if (!event.attributes.empty()) q.bind(6, attributes_to_json(event.attributes));
-  q.bind(7, static_cast<int>(event.priority));
-  q.bind(8, static_cast<std::int64_t>(options.clock->wall_ms()));
-  q.bindNoCopy(9, boot_id);
-  q.bind(10, static_cast<std::int64_t>(options.clock->monotonic_ms()));
-  if (event.ttl) q.bind(11, static_cast<std::int64_t>(event.ttl->count()));
-  try {
-    q.exec();
-  } catch (const SQLite::Exception& e) {
-    q.reset();
-    if (kind_of_sqlite_error(e.getExtendedErrorCode()) == ErrorKind::duplicate_id)
-      throw Error(ErrorKind::duplicate_id, "an event with id '" + event.id +
-                                               "' is already in the outbox: give each logical event its own id");
-    throw;
-  }
-  q.reset();
+// Transaction exists only inside Outbox::transact's function, which holds
+// the Outbox's mutex on this thread.
+std::string Transaction::enqueue(Event event) NO_THREAD_SAFETY_ANALYSIS {
+  auto id = outbox_.impl_->enqueue(std::move(event), db_);
+  ids_.push_back(id);
+  return id;
 }
 
-std::string Transaction::enqueue(Event event) {
-  auto& d = *outbox_.impl_;
-  validate_event(event, d.options.max_payload_bytes);
-  if (event.id.empty()) event.id = d.ids.next(d.options.clock->wall_ms());
+std::string Outbox::Impl::enqueue(Event event, SQLite::Database& db) {
+  validate_event(event, options.max_payload_bytes);
+  if (event.id.empty()) event.id = ids.next(options.clock->wall_ms());
   try {
     // Without storage bounds an enqueue is one INSERT, atomic on its own; with
     // them, evictions and the dropped report must stand or fall with it.
-    const bool bounded = d.options.max_pending_events != 0 || d.options.max_database_bytes != 0;
+    const bool bounded = options.max_pending_events != 0 || options.max_database_bytes != 0;
     std::optional<EnqueueSavepoint> savepoint;
-    if (bounded) savepoint.emplace(db_);
-    const bool drop = d.options.capacity_policy == CapacityPolicy::drop_oldest;
+    if (bounded) savepoint.emplace(db);
+    const bool drop = options.capacity_policy == CapacityPolicy::drop_oldest;
     std::vector<std::int64_t> evicted;
     std::map<Priority, std::uint64_t> per_priority;
     auto full = [&](const std::string& what) {
@@ -90,48 +63,47 @@ std::string Transaction::enqueue(Event event) {
                              : ": let the forwarder drain, raise the limit, or use CapacityPolicy::drop_oldest"));
     };
 
-    if (const auto max = d.options.max_pending_events; max != 0) {
-      const auto pending = d.pending_count();
+    if (const auto max = options.max_pending_events; max != 0) {
+      const auto pending = tables.pending_count();
       if (pending >= max) {
         if (!drop) throw full("max_pending_events = " + std::to_string(max));
         // Evict a chunk at once so that one outbox.dropped event covers many evictions.
         const auto chunk = std::max<std::uint64_t>(2, std::min<std::uint64_t>(256, max / 20));
-        evicted = d.evict(static_cast<std::size_t>(pending - max + chunk), per_priority);
+        evicted = evict(static_cast<std::size_t>(pending - max + chunk), per_priority);
         if (evicted.size() < pending - max + 2) throw full("max_pending_events = " + std::to_string(max));
       }
     }
 
-    d.insert_event(event);
+    tables.insert(event);
 
-    if (const auto max = d.options.max_database_bytes; max != 0) {
+    if (const auto max = options.max_database_bytes; max != 0) {
       // The -wal counts: it takes the same disk. Evicting rows cannot shrink
       // it within this transaction; commits keep it within twice
       // wal_limit_bytes. Past that a reader holds an old snapshot: the event
       // is refused rather than the queue emptied for it.
-      const auto wal = wal_bytes(d.path);
-      const bool held_back = wal > 2 * d.wal_limit_bytes;
+      const auto wal = wal_bytes(path);
+      const bool held_back = wal > 2 * connection.wal_limit_bytes;
       const auto what = [&] {
         return "max_database_bytes = " + std::to_string(max) + ", counting the " + std::to_string(wal) +
                "-byte write-ahead log";
       };
-      while (used_bytes(db_) + (held_back ? 2 * d.wal_limit_bytes : wal) > max) {
+      while (used_bytes(db) + (held_back ? 2 * connection.wal_limit_bytes : wal) > max) {
         if (!drop) throw full(what());
-        const auto more = d.evict(64, per_priority);
+        const auto more = evict(64, per_priority);
         if (more.empty()) throw full(what());
         evicted.insert(evicted.end(), more.begin(), more.end());
       }
-      if (held_back && used_bytes(db_) + wal > max)
+      if (held_back && used_bytes(db) + wal > max)
         throw Error(ErrorKind::storage_full,
                     "the outbox is full (" + what() +
                         ", grown past its limit because a reader holds an old snapshot): end long reads of the file "
                         "(a backup, a shell, edge-outbox-ctl check) and the next commit truncates the log");
     }
-    if (!evicted.empty()) d.insert_dropped_event(evicted, per_priority);
+    if (!evicted.empty()) insert_dropped_event(evicted, per_priority);
     if (savepoint) savepoint->release();
   } catch (const SQLite::Exception& e) {
-    throw sqlite_error(e, d.path, "enqueueing event '" + event.id + "'");
+    throw sqlite_error(e, path, "enqueueing event '" + event.id + "'");
   }
-  ids_.push_back(event.id);
   return std::move(event.id);
 }
 

@@ -1,7 +1,9 @@
 // A Clock the test moves by hand: wall and monotonic time step independently,
-// and the boot id can change to simulate a reboot.
+// and the boot id can change to simulate a reboot. steady_now moves with the
+// monotonic time.
 #pragma once
 
+#include <chrono>
 #include <mutex>
 #include <string>
 
@@ -19,6 +21,10 @@ class ManualClock final : public Clock {
     std::lock_guard l(m_);
     return mono_;
   }
+  std::chrono::steady_clock::time_point steady_now() const override {
+    std::lock_guard l(m_);
+    return std::chrono::steady_clock::time_point(std::chrono::milliseconds(steady_));
+  }
   std::string boot_id() const override {
     std::lock_guard l(m_);
     return boot_;
@@ -27,6 +33,7 @@ class ManualClock final : public Clock {
     std::lock_guard l(m_);
     wall_ += ms;
     mono_ += ms;
+    steady_ += ms;
   }
   void set_wall(std::int64_t ms) {
     std::lock_guard l(m_);
@@ -42,6 +49,7 @@ class ManualClock final : public Clock {
   mutable std::mutex m_;
   std::int64_t wall_ = 1'700'000'000'000;
   std::int64_t mono_ = 10'000;
+  std::int64_t steady_ = 10'000;  // unlike mono_, not reset by reboot()
   std::string boot_ = "boot-1";
 };
 

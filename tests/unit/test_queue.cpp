@@ -1,5 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <edge_outbox/error.h>
@@ -64,10 +69,12 @@ TEST_CASE("mark_published deletes at once by default, or keeps rows for the rete
   auto clock = std::make_shared<test::ManualClock>();
   OutboxOptions options;
   options.clock = clock;
-  options.retention = std::chrono::seconds(60);
   Outbox outbox(dir / "r.db", options);
   for (int i = 0; i < 3; ++i) outbox.enqueue(event(i));
-  Queue queue(dir / "r.db", options);
+  QueueOptions queue_options;
+  queue_options.clock = clock;
+  queue_options.retention = std::chrono::seconds(60);
+  Queue queue(dir / "r.db", queue_options);
   auto batch = queue.next_batch(0, 10);
   queue.mark_published(sequences(batch));
   queue.mark_published(sequences(batch));  // twice is harmless
@@ -82,10 +89,10 @@ TEST_CASE("mark_published deletes at once by default, or keeps rows for the rete
 
 TEST_CASE("failures are counted; max_attempts or a permanent failure dead-letters; requeue keeps the sequence") {
   test::TempDir dir;
-  OutboxOptions options;
-  options.max_attempts = 3;
-  Outbox outbox(dir / "f.db", options);
+  Outbox outbox(dir / "f.db");
   for (int i = 0; i < 3; ++i) outbox.enqueue(event(i));
+  QueueOptions options;
+  options.max_attempts = 3;
   Queue queue(dir / "f.db", options);
   auto batch = queue.next_batch(0, 10);
   CHECK_FALSE(queue.record_failure(batch[0].sequence, "timeout", false));
@@ -120,7 +127,7 @@ TEST_CASE("purge_dead removes only dead letters older than asked") {
   Outbox outbox(dir / "p.db", options);
   outbox.enqueue(event(1));
   outbox.enqueue(event(2));
-  Queue queue(dir / "p.db", options);
+  Queue queue(dir / "p.db", queue_options_from(options));
   auto batch = queue.next_batch(0, 10);
   queue.record_failure(batch[0].sequence, "x", true);
   clock->advance(3'600'000);
@@ -137,7 +144,9 @@ TEST_CASE("TTL expiry uses monotonic time: wall-clock jumps do not expire or rev
   Outbox outbox(dir / "t.db", options);
   outbox.enqueue(event(1, std::chrono::milliseconds(5'000)));
   outbox.enqueue(event(2));
-  Queue queue(dir / "t.db", options);
+  QueueOptions queue_options;
+  queue_options.clock = clock;
+  Queue queue(dir / "t.db", queue_options);
   clock->set_wall(clock->wall_ms() + 86'400'000);  // NTP steps the wall clock a day ahead
   CHECK(queue.expire_due() == 0);
   auto batch = queue.next_batch(0, 10);
@@ -161,12 +170,14 @@ TEST_CASE("after a reboot an event's age is at least the new boot's uptime") {
   clock->set_wall(1000);  // no RTC: 1970
   { Outbox(dir / "b.db", options).enqueue(event(1, std::chrono::milliseconds(60'000))); }
   clock->reboot("boot-2", 30'000);
+  QueueOptions queue_options;
+  queue_options.clock = clock;
   {
-    Queue queue(dir / "b.db", options);
+    Queue queue(dir / "b.db", queue_options);
     CHECK(queue.expire_due() == 0);
   }
   clock->reboot("boot-3", 61'000);
-  Queue queue(dir / "b.db", options);
+  Queue queue(dir / "b.db", queue_options);
   CHECK(queue.expire_due() == 1);
 }
 
@@ -217,4 +228,70 @@ TEST_CASE("requeue_dead and purge_dead work through more dead letters than one b
   CHECK(outbox.purge_dead(std::chrono::milliseconds(0)) == 1234 - (ids.size() - 1));
   CHECK(outbox.stats().dead == 0);
   CHECK(outbox.stats().pending == ids.size() - 1);
+}
+
+TEST_CASE("QueueOptions: queue_options_from keeps what a Queue reads; nonsense is refused") {
+  auto clock = std::make_shared<test::ManualClock>();
+  OutboxOptions o;
+  o.durability = Durability::normal;
+  o.busy_timeout = std::chrono::milliseconds(1234);
+  o.max_wal_bytes = 512 * 1024;
+  o.max_database_bytes = 1024 * 1024;  // caps the -wal at a quarter of it
+  o.check_on_open = true;
+  o.retention = std::chrono::seconds(7);
+  o.max_attempts = 4;
+  o.log = [](LogLevel, std::string_view) {};
+  o.clock = clock;
+  const auto q = queue_options_from(o);
+  CHECK(q.durability == Durability::normal);
+  CHECK(q.busy_timeout == std::chrono::milliseconds(1234));
+  CHECK(q.max_wal_bytes == 256 * 1024);
+  CHECK(q.check_on_open);
+  CHECK(q.retention == std::chrono::seconds(7));
+  CHECK(q.max_attempts == 4);
+  CHECK(q.log);
+  CHECK(q.clock == clock);
+  o.max_database_bytes = 0;
+  CHECK(queue_options_from(o).max_wal_bytes == 512 * 1024);
+
+  test::TempDir dir;
+  { Outbox outbox(dir / "o.db"); }
+  auto refused = [&](QueueOptions options) {
+    try {
+      Queue queue(dir / "o.db", std::move(options));
+    } catch (const Error& e) {
+      return e.kind() == ErrorKind::invalid_argument && std::string(e.what()).find("QueueOptions: ") == 0;
+    }
+    return false;
+  };
+  QueueOptions no_clock;
+  no_clock.clock = nullptr;
+  CHECK(refused(no_clock));
+  QueueOptions no_attempts;
+  no_attempts.max_attempts = 0;
+  CHECK(refused(no_attempts));
+  QueueOptions negative_timeout;
+  negative_timeout.busy_timeout = std::chrono::milliseconds(-1);
+  CHECK(refused(negative_timeout));
+  CHECK_FALSE(refused(QueueOptions{}));
+}
+
+TEST_CASE("a Queue never creates the file, and still opens with OutboxOptions (deprecated)") {
+  test::TempDir dir;
+  try {
+    Queue queue(dir / "missing.db");
+    FAIL("opened a file that does not exist");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::io);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "missing.db"));
+
+  OutboxOptions options;  // OpenMode::create is read as existing
+  options.max_attempts = 1;
+  Outbox outbox(dir / "d.db", options);
+  outbox.enqueue(event(1));
+  Queue queue(dir / "d.db", options);
+  const auto batch = queue.next_batch(0, 10);
+  REQUIRE(batch.size() == 1);
+  CHECK(queue.record_failure(batch[0].sequence, "timeout", false));  // max_attempts = 1 came through
 }

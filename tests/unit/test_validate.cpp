@@ -198,6 +198,21 @@ TEST_CASE("Event::json refuses a value nested deeper than 64 levels instead of o
   CHECK(e.content_type == "application/json");
 }
 
+TEST_CASE("Event::json refuses a string that is not UTF-8 with Error(invalid_argument), leaving the event as it was") {
+  Event e;
+  e.payload = "before";
+  for (const auto& value : {nlohmann::json{{"reading", std::string("caf\xE9")}},
+                            nlohmann::json{{std::string("\xFF\xFE"), 1}},
+                            nlohmann::json::array({"ok", std::string("\xC3")})}) {
+    const auto why = refusal([&] { e.json(value); });
+    CHECK(why.find("invalid_argument: Event::json: the value holds a string that is not valid UTF-8") == 0);
+    CHECK(e.payload == "before");
+    CHECK(e.content_type == "application/octet-stream");
+  }
+  e.json({{"reading", "caf\xC3\xA9"}});
+  CHECK(e.payload == "{\"reading\":\"caf\xC3\xA9\"}");
+}
+
 TEST_CASE("a Forwarder's source must be one the ingest takes") {
   test::TempDir dir;
   Outbox outbox(dir / "f.db");
