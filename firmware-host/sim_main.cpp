@@ -148,10 +148,9 @@ int run(const sim::SimConfig& c, const sigset_t& signals) {
 
   edge_outbox::ForwarderOptions fo;
   fo.source = c.device_id;
-  fo.queue_options = oo;
   fo.ack_timeout = c.ack_timeout;
   fo.log = log;
-  edge_outbox::Forwarder forwarder(outbox, std::move(publisher), fo);
+  edge_outbox::Forwarder forwarder(outbox, oo, std::move(publisher), fo);
   forwarder.start();
 
   std::uint64_t seed = c.seed ? c.seed : std::random_device{}();

@@ -5,6 +5,12 @@
 // after a lost connection or a crash the unacknowledged events are sent
 // again, oldest first; the receiver deduplicates by CloudEvents id.
 //
+// Durability: an event leaves the outbox (or is kept for
+// OutboxOptions::retention) only in a transaction that commits after its
+// acknowledgement arrived; until then it stays pending in the file, whatever
+// happens to the process. Acknowledgements that arrived before stop()
+// returns are recorded; the events still outstanding then stay pending.
+//
 // A silent broker: a broker that is frozen (stopped, hung, or a dead link
 // that still looks open) takes publishes without acknowledging them, and the
 // MQTT keepalive may take up to 1.5 keepalive intervals to notice (Paho
@@ -21,12 +27,18 @@
 // events behind it; it is retried when the forwarder next catches up, at
 // most once per retry_interval.
 //
-// Wake-up: the Outbox& constructor subscribes to Outbox::on_commit and
-// wakes at once for commits of this process; both constructors also poll
+// Wake-up: the Outbox& constructors subscribe to Outbox::on_commit and
+// wake at once for commits of this process; every constructor also polls
 // PRAGMA data_version every poll_interval, which notices writes by other
 // processes.
 //
+// Time: every interval (poll, expiry, retry, ack_timeout, the drain timeout
+// of stop()) is measured on the monotonic time of ForwarderOptions::clock.
+//
 // Memory is bounded by max_in_flight and batch_size, whatever the backlog.
+//
+// Ownership: the Forwarder owns its Publisher and the Queue it opens on the
+// file (a connection of its own); it never owns the Outbox.
 //
 // Thread rule: one background thread, started by start() and joined by
 // stop() or the destructor. start(), stop(), stats() and
@@ -40,6 +52,7 @@
 #include <memory>
 #include <string>
 
+#include <edge_outbox/clock.h>
 #include <edge_outbox/log.h>
 #include <edge_outbox/options.h>
 #include <edge_outbox/publisher.h>
@@ -62,27 +75,33 @@ struct ForwarderOptions {
   std::string source;
   // Publishes outstanding at once. More raises throughput on a high-latency
   // link; it is also the number of duplicates one outage may cause.
+  // Requires: >= 1 and at most the publisher's max_buffered_messages()
+  // (MqttPublisherOptions::max_buffered_messages).
   std::size_t max_in_flight = 64;
-  // Events read from the database per query.
+  // Events read from the database per query. Requires: >= 1.
   std::size_t batch_size = 256;
-  // How often PRAGMA data_version is checked (writes by other processes).
+  // How often PRAGMA data_version is checked (writes by other processes);
+  // also the longest the thread sleeps. Requires: >= 1 ms.
   std::chrono::milliseconds poll_interval{500};
-  // How often expired events are dead-lettered and old published ones deleted.
+  // How often expired events are dead-lettered and old published ones
+  // deleted. Requires: >= 1 ms.
   std::chrono::milliseconds expire_interval{10'000};
   // The shortest time between two attempts to send events that failed.
+  // Requires: >= 0.
   std::chrono::milliseconds retry_interval{1'000};
   // With publishes outstanding, the longest wait for the next
   // acknowledgement before the connection is dropped and re-opened. Keep it
   // above the slowest acknowledgement round trip of the link (a thin link
-  // with max_in_flight large messages needs more). Measured on the
-  // monotonic time of the Queue's OutboxOptions::clock. 0 turns it off:
-  // only the MQTT keepalive then notices a frozen broker. Requires: >= 0.
+  // with max_in_flight large messages needs more). 0 turns it off: only the
+  // MQTT keepalive then notices a frozen broker. Requires: >= 0.
   std::chrono::milliseconds ack_timeout{15'000};
   WireMode wire_mode = WireMode::automatic;
-  // For the Outbox& constructor: max_attempts, retention, log and clock of
-  // the Queue it opens on the outbox's file. (The path constructor takes
-  // them from its OutboxOptions.)
-  OutboxOptions queue_options;
+  // Where the forwarder reads time: the monotonic time for every interval
+  // above, the wall clock for ForwarderStats::last_publish_wall_ms. Tests
+  // inject their own. Null: the system clock. The Queue's expiry reads the
+  // clock of its own options.
+  std::shared_ptr<const Clock> clock = system_clock();
+  // Also the Queue's log when its options name none.
   LogCallback log;
 };
 
@@ -101,11 +120,19 @@ struct ForwarderStats {
 
 class Forwarder {
  public:
-  // Same process as the application: wakes at once on outbox's commits.
+  // Same process as the application: wakes at once on outbox's commits. The
+  // Queue it opens on the outbox's file takes queue_options (max_attempts,
+  // retention, log, and the clock its expiry reads; the mode is always
+  // existing); the first form takes their defaults.
   // Requires: outbox outlives the Forwarder; publisher is not null.
-  // Throws Error like Queue's constructor, Error(invalid_argument) for bad options.
+  // Throws Error like Queue's constructor, Error(invalid_argument) for bad
+  // options, including a max_in_flight above the publisher's
+  // max_buffered_messages().
   Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, ForwarderOptions options);
-  // Another process writes the file: notices commits by polling.
+  Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_ptr<Publisher> publisher,
+            ForwarderOptions options);
+  // Another process writes the file: notices commits by polling. The Queue
+  // takes queue_options as above. Requires and throws as above.
   Forwarder(const std::filesystem::path& database, OutboxOptions queue_options,
             std::unique_ptr<Publisher> publisher, ForwarderOptions options);
   // Stops as stop(0) would. Never throws.

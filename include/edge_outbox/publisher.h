@@ -17,14 +17,15 @@
 // outstanding on it completes (not_sent, unless its acknowledgement arrived
 // first) before the handler hears of the loss.
 //
-// Thread rule: publish(), connected(), version(), notify_connectivity() and
-// drop_connection() may be called from any thread. Callbacks and the
-// connection handler run on the publisher's threads (or inside publish() or
-// drop_connection() themselves); they must be quick, must not block and must
-// not call stop() or drop_connection().
+// Thread rule: publish(), connected(), version(), notify_connectivity(),
+// drop_connection() and max_buffered_messages() may be called from any
+// thread. Callbacks and the connection handler run on the publisher's threads
+// (or inside publish() or drop_connection() themselves); they must be quick,
+// must not block and must not call stop() or drop_connection().
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -92,6 +93,12 @@ class Publisher {
   // the connection handler, and connect again as after any loss. Returns
   // without waiting for the new connection. Does nothing while not connected.
   virtual void drop_connection(const std::string& reason) = 0;
+
+  // How many publishes it can hold outstanding at once (MqttPublisher:
+  // MqttPublisherOptions::max_buffered_messages). A Forwarder refuses a
+  // ForwarderOptions::max_in_flight above it with Error(invalid_argument).
+  // The default: no limit. Constant for the publisher's life.
+  virtual std::size_t max_buffered_messages() const { return SIZE_MAX; }
 };
 
 }  // namespace edge_outbox

@@ -1,12 +1,8 @@
 #include <edge_outbox/forwarder.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
-#include <limits>
-#include <mutex>
+#include <string>
 #include <thread>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -14,14 +10,16 @@
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
 
-#include "forward/ack_timeout.h"
+#include "common/mutex.h"
 #include "forward/event_wire.h"
+#include "forward/send_window.h"
 #include "storage/validate.h"
 
 namespace edge_outbox {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
+using detail::SendAction;
+using detail::SendWindow;
 
 void validate(const ForwarderOptions& o) {
   if (o.source.empty()) {
@@ -39,10 +37,33 @@ void validate(const ForwarderOptions& o) {
   }
 }
 
+// The buffer rule: the publisher must be able to hold a full window.
+void validate(const ForwarderOptions& o, const Publisher* publisher) {
+  if (!publisher) throw Error(ErrorKind::invalid_argument, "Forwarder needs a publisher");
+  std::size_t buffer = publisher->max_buffered_messages();
+  if (o.max_in_flight > buffer) {
+    throw Error(ErrorKind::invalid_argument,
+                "max_in_flight " + std::to_string(o.max_in_flight) + " exceeds the publisher's buffer " +
+                    std::to_string(buffer) +
+                    ": raise MqttPublisherOptions::max_buffered_messages or lower ForwarderOptions::max_in_flight");
+  }
+}
+
 OutboxOptions queue_options_for(OutboxOptions q, const ForwarderOptions& o) {
   q.mode = OpenMode::existing;
   if (!q.log) q.log = o.log;
   return q;
+}
+
+detail::SendWindowOptions window_options(const ForwarderOptions& o) {
+  detail::SendWindowOptions w;
+  w.max_in_flight = o.max_in_flight;
+  w.batch_size = o.batch_size;
+  w.poll_interval = o.poll_interval;
+  w.expire_interval = o.expire_interval;
+  w.retry_interval = o.retry_interval;
+  w.ack_timeout = o.ack_timeout;
+  return w;
 }
 
 struct Completion {
@@ -50,13 +71,18 @@ struct Completion {
   PublishResult result;
 };
 
+// How a step of the forwarder thread ended.
+struct StepEnd {
+  std::int64_t wake_at_ms;  // monotonic
+  bool drained;             // draining, and nothing is pending
+};
+
 }  // namespace
 
 struct Forwarder::Impl {
   Impl(std::unique_ptr<Queue> q, std::unique_ptr<Publisher> p, ForwarderOptions o)
       : options(std::move(o)), queue(std::move(q)), publisher(std::move(p)), stream_id(queue->stream_id()),
-        clock(options.queue_options.clock ? options.queue_options.clock : system_clock()),
-        ack_timeout(options.ack_timeout) {}
+        clock(options.clock ? options.clock : system_clock()) {}
 
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
@@ -64,14 +90,14 @@ struct Forwarder::Impl {
 
   // --- called from other threads ------------------------------------------
 
-  void on_wake() {
-    std::lock_guard lock(mutex);
+  void on_wake() EXCLUDES(mutex) {
+    MutexLock lock(mutex);
     wake = true;
     cv.notify_all();
   }
 
-  void on_connection(const ConnectionEvent& ev) {
-    std::lock_guard lock(mutex);
+  void on_connection(const ConnectionEvent& ev) EXCLUDES(mutex) {
+    MutexLock lock(mutex);
     if (ev.connected) {
       if (ever_connected) ++shared_stats.reconnects;
       ever_connected = true;
@@ -85,8 +111,8 @@ struct Forwarder::Impl {
     cv.notify_all();
   }
 
-  void on_completion(std::int64_t sequence, PublishResult result) {
-    std::lock_guard lock(mutex);
+  void on_completion(std::int64_t sequence, PublishResult result) EXCLUDES(mutex) {
+    MutexLock lock(mutex);
     completions.push_back({sequence, std::move(result)});
     // The thread takes all completions at once: waking it for the first is
     // enough. (Waiting for more before waking measured slower: the window
@@ -96,27 +122,25 @@ struct Forwarder::Impl {
 
   // --- the forwarder thread -----------------------------------------------
 
-  void flush_acks() {
-    if (acks.empty()) return;
+  void mark_published(SendWindow& window) EXCLUDES(mutex) {
+    auto acks = window.acks();
     queue->mark_published(acks);
     std::int64_t now_ms = clock->wall_ms();
-    std::lock_guard lock(mutex);
+    MutexLock lock(mutex);
     shared_stats.published_total += acks.size();
     ++shared_stats.ack_transactions;
     shared_stats.last_publish_wall_ms = now_ms;
-    acks.clear();
+    window.marked();
   }
 
-  void handle(std::vector<Completion>& done) {
-    if (!done.empty()) ack_timeout.completed(clock->monotonic_ms());
+  void handle(SendWindow& window, std::vector<Completion>& done, std::int64_t now_ms) EXCLUDES(mutex) {
     for (auto& c : done) {
-      in_flight.erase(c.sequence);
       switch (c.result.status) {
         case PublishResult::Status::acknowledged:
-          acks.push_back(c.sequence);
+          window.completed(c.sequence, SendWindow::Outcome::acknowledged, now_ms);
           break;
         case PublishResult::Status::not_sent:
-          rewind_to = std::min(rewind_to, c.sequence);
+          window.completed(c.sequence, SendWindow::Outcome::not_sent, now_ms);
           break;
         case PublishResult::Status::rejected: {
           bool dead = false;
@@ -125,14 +149,15 @@ struct Forwarder::Impl {
           } catch (const std::exception& e) {
             // Not recorded: send it again later rather than lose the attempt.
             log(LogLevel::error, std::string("forwarder: cannot record a failure: ") + e.what());
-            rewind_to = std::min(rewind_to, c.sequence);
+            window.completed(c.sequence, SendWindow::Outcome::not_sent, now_ms);
             break;
           }
-          if (!dead) retry_wanted = true;
+          window.completed(c.sequence, dead ? SendWindow::Outcome::dead_lettered : SendWindow::Outcome::refused,
+                           now_ms);
           log(dead ? LogLevel::warning : LogLevel::info,
               "event " + std::to_string(c.sequence) + (dead ? " dead-lettered: " : " failed, will retry: ") +
                   c.result.reason);
-          std::lock_guard lock(mutex);
+          MutexLock lock(mutex);
           ++shared_stats.failures;
           if (dead) ++shared_stats.dead_lettered;
           shared_stats.last_error = c.result.reason;
@@ -143,230 +168,182 @@ struct Forwarder::Impl {
     done.clear();
   }
 
-  // Reads and sends until the window is full or nothing is left.
-  void dispatch(MqttVersion v, SteadyClock::time_point now) {
-    while (in_flight.size() < options.max_in_flight) {
-      if (buffer.empty()) {
-        if (caught_up) return;
-        auto batch = queue->next_batch(cursor, options.batch_size);
-        if (batch.empty()) {
-          if (cursor > 0) wrap_wanted = true;
-          caught_up = true;
-          return;
-        }
-        cursor = batch.back().sequence;
-        buffer.assign(std::make_move_iterator(batch.begin()), std::make_move_iterator(batch.end()));
-      }
-      StoredEvent ev = std::move(buffer.front());
-      buffer.pop_front();
-      if (ev.remaining_ttl && ev.remaining_ttl->count() <= 0) {
-        next_expire = now;  // expire_due dead-letters it
-        continue;
-      }
-      std::int64_t seq = ev.sequence;
-      OutgoingMessage msg;
-      try {
-        msg = detail::to_message(ev, options.source, stream_id, v, options.wire_mode == WireMode::structured);
-      } catch (const std::exception& e) {
-        // The event cannot be encoded: no broker will ever take it.
-        bool dead = queue->record_failure(seq, std::string("cannot encode: ") + e.what(), true);
-        std::lock_guard lock(mutex);
-        ++shared_stats.failures;
-        if (dead) ++shared_stats.dead_lettered;
-        shared_stats.last_error = e.what();
-        continue;
-      }
-      ack_timeout.sent(clock->monotonic_ms(), in_flight.size());
-      in_flight.insert(seq);
-      publisher->publish(std::move(msg), [this, seq](PublishResult r) { on_completion(seq, std::move(r)); });
+  void send(SendWindow& window, const StoredEvent& ev, MqttVersion v) EXCLUDES(mutex) {
+    std::int64_t seq = ev.sequence;
+    OutgoingMessage msg;
+    try {
+      msg = detail::to_message(ev, options.source, stream_id, v, options.wire_mode == WireMode::structured);
+    } catch (const std::exception& e) {
+      // The event cannot be encoded: no broker will ever take it.
+      bool dead = queue->record_failure(seq, std::string("cannot encode: ") + e.what(), true);
+      MutexLock lock(mutex);
+      ++shared_stats.failures;
+      if (dead) ++shared_stats.dead_lettered;
+      shared_stats.last_error = e.what();
+      return;
     }
+    window.sent(seq, clock->monotonic_ms());
+    publisher->publish(std::move(msg), [this, seq](PublishResult r) { on_completion(seq, std::move(r)); });
   }
 
   // Publishes are outstanding and the broker has said nothing for
   // ack_timeout: the connection is dead although it looks open. Dropping it
   // completes the outstanding publishes as not_sent, which rewinds to the
   // oldest of them as after any lost connection.
-  void check_ack_timeout() {
-    std::int64_t now_ms = clock->monotonic_ms();
-    if (!ack_timeout.expired(now_ms, in_flight.size())) return;
-    std::string reason = "no acknowledgement from the broker for " +
-                         std::to_string(ack_timeout.silent_for(now_ms).count()) + " ms with " +
-                         std::to_string(in_flight.size()) +
+  void drop_silent_connection(const SendAction& a) EXCLUDES(mutex) {
+    std::string reason = "no acknowledgement from the broker for " + std::to_string(a.silent_ms) + " ms with " +
+                         std::to_string(a.outstanding) +
                          " publishes outstanding (ack_timeout); dropping the connection and sending them again";
-    ack_timeout.restart(now_ms);
     log(LogLevel::warning, "forwarder: " + reason);
     {
-      std::lock_guard lock(mutex);
+      MutexLock lock(mutex);
       ++shared_stats.ack_timeouts;
       shared_stats.last_error = reason;
     }
     publisher->drop_connection(reason);
   }
 
-  void step(SteadyClock::time_point now, bool is_connected, MqttVersion v, bool draining, bool& finished) {
-    check_ack_timeout();
-    if (now >= next_poll) {
-      std::uint64_t dv = queue->data_version();
-      if (dv != last_data_version) {
-        last_data_version = dv;
-        caught_up = false;
+  // Does what the window asks until it is idle.
+  StepEnd step(SendWindow& window, std::int64_t now_ms, bool is_connected, MqttVersion v, bool draining)
+      EXCLUDES(mutex) {
+    window.begin_step(now_ms, is_connected, draining);
+    bool drained = false;
+    while (true) {
+      SendAction a = window.next();
+      switch (a.kind) {
+        case SendAction::Kind::drop_connection:
+          drop_silent_connection(a);
+          break;
+        case SendAction::Kind::poll:
+          window.polled(queue->data_version());
+          break;
+        case SendAction::Kind::expire: {
+          std::size_t expired = queue->expire_due();
+          if (expired > 0) log(LogLevel::info, std::to_string(expired) + " expired events dead-lettered");
+          window.expired();
+          break;
+        }
+        case SendAction::Kind::mark_published:
+          mark_published(window);
+          break;
+        case SendAction::Kind::read:
+          window.batch_read(queue->next_batch(a.after, a.limit));
+          break;
+        case SendAction::Kind::send:
+          send(window, a.event, v);
+          break;
+        case SendAction::Kind::check_drained:
+          drained = !queue->has_pending();
+          break;
+        case SendAction::Kind::idle:
+          return {a.wake_at_ms, drained};
       }
-      next_poll = now + options.poll_interval;
-    }
-    if (now >= next_expire) {
-      std::size_t expired = queue->expire_due();
-      if (expired > 0) log(LogLevel::info, std::to_string(expired) + " expired events dead-lettered");
-      next_expire = now + options.expire_interval;
-    }
-    if (rewind_to != kNone && in_flight.empty()) {
-      flush_acks();  // before re-reading: acknowledged events must not come back
-      // Outcome unknown for these (connection lost): send again from the
-      // oldest one, in order.
-      cursor = rewind_to - 1;
-      rewind_to = kNone;
-      buffer.clear();
-      caught_up = false;
-    }
-    bool can_retry = (wrap_wanted || retry_wanted) && in_flight.empty() && buffer.empty() &&
-                     now >= last_wrap + options.retry_interval;
-    if (can_retry && caught_up) {
-      flush_acks();
-      cursor = 0;
-      last_wrap = now;
-      wrap_wanted = false;
-      retry_wanted = false;
-      caught_up = false;
-    }
-    if (is_connected && rewind_to == kNone) dispatch(v, now);
-    // After refilling the window: the commit's fsync overlaps the sending.
-    flush_acks();
-    if (draining && caught_up && buffer.empty() && in_flight.empty() && acks.empty() && rewind_to == kNone) {
-      finished = !queue->has_pending();
     }
   }
 
-  SteadyClock::time_point next_deadline(SteadyClock::time_point now) const {
-    auto t = std::min(next_poll, next_expire);
-    if ((wrap_wanted || retry_wanted) && caught_up) t = std::min(t, last_wrap + options.retry_interval);
-    if (auto due = ack_timeout.deadline(in_flight.size())) {
-      // The clock may be another than the steady one (tests move it by
-      // hand); a poll_interval bounds the wait in any case.
-      auto left = std::max<std::int64_t>(*due - clock->monotonic_ms(), 0);
-      t = std::min(t, now + std::chrono::milliseconds(left));
-    }
-    return std::max(t, now);
-  }
-
-  void run() {
-    next_poll = SteadyClock::now();
-    next_expire = SteadyClock::now();
-    last_wrap = SteadyClock::now() - options.retry_interval;
+  void run() EXCLUDES(mutex) {
+    SendWindow window(window_options(options), clock->monotonic_ms());
     std::vector<Completion> done;
-    std::unique_lock lock(mutex);
+    MutexLock lock(mutex);
     while (true) {
       done.swap(completions);
-      if (wake) caught_up = false;
+      bool woken = wake;
       wake = false;
       bool is_connected = connected;
       auto events_seen = connection_events;
       MqttVersion v = version;
       bool draining = stopping;
-      auto deadline = drain_deadline;
+      auto deadline = drain_deadline_ms;
       lock.unlock();
 
-      auto now = SteadyClock::now();
-      bool finished = false;
+      if (woken) window.queue_changed();
+      std::int64_t now_ms = clock->monotonic_ms();
+      StepEnd end{now_ms, false};
       bool failed = false;
       try {
-        handle(done);
-        if (draining && now >= deadline) finished = true;
+        handle(window, done, now_ms);
+        if (draining && now_ms >= deadline) end.drained = true;
         // The publisher may have lost the link before its event reached us;
         // sending then would only bounce as not_sent, again and again.
-        else step(now, is_connected && publisher->connected(), v, draining, finished);
+        else end = step(window, now_ms, is_connected && publisher->connected(), v, draining);
       } catch (const std::exception& e) {
         failed = true;
         log(LogLevel::error, std::string("forwarder: ") + e.what() + "; retrying in 1 s");
-        std::lock_guard guard(mutex);
+        MutexLock guard(mutex);
         shared_stats.last_error = e.what();
       }
-      if (finished) break;
+      if (end.drained) break;
 
       lock.lock();
-      shared_stats.in_flight = in_flight.size();
+      shared_stats.in_flight = window.in_flight();
       if (!completions.empty() || wake) continue;
-      auto until = failed ? now + std::chrono::seconds(1) : next_deadline(now);
-      if (stopping) until = std::min(until, drain_deadline);
-      cv.wait_until(lock, until, [&] {
-        return !completions.empty() || wake || connection_events != events_seen || stopping != draining ||
-               (stopping && drain_deadline != deadline);
-      });
-      if (failed) caught_up = false;
+      std::int64_t wake_at = failed ? now_ms + 1000 : end.wake_at_ms;
+      if (stopping) wake_at = std::min(wake_at, drain_deadline_ms);
+      std::int64_t wait_ms = wake_at - clock->monotonic_ms();
+      // A poll_interval bounds the wait in any case, should the clock stand
+      // still or step back (tests move it by hand).
+      if (!failed) wait_ms = std::min<std::int64_t>(wait_ms, options.poll_interval.count());
+      bool news = connection_events != events_seen || stopping != draining ||
+                  (stopping && drain_deadline_ms != deadline);
+      if (wait_ms > 0 && !news) cv.wait_for(lock, std::chrono::milliseconds(wait_ms));
+      if (failed) window.queue_changed();
     }
     // Record what the broker acknowledged; everything else stays pending.
+    lock.lock();
+    done.swap(completions);
+    lock.unlock();
     try {
-      std::unique_lock guard(mutex);
-      done.swap(completions);
-      guard.unlock();
+      std::int64_t now_ms = clock->monotonic_ms();
       for (auto& c : done) {
-        if (c.result.status == PublishResult::Status::acknowledged) acks.push_back(c.sequence);
+        if (c.result.status == PublishResult::Status::acknowledged) {
+          window.completed(c.sequence, SendWindow::Outcome::acknowledged, now_ms);
+        }
       }
-      flush_acks();
+      if (!window.acks().empty()) mark_published(window);
     } catch (const std::exception& e) {
       log(LogLevel::error, std::string("forwarder: cannot record acknowledgements at stop: ") + e.what() +
                                "; those events will be sent again");
     }
-    std::lock_guard guard(mutex);
-    in_flight.clear();
+    lock.lock();
     shared_stats.in_flight = 0;
   }
 
-  static constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+  // Set at construction, then read-only.
+  const ForwarderOptions options;
+  const std::unique_ptr<Queue> queue;  // the forwarder thread's
+  const std::unique_ptr<Publisher> publisher;
+  const std::string stream_id;
+  const std::shared_ptr<const Clock> clock;
 
-  ForwarderOptions options;
-  std::unique_ptr<Queue> queue;
-  std::unique_ptr<Publisher> publisher;
-  std::string stream_id;
-  std::shared_ptr<const Clock> clock;
-  detail::AckTimeout ack_timeout;  // the forwarder thread's
+  // Shared with other threads.
+  mutable Mutex mutex;
+  CondVar cv;
+  bool started GUARDED_BY(mutex) = false;
+  bool stopping GUARDED_BY(mutex) = false;
+  bool stopped GUARDED_BY(mutex) = false;
+  std::int64_t drain_deadline_ms GUARDED_BY(mutex) = 0;  // monotonic
+  bool wake GUARDED_BY(mutex) = false;
+  std::vector<Completion> completions GUARDED_BY(mutex);
+  bool connected GUARDED_BY(mutex) = false;
+  bool ever_connected GUARDED_BY(mutex) = false;
+  std::uint64_t connection_events GUARDED_BY(mutex) = 0;  // wakes the thread on every change
+  MqttVersion version GUARDED_BY(mutex) = MqttVersion::v5;
+  ForwarderStats shared_stats GUARDED_BY(mutex);
+  std::thread thread GUARDED_BY(mutex);
 
-  // Shared with other threads, under mutex.
-  mutable std::mutex mutex;
-  std::condition_variable cv;
-  bool started = false;
-  bool stopping = false;
-  bool stopped = false;
-  SteadyClock::time_point drain_deadline{};
-  bool wake = false;
-  std::vector<Completion> completions;
-  bool connected = false;
-  bool ever_connected = false;
-  std::uint64_t connection_events = 0;  // wakes the thread on every change
-  MqttVersion version = MqttVersion::v5;
-  ForwarderStats shared_stats;
-  std::thread thread;
-
-  // The forwarder thread's own.
-  std::int64_t cursor = 0;
-  std::deque<StoredEvent> buffer;
-  std::unordered_set<std::int64_t> in_flight;
-  std::vector<std::int64_t> acks;
-  std::int64_t rewind_to = kNone;
-  bool caught_up = false;
-  bool wrap_wanted = false;
-  bool retry_wanted = false;
-  std::uint64_t last_data_version = 0;
-  SteadyClock::time_point next_poll{};
-  SteadyClock::time_point next_expire{};
-  SteadyClock::time_point last_wrap{};
-
-  // Last, so that it unsubscribes before anything above is destroyed.
+  // Last, so that it unsubscribes before anything above is destroyed. Set by
+  // the constructor, reset by stop() after the thread is joined.
   CommitSubscription subscription;
 };
 
-Forwarder::Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, ForwarderOptions options) {
+Forwarder::Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, ForwarderOptions options)
+    : Forwarder(outbox, OutboxOptions{}, std::move(publisher), std::move(options)) {}
+
+Forwarder::Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_ptr<Publisher> publisher,
+                     ForwarderOptions options) {
   validate(options);
-  if (!publisher) throw Error(ErrorKind::invalid_argument, "Forwarder needs a publisher");
-  auto queue = std::make_unique<Queue>(outbox.path(), queue_options_for(options.queue_options, options));
+  validate(options, publisher.get());
+  auto queue = std::make_unique<Queue>(outbox.path(), queue_options_for(std::move(queue_options), options));
   impl_ = std::make_unique<Impl>(std::move(queue), std::move(publisher), std::move(options));
   impl_->subscription = outbox.on_commit([impl = impl_.get()] { impl->on_wake(); });
 }
@@ -374,9 +351,8 @@ Forwarder::Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, Forwa
 Forwarder::Forwarder(const std::filesystem::path& database, OutboxOptions queue_options,
                      std::unique_ptr<Publisher> publisher, ForwarderOptions options) {
   validate(options);
-  if (!publisher) throw Error(ErrorKind::invalid_argument, "Forwarder needs a publisher");
-  options.queue_options = queue_options_for(std::move(queue_options), options);
-  auto queue = std::make_unique<Queue>(database, options.queue_options);
+  validate(options, publisher.get());
+  auto queue = std::make_unique<Queue>(database, queue_options_for(std::move(queue_options), options));
   impl_ = std::make_unique<Impl>(std::move(queue), std::move(publisher), std::move(options));
 }
 
@@ -390,7 +366,7 @@ Forwarder::~Forwarder() {
 
 void Forwarder::start() {
   {
-    std::lock_guard lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     if (impl_->stopping) throw Error(ErrorKind::stopped, "this Forwarder was stopped; make a new one");
     if (impl_->started) return;
     impl_->started = true;
@@ -398,18 +374,18 @@ void Forwarder::start() {
   // Unlocked: the publisher may report its connection from inside start().
   impl_->publisher->set_connection_handler([impl = impl_.get()](const ConnectionEvent& ev) { impl->on_connection(ev); });
   impl_->publisher->start();
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   if (impl_->stopping) return;  // stop() raced with start(): it stopped the publisher
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
 }
 
 void Forwarder::stop(std::chrono::milliseconds drain_timeout) {
   std::thread thread;
-  auto deadline = SteadyClock::now() + drain_timeout;
+  std::int64_t deadline = impl_->clock->monotonic_ms() + drain_timeout.count();
   {
-    std::lock_guard lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     if (impl_->stopped) return;
-    if (!impl_->stopping || deadline < impl_->drain_deadline) impl_->drain_deadline = deadline;
+    if (!impl_->stopping || deadline < impl_->drain_deadline_ms) impl_->drain_deadline_ms = deadline;
     impl_->stopping = true;
     impl_->cv.notify_all();
     thread = std::move(impl_->thread);
@@ -420,18 +396,18 @@ void Forwarder::stop(std::chrono::milliseconds drain_timeout) {
   }
   if (thread.joinable()) thread.join();
   // What is left of the budget goes to a clean disconnect (status "offline").
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+  std::chrono::milliseconds left(deadline - impl_->clock->monotonic_ms());
   auto budget = std::clamp(left, std::chrono::milliseconds(250), std::chrono::milliseconds(2000));
   impl_->publisher->stop(budget);
   impl_->subscription.reset();
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   impl_->stopped = true;
   impl_->connected = false;
   impl_->shared_stats.connected = false;
 }
 
 ForwarderStats Forwarder::stats() const {
-  std::lock_guard lock(impl_->mutex);
+  MutexLock lock(impl_->mutex);
   return impl_->shared_stats;
 }
 

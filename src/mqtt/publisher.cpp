@@ -719,6 +719,10 @@ void MqttPublisher::notify_connectivity() {
 
 void MqttPublisher::drop_connection(const std::string& reason) { impl_->drop(reason); }
 
+std::size_t MqttPublisher::max_buffered_messages() const {
+  return static_cast<std::size_t>(impl_->options.max_buffered_messages);
+}
+
 std::uint32_t MqttPublisher::broker_max_packet_size() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->max_packet_size;

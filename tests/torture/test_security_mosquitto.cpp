@@ -97,8 +97,7 @@ std::unique_ptr<Forwarder> forwarder_for(Outbox& outbox, const std::string& user
   fo.source = source;
   fo.poll_interval = 50ms;
   fo.retry_interval = 50ms;
-  fo.log = log.callback();
-  fo.queue_options.log = log.callback();
+  fo.log = log.callback();  // the Queue's too
   return std::make_unique<Forwarder>(outbox, std::make_unique<MqttPublisher>(po), fo);
 }
 

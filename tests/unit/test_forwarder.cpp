@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -63,6 +64,7 @@ class FakePublisher final : public Publisher {
     int connectivity_kicks = 0;
     int drops = 0;  // drop_connection() calls that dropped a connection
     std::string drop_reason;
+    std::size_t buffer = SIZE_MAX;  // max_buffered_messages()
   };
 
   explicit FakePublisher(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
@@ -147,6 +149,10 @@ class FakePublisher final : public Publisher {
     ev.connected = false;
     ev.reason = "connection dropped: " + reason;
     if (h) h(ev);
+  }
+  std::size_t max_buffered_messages() const override {
+    std::lock_guard l(s_->mutex);
+    return s_->buffer;
   }
 
  private:
@@ -391,9 +397,9 @@ TEST_CASE("a transiently failing event is retried, then dead-lettered, without b
     }
     return std::optional<PublishResult>(PublishResult{});
   });
-  auto o = fast_options();
-  o.queue_options.max_attempts = 3;
-  Forwarder forwarder(outbox, broker.publisher(), o);
+  OutboxOptions q;
+  q.max_attempts = 3;
+  Forwarder forwarder(outbox, q, broker.publisher(), fast_options());
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
   REQUIRE(eventually([&] {
@@ -626,6 +632,32 @@ TEST_CASE("bad options are refused") {
   CHECK_THROWS_AS(Forwarder(outbox, nullptr, fast_options()), Error);
 }
 
+TEST_CASE("a max_in_flight above the publisher's buffer is refused, naming both options") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Broker broker;
+  broker.s->buffer = 8;
+  auto o = fast_options();
+  o.max_in_flight = 9;
+  auto refused = [&](const std::function<void()>& make) {
+    try {
+      make();
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::invalid_argument);
+      std::string what = e.what();
+      CHECK(what.find("max_in_flight 9 exceeds the publisher's buffer 8") != std::string::npos);
+      CHECK(what.find("MqttPublisherOptions::max_buffered_messages") != std::string::npos);
+      return true;
+    }
+    return false;
+  };
+  CHECK(refused([&] { Forwarder(outbox, broker.publisher(), o); }));
+  CHECK(refused([&] { Forwarder(dir / "app.db", OutboxOptions{}, broker.publisher(), o); }));
+  o.max_in_flight = 8;  // a full window fits
+  CHECK_NOTHROW(Forwarder(outbox, broker.publisher(), o));
+  CHECK_NOTHROW(Forwarder(dir / "app.db", OutboxOptions{}, broker.publisher(), o));
+}
+
 TEST_CASE("an event whose TTL ran out is dead-lettered as expired, not sent") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
@@ -672,10 +704,11 @@ TEST_CASE("AckTimeout: expires only with publishes outstanding and nothing compl
 
 namespace {
 
-// The clock the forwarder measures ack_timeout on, moved by the test.
+// The clock the forwarder measures its intervals (ack_timeout among them)
+// on, moved by the test.
 ForwarderOptions manual_clock_options(const std::shared_ptr<test::ManualClock>& clock) {
   auto o = fast_options();
-  o.queue_options.clock = clock;
+  o.clock = clock;
   o.ack_timeout = 15s;
   o.max_in_flight = 16;
   return o;

@@ -94,6 +94,8 @@ class MqttPublisher final : public Publisher {
   // Closes the connection without waiting for the broker (it is presumed
   // unresponsive) and reconnects after the backoff, as after a lost one.
   void drop_connection(const std::string& reason) override;
+  // options.max_buffered_messages.
+  std::size_t max_buffered_messages() const override;
 
   // The broker's Maximum Packet Size from the last CONNACK; 0: none given.
   std::uint32_t broker_max_packet_size() const;

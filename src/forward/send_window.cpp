@@ -1,0 +1,176 @@
+#include "forward/send_window.h"
+
+#include <algorithm>
+#include <iterator>
+#include <utility>
+
+namespace edge_outbox::detail {
+
+SendWindow::SendWindow(SendWindowOptions options, std::int64_t now_ms)
+    : options_(options), ack_timeout_(options.ack_timeout), next_poll_ms_(now_ms), next_expire_ms_(now_ms),
+      last_wrap_ms_(now_ms - options.retry_interval.count()), now_ms_(now_ms) {}
+
+void SendWindow::completed(std::int64_t sequence, Outcome outcome, std::int64_t now_ms) {
+  ack_timeout_.completed(now_ms);
+  in_flight_.erase(sequence);
+  switch (outcome) {
+    case Outcome::acknowledged:
+      acks_.push_back(sequence);
+      break;
+    case Outcome::not_sent:
+      rewind_to_ = std::min(rewind_to_, sequence);
+      break;
+    case Outcome::refused:
+      retry_wanted_ = true;
+      break;
+    case Outcome::dead_lettered:
+      break;
+  }
+}
+
+void SendWindow::begin_step(std::int64_t now_ms, bool connected, bool draining) noexcept {
+  now_ms_ = now_ms;
+  connected_ = connected;
+  draining_ = draining;
+  phase_ = Phase::ack_timeout;
+}
+
+void SendWindow::polled(std::uint64_t data_version) noexcept {
+  if (data_version != last_data_version_) {
+    last_data_version_ = data_version;
+    caught_up_ = false;
+  }
+  next_poll_ms_ = now_ms_ + options_.poll_interval.count();
+}
+
+void SendWindow::batch_read(std::vector<StoredEvent> events) {
+  if (events.empty()) {
+    if (cursor_ > 0) wrap_wanted_ = true;
+    caught_up_ = true;
+    return;
+  }
+  cursor_ = events.back().sequence;
+  buffer_.assign(std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+}
+
+void SendWindow::sent(std::int64_t sequence, std::int64_t now_ms) {
+  ack_timeout_.sent(now_ms, in_flight_.size());
+  in_flight_.insert(sequence);
+}
+
+SendAction SendWindow::mark_published() const {
+  SendAction a;
+  a.kind = SendAction::Kind::mark_published;
+  return a;
+}
+
+SendAction SendWindow::next() {
+  using Kind = SendAction::Kind;
+  while (true) {
+    switch (phase_) {
+      case Phase::ack_timeout:
+        phase_ = Phase::poll;
+        if (ack_timeout_.expired(now_ms_, in_flight_.size())) {
+          SendAction a;
+          a.kind = Kind::drop_connection;
+          a.silent_ms = ack_timeout_.silent_for(now_ms_).count();
+          a.outstanding = in_flight_.size();
+          ack_timeout_.restart(now_ms_);
+          return a;
+        }
+        break;
+      case Phase::poll:
+        phase_ = Phase::expire;
+        if (now_ms_ >= next_poll_ms_) {
+          SendAction a;
+          a.kind = Kind::poll;
+          return a;
+        }
+        break;
+      case Phase::expire:
+        phase_ = Phase::rewind;
+        if (now_ms_ >= next_expire_ms_) {
+          SendAction a;
+          a.kind = Kind::expire;
+          return a;
+        }
+        break;
+      case Phase::rewind:
+        if (rewind_to_ != kNone && in_flight_.empty()) {
+          // Before re-reading: acknowledged events must not come back.
+          if (!acks_.empty()) return mark_published();
+          cursor_ = rewind_to_ - 1;
+          rewind_to_ = kNone;
+          buffer_.clear();
+          caught_up_ = false;
+        }
+        phase_ = Phase::wrap;
+        break;
+      case Phase::wrap: {
+        bool can_wrap = (wrap_wanted_ || retry_wanted_) && in_flight_.empty() && buffer_.empty() &&
+                        now_ms_ >= last_wrap_ms_ + options_.retry_interval.count();
+        if (can_wrap && caught_up_) {
+          if (!acks_.empty()) return mark_published();
+          cursor_ = 0;
+          last_wrap_ms_ = now_ms_;
+          wrap_wanted_ = false;
+          retry_wanted_ = false;
+          caught_up_ = false;
+        }
+        phase_ = Phase::dispatch;
+        break;
+      }
+      case Phase::dispatch:
+        if (connected_ && rewind_to_ == kNone) {
+          while (in_flight_.size() < options_.max_in_flight) {
+            if (buffer_.empty()) {
+              if (caught_up_) break;
+              SendAction a;
+              a.kind = Kind::read;
+              a.after = cursor_;
+              a.limit = options_.batch_size;
+              return a;
+            }
+            SendAction a;
+            a.event = std::move(buffer_.front());
+            buffer_.pop_front();
+            if (a.event.remaining_ttl && a.event.remaining_ttl->count() <= 0) {
+              next_expire_ms_ = now_ms_;  // the expiry dead-letters it
+              continue;
+            }
+            a.kind = Kind::send;
+            return a;
+          }
+        }
+        phase_ = Phase::flush;
+        break;
+      case Phase::flush:
+        if (!acks_.empty()) return mark_published();
+        phase_ = Phase::drained;
+        break;
+      case Phase::drained:
+        phase_ = Phase::done;
+        if (draining_ && caught_up_ && buffer_.empty() && in_flight_.empty() && acks_.empty() && rewind_to_ == kNone) {
+          SendAction a;
+          a.kind = Kind::check_drained;
+          return a;
+        }
+        break;
+      case Phase::done: {
+        SendAction a;
+        a.kind = Kind::idle;
+        a.wake_at_ms = wake_at();
+        return a;
+      }
+    }
+  }
+}
+
+std::int64_t SendWindow::wake_at() const noexcept {
+  auto t = std::min(next_poll_ms_, next_expire_ms_);
+  if ((wrap_wanted_ || retry_wanted_) && caught_up_) t = std::min(t, last_wrap_ms_ + options_.retry_interval.count());
+  if (auto due = ack_timeout_.deadline(in_flight_.size())) t = std::min(t, *due);
+  return std::max(t, now_ms_);
+}
+
+}  // namespace edge_outbox::detail

@@ -1,0 +1,169 @@
+// SendWindow is the forwarder's sequencing without its thread: what to read
+// from the Queue, what to send, what to send again, when to mark
+// acknowledgements, when to give up a silent connection and when to wake.
+// Pure: the owner passes the monotonic time (Clock::monotonic_ms, in ms) and
+// reports what happened; it owns no thread, no Queue and no Publisher. Not
+// thread-safe: the forwarder thread's only.
+//
+// The window keeps a cursor (the last sequence read), a buffer (events read
+// and not yet sent), the sequences in flight (sent, outcome unknown) and the
+// acknowledged sequences not yet marked published.
+//
+// States:
+//   reading     the queue may hold events after the cursor: read batches
+//               after it and send them, oldest first, while fewer than
+//               max_in_flight are in flight.
+//   caught up   the last read after the cursor came back empty: nothing is
+//               read until something may have changed.
+//   rewinding   a publish came back not_sent (the connection was lost or
+//               dropped, or a refusal could not be recorded): nothing more is
+//               sent until nothing is in flight, then the unmarked
+//               acknowledgements are marked and the cursor moves back to just
+//               before the oldest not_sent sequence: reading, in order, again.
+// and two wishes, served once caught up with nothing in flight or buffered:
+//   retry       a refused event (not dead-lettered) waits to be sent again;
+//   wrap        the cursor is past 0 when catching up: events requeued from
+//               the dead letters keep their old sequence, behind the cursor.
+// Both are served by a wrap: mark the acknowledgements, cursor = 0, reading;
+// at most one wrap per retry_interval.
+//
+// Transitions:
+//   reading   --read returns nothing---------------------> caught up
+//                                                          (wrap wished if cursor > 0)
+//   caught up --queue_changed() (a commit of this process,
+//               a failed step) or a new data_version-----> reading
+//   any       --completion not_sent----------------------> rewinding (to the oldest such)
+//   rewinding --nothing in flight------------------------> reading from the oldest not_sent
+//   caught up --retry or wrap wished, nothing in flight
+//               or buffered, retry_interval since the
+//               last wrap---------------------------------> reading from sequence 0
+//   any       --completion refused, not dead-lettered----> retry wished
+//   any       --publishes in flight and no completion for
+//               ack_timeout------------------------------> drop_connection; its publishes
+//                                                          complete not_sent: rewinding
+// An event whose TTL ran out when read is not sent; the expiry (which
+// dead-letters it) is brought forward to now.
+//
+// One step, after the owner reported the completions (completed()):
+// begin_step(), then next() until it returns idle. next() returns, in this
+// order and each at most once unless noted: drop_connection (ack timeout),
+// poll (every poll_interval), expire (every expire_interval), mark_published
+// (before a rewind or a wrap), read and send (repeatedly, while connected and
+// not rewinding, until the window is full or caught up), mark_published
+// (after refilling the window, so that its commit overlaps the sending),
+// check_drained (draining, and nothing left in the window), and idle with
+// the time to wake: the earliest of the next poll, the next expiry, the next
+// wrap when one is wished, and the ack deadline.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <span>
+#include <unordered_set>
+#include <vector>
+
+#include <edge_outbox/event.h>
+
+#include "forward/ack_timeout.h"
+
+namespace edge_outbox::detail {
+
+struct SendWindowOptions {
+  std::size_t max_in_flight = 64;
+  std::size_t batch_size = 256;
+  std::chrono::milliseconds poll_interval{500};
+  std::chrono::milliseconds expire_interval{10'000};
+  std::chrono::milliseconds retry_interval{1'000};
+  std::chrono::milliseconds ack_timeout{15'000};  // 0: off
+};
+
+// What the owner does next; after each (except idle) it reports the result
+// as the comment says before calling next() again.
+struct SendAction {
+  enum class Kind {
+    drop_connection,  // Publisher::drop_connection; silent_ms and outstanding say why
+    poll,             // Queue::data_version(), then polled()
+    expire,           // Queue::expire_due(), then expired()
+    mark_published,   // Queue::mark_published(acks()), then marked()
+    read,             // Queue::next_batch(after, limit), then batch_read()
+    send,             // encode and publish `event`: sent() just before publishing;
+                      // nothing to report if it cannot be encoded (a permanent failure)
+    check_drained,    // Queue::has_pending(): the forwarder is drained when nothing is
+    idle,             // the step is over: wait until wake_at_ms or the next wake-up
+  };
+  Kind kind = Kind::idle;
+  std::int64_t after = 0;      // read
+  std::size_t limit = 0;       // read
+  StoredEvent event;           // send
+  std::int64_t silent_ms = 0;  // drop_connection: how long no publish completed
+  std::size_t outstanding = 0; // drop_connection: publishes in flight
+  std::int64_t wake_at_ms = 0; // idle: monotonic time, not before the step's now
+};
+
+class SendWindow {
+ public:
+  enum class Outcome {
+    acknowledged,   // marked published at the next mark_published
+    not_sent,       // outcome unknown: rewind to it
+    refused,        // a failed attempt, recorded: retried at the next wrap
+    dead_lettered,  // a failed attempt that dead-lettered the event
+  };
+
+  SendWindow(SendWindowOptions options, std::int64_t now_ms);
+
+  // The queue may hold events the window has not seen: read again.
+  void queue_changed() noexcept { caught_up_ = false; }
+  // A publish completed (in any order, between steps).
+  void completed(std::int64_t sequence, Outcome outcome, std::int64_t now_ms);
+
+  // Starts a step at now_ms; connected: whether sending makes sense;
+  // draining: the forwarder is stopping once nothing is pending.
+  void begin_step(std::int64_t now_ms, bool connected, bool draining) noexcept;
+  SendAction next();
+
+  void polled(std::uint64_t data_version) noexcept;
+  void expired() noexcept { next_expire_ms_ = now_ms_ + options_.expire_interval.count(); }
+  void marked() noexcept { acks_.clear(); }
+  void batch_read(std::vector<StoredEvent> events);
+  // now_ms: when it goes out (starts the ack wait if the window was empty).
+  void sent(std::int64_t sequence, std::int64_t now_ms);
+
+  std::span<const std::int64_t> acks() const noexcept { return acks_; }
+  std::size_t in_flight() const noexcept { return in_flight_.size(); }
+  bool caught_up() const noexcept { return caught_up_; }
+  bool rewinding() const noexcept { return rewind_to_ != kNone; }
+
+ private:
+  enum class Phase { ack_timeout, poll, expire, rewind, wrap, dispatch, flush, drained, done };
+  static constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+
+  SendAction mark_published() const;
+  std::int64_t wake_at() const noexcept;
+
+  SendWindowOptions options_;
+  AckTimeout ack_timeout_;
+
+  std::int64_t cursor_ = 0;
+  std::deque<StoredEvent> buffer_;
+  std::unordered_set<std::int64_t> in_flight_;
+  std::vector<std::int64_t> acks_;
+  std::int64_t rewind_to_ = kNone;
+  bool caught_up_ = false;
+  bool wrap_wanted_ = false;
+  bool retry_wanted_ = false;
+  std::uint64_t last_data_version_ = 0;
+  std::int64_t next_poll_ms_;
+  std::int64_t next_expire_ms_;
+  std::int64_t last_wrap_ms_;
+
+  // The current step.
+  Phase phase_ = Phase::done;
+  std::int64_t now_ms_;
+  bool connected_ = false;
+  bool draining_ = false;
+};
+
+}  // namespace edge_outbox::detail

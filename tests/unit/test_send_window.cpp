@@ -1,0 +1,330 @@
+// SendWindow, the forwarder's sequencing, without a thread or a broker: the
+// test plays the Queue (a map of pending events) and the broker (it reports
+// each completion), and moves a manual clock through loss, rewind, retry,
+// ack timeout, wrap, TTL expiry, polling and draining.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "forward/send_window.h"
+#include "support/manual_clock.h"
+
+using namespace edge_outbox;
+using namespace std::chrono_literals;
+using detail::SendAction;
+using detail::SendWindow;
+using Kind = SendAction::Kind;
+using Outcome = SendWindow::Outcome;
+
+namespace {
+
+// The Queue, the broker and the clock the window is driven with.
+struct Rig {
+  test::ManualClock clock;
+  std::map<std::int64_t, StoredEvent> pending;  // by sequence
+  std::uint64_t data_version = 1;
+  std::vector<std::int64_t> marked;  // every sequence marked published, in order
+  int mark_transactions = 0;
+  int polls = 0;
+  int expiries = 0;
+  int drops = 0;
+  std::int64_t last_silent_ms = 0;
+
+  static detail::SendWindowOptions options() {
+    detail::SendWindowOptions o;
+    o.max_in_flight = 4;
+    o.batch_size = 3;
+    o.poll_interval = 2s;
+    o.expire_interval = 10s;
+    o.retry_interval = 1s;
+    o.ack_timeout = 15s;
+    return o;
+  }
+
+  std::int64_t now() const { return clock.monotonic_ms(); }
+
+  void add(std::int64_t from, std::int64_t to) {
+    for (auto s = from; s <= to; ++s) {
+      StoredEvent e;
+      e.sequence = s;
+      e.id = "id-" + std::to_string(s);
+      pending[s] = e;
+    }
+  }
+
+  // One step as the forwarder thread does it. Returns what was sent, in
+  // order; `end` gets the idle action and `drained` whether check_drained
+  // found nothing pending.
+  std::vector<std::int64_t> step(SendWindow& w, bool connected = true, bool draining = false,
+                                 SendAction* end = nullptr, bool* drained = nullptr) {
+    std::vector<std::int64_t> sent;
+    w.begin_step(now(), connected, draining);
+    for (int guard = 0; guard < 10'000; ++guard) {
+      SendAction a = w.next();
+      switch (a.kind) {
+        case Kind::drop_connection:
+          ++drops;
+          last_silent_ms = a.silent_ms;
+          break;
+        case Kind::poll:
+          ++polls;
+          w.polled(data_version);
+          break;
+        case Kind::expire:
+          ++expiries;
+          for (auto it = pending.begin(); it != pending.end();) {
+            bool gone = it->second.remaining_ttl && it->second.remaining_ttl->count() <= 0;
+            it = gone ? pending.erase(it) : std::next(it);
+          }
+          w.expired();
+          break;
+        case Kind::mark_published:
+          REQUIRE(!w.acks().empty());
+          for (auto s : w.acks()) {
+            marked.push_back(s);
+            pending.erase(s);
+          }
+          ++mark_transactions;
+          w.marked();
+          break;
+        case Kind::read: {
+          std::vector<StoredEvent> batch;
+          for (auto it = pending.upper_bound(a.after); it != pending.end() && batch.size() < a.limit; ++it) {
+            batch.push_back(it->second);
+          }
+          w.batch_read(std::move(batch));
+          break;
+        }
+        case Kind::send:
+          sent.push_back(a.event.sequence);
+          w.sent(a.event.sequence, now());
+          break;
+        case Kind::check_drained:
+          if (drained) *drained = pending.empty();
+          break;
+        case Kind::idle:
+          if (end) *end = a;
+          return sent;
+      }
+    }
+    FAIL("the step never ended");
+    return sent;
+  }
+
+  void complete(SendWindow& w, const std::vector<std::int64_t>& sequences, Outcome outcome) {
+    for (auto s : sequences) w.completed(s, outcome, now());
+  }
+};
+
+using Seqs = std::vector<std::int64_t>;
+
+}  // namespace
+
+TEST_CASE("a window sends in commit order, at most max_in_flight at once, and marks after refilling") {
+  Rig rig;
+  rig.add(1, 10);
+  SendWindow w(Rig::options(), rig.now());
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
+  CHECK(w.in_flight() == 4);
+  CHECK(rig.step(w).empty());  // full: nothing more until something completes
+
+  rig.complete(w, {1, 2}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{5, 6});
+  CHECK(rig.marked == Seqs{1, 2});  // one transaction, after the window was refilled
+  CHECK(rig.mark_transactions == 1);
+
+  rig.complete(w, {3, 4, 5, 6}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{7, 8, 9, 10});
+  rig.complete(w, {7, 8, 9, 10}, Outcome::acknowledged);
+  CHECK(rig.step(w).empty());
+  CHECK(w.caught_up());
+  CHECK(rig.pending.empty());
+  CHECK(rig.marked == Seqs{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+}
+
+TEST_CASE("nothing is read or sent while disconnected") {
+  Rig rig;
+  rig.add(1, 3);
+  SendWindow w(Rig::options(), rig.now());
+  CHECK(rig.step(w, false).empty());
+  CHECK(w.in_flight() == 0);
+  CHECK(rig.step(w, true) == Seqs{1, 2, 3});
+}
+
+TEST_CASE("loss: not_sent rewinds to the oldest unacknowledged event once nothing is in flight") {
+  Rig rig;
+  rig.add(1, 8);
+  SendWindow w(Rig::options(), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 2, 3, 4});
+  rig.complete(w, {1}, Outcome::acknowledged);
+  rig.complete(w, {2}, Outcome::not_sent);  // the connection is going down
+  CHECK(w.rewinding());
+  CHECK(rig.step(w).empty());  // 3 and 4 are still in flight: wait for them
+  CHECK(rig.marked == Seqs{1});
+
+  rig.complete(w, {3}, Outcome::acknowledged);  // arrived before the loss
+  rig.complete(w, {4}, Outcome::not_sent);
+  CHECK(rig.step(w, false).empty());  // still down: rewound, nothing sent
+  CHECK(rig.marked == Seqs{1, 3});    // marked before re-reading: 3 does not come back
+  CHECK(!w.rewinding());
+  CHECK(rig.step(w, true) == Seqs{2, 4, 5, 6});  // from the oldest not_sent, in order
+}
+
+TEST_CASE("retry: a refused event is sent again after catching up, at most once per retry_interval") {
+  Rig rig;
+  rig.add(1, 3);
+  SendWindow w(Rig::options(), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 2, 3});
+  rig.complete(w, {1, 3}, Outcome::acknowledged);
+  rig.complete(w, {2}, Outcome::refused);
+  // Caught up with nothing in flight: a wrap, at once the first time.
+  CHECK(rig.step(w) == Seqs{2});
+  CHECK(rig.marked == Seqs{1, 3});
+  rig.complete(w, {2}, Outcome::refused);
+
+  SendAction idle;
+  CHECK(rig.step(w, true, false, &idle).empty());  // not again within retry_interval
+  CHECK(idle.wake_at_ms == rig.now() + 1000);      // it wakes for the retry
+  rig.clock.advance(999);
+  CHECK(rig.step(w).empty());
+  rig.clock.advance(1);
+  CHECK(rig.step(w) == Seqs{2});
+
+  rig.complete(w, {2}, Outcome::dead_lettered);  // the queue moved it to outbox_dead
+  rig.pending.erase(2);
+  rig.clock.advance(60'000);
+  CHECK(rig.step(w).empty());
+  CHECK(rig.pending.empty());
+}
+
+TEST_CASE("a failing event does not hold back the events behind it") {
+  Rig rig;
+  rig.add(1, 6);
+  SendWindow w(Rig::options(), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 2, 3, 4});
+  rig.complete(w, {1}, Outcome::refused);
+  CHECK(rig.step(w) == Seqs{5});
+  rig.complete(w, {2, 3, 4, 5}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{6});  // the rest first
+  rig.complete(w, {6}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{1});  // then the retry, from sequence 0
+}
+
+TEST_CASE("wrap: a dead letter requeued behind the cursor is found from sequence 0") {
+  Rig rig;
+  rig.add(1, 3);
+  SendWindow w(Rig::options(), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 2, 3});
+  rig.complete(w, {1, 2, 3}, Outcome::acknowledged);
+  REQUIRE(rig.step(w).empty());  // caught up; a wrap finds nothing
+  rig.add(4, 5);                 // a commit
+  w.queue_changed();
+  REQUIRE(rig.step(w) == Seqs{4, 5});
+  rig.complete(w, {4, 5}, Outcome::acknowledged);
+  REQUIRE(rig.step(w).empty());
+  REQUIRE(rig.pending.empty());
+
+  rig.add(2, 2);  // requeued from the dead letters: its old sequence, behind the cursor
+  w.queue_changed();
+  SendAction idle;
+  CHECK(rig.step(w, true, false, &idle).empty());  // nothing after the cursor; a wrap is wished
+  CHECK(idle.wake_at_ms == rig.now() + 1000);      // one retry_interval after the last wrap
+  rig.clock.advance(999);
+  CHECK(rig.step(w).empty());
+  rig.clock.advance(1);
+  CHECK(rig.step(w) == Seqs{2});
+}
+
+TEST_CASE("ack timeout: publishes in flight and silence for ack_timeout drop the connection, then resend") {
+  Rig rig;
+  rig.add(1, 6);
+  SendWindow w(Rig::options(), rig.now());
+  SendAction idle;
+  REQUIRE(rig.step(w, true, false, &idle) == Seqs{1, 2, 3, 4});
+  CHECK(idle.wake_at_ms == rig.now() + 2000);  // the next poll comes first
+
+  rig.clock.advance(10'000);
+  rig.complete(w, {1}, Outcome::acknowledged);  // a completion starts the wait again
+  REQUIRE(rig.step(w) == Seqs{5});
+  rig.clock.advance(14'999);
+  rig.step(w);
+  CHECK(rig.drops == 0);
+  rig.clock.advance(1);
+  CHECK(rig.step(w).empty());
+  CHECK(rig.drops == 1);
+  CHECK(rig.last_silent_ms == 15'000);
+  rig.step(w);
+  CHECK(rig.drops == 1);  // once: the next is a full ack_timeout away
+
+  // The publisher completes what was outstanding on the dropped connection.
+  rig.complete(w, {2, 3, 4, 5}, Outcome::not_sent);
+  CHECK(rig.step(w, false).empty());
+  CHECK(rig.step(w, true) == Seqs{2, 3, 4, 5});
+  CHECK(rig.marked == Seqs{1});
+}
+
+TEST_CASE("no ack timeout with nothing in flight, nor with ack_timeout 0") {
+  Rig rig;
+  rig.add(1, 2);
+  SendWindow w(Rig::options(), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 2});
+  rig.complete(w, {1, 2}, Outcome::acknowledged);
+  rig.step(w);
+  rig.clock.advance(3'600'000);
+  rig.step(w);
+  CHECK(rig.drops == 0);
+
+  auto o = Rig::options();
+  o.ack_timeout = 0ms;
+  SendWindow off(o, rig.now());
+  rig.add(3, 4);
+  REQUIRE(rig.step(off) == Seqs{3, 4});
+  rig.clock.advance(3'600'000);
+  rig.step(off);
+  CHECK(rig.drops == 0);
+}
+
+TEST_CASE("an event whose TTL ran out is not sent and brings the expiry forward") {
+  Rig rig;
+  SendWindow w(Rig::options(), rig.now());
+  REQUIRE(rig.step(w).empty());
+  CHECK(rig.expiries == 1);  // the first step's; the next is due in expire_interval
+  rig.add(1, 3);
+  rig.pending[2].remaining_ttl = 0ms;
+  w.queue_changed();
+  CHECK(rig.step(w) == Seqs{1, 3});
+  CHECK(rig.expiries == 1);
+  rig.step(w);
+  CHECK(rig.expiries == 2);  // at once, not expire_interval later
+  CHECK(rig.pending.count(2) == 0);
+}
+
+TEST_CASE("polls: data_version every poll_interval; a change means read again") {
+  Rig rig;
+  SendWindow w(Rig::options(), rig.now());
+  CHECK(rig.step(w).empty());
+  CHECK(rig.polls == 1);
+  rig.add(1, 2);  // written by another process: no wake-up
+  rig.data_version = 2;
+  rig.clock.advance(1'999);
+  CHECK(rig.step(w).empty());
+  CHECK(rig.polls == 1);
+  rig.clock.advance(1);
+  CHECK(rig.step(w) == Seqs{1, 2});
+  CHECK(rig.polls == 2);
+}
+
+TEST_CASE("draining: the window asks whether anything is pending once nothing is left in it") {
+  Rig rig;
+  rig.add(1, 2);
+  SendWindow w(Rig::options(), rig.now());
+  bool drained = false;
+  REQUIRE(rig.step(w, true, true, nullptr, &drained) == Seqs{1, 2});
+  CHECK(!drained);
+  rig.complete(w, {1, 2}, Outcome::acknowledged);
+  rig.step(w, true, true, nullptr, &drained);
+  CHECK(drained);
+  CHECK(rig.marked == Seqs{1, 2});
+}
