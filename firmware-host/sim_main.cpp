@@ -29,6 +29,8 @@
 #include "sim_config.h"
 #include "status_line.h"
 
+#include "host/read_secret.h"
+
 namespace sim = edge_outbox::sim;
 using edge_outbox::Error;
 using edge_outbox::ErrorKind;
@@ -78,14 +80,13 @@ int wait_for_signal(const sigset_t& signals, milliseconds timeout) {
   return sig > 0 ? sig : 0;
 }
 
-std::unique_ptr<edge_outbox::Publisher> make_mqtt_publisher(const sim::SimConfig& c,
+std::unique_ptr<edge_outbox::Publisher> make_mqtt_publisher(const sim::SimConfig& c, const std::string& password,
                                                            const edge_outbox::LogCallback& log) {
   edge_outbox::MqttPublisherOptions o;
   o.uri = c.broker;
   o.client_id = "edge-outbox-sim-" + c.device_id;
   o.username = c.username;
-  o.password_file = c.password_file;
-  o.password_env = c.password_env;
+  o.password = password;
   if (c.broker.rfind("mqtts://", 0) == 0 || !c.ca_file.empty()) {
     edge_outbox::MqttTlsOptions tls;
     tls.ca_file = c.ca_file;
@@ -119,7 +120,7 @@ std::string summary_json(std::uint64_t readings, std::uint64_t enqueued, const e
       .dump();
 }
 
-int run(const sim::SimConfig& c, const sigset_t& signals) {
+int run(const sim::SimConfig& c, const std::string& password, const sigset_t& signals) {
   bool terminal = ::isatty(STDERR_FILENO) == 1;
   auto log_sink = std::make_shared<StderrLog>(level_rank(c.log_level), terminal);
   edge_outbox::LogCallback log = [log_sink](LogLevel level, std::string_view m) { (*log_sink)(level, m); };
@@ -139,11 +140,12 @@ int run(const sim::SimConfig& c, const sigset_t& signals) {
   sim::GatedPublisher* gate = nullptr;
   std::unique_ptr<edge_outbox::Publisher> publisher;
   if (!schedule.empty()) {
-    auto gated = std::make_unique<sim::GatedPublisher>([&c, log] { return make_mqtt_publisher(c, log); });
+    auto gated = std::make_unique<sim::GatedPublisher>(
+        [&c, password, log] { return make_mqtt_publisher(c, password, log); });
     gate = gated.get();
     publisher = std::move(gated);
   } else {
-    publisher = make_mqtt_publisher(c, log);
+    publisher = make_mqtt_publisher(c, password, log);
   }
 
   edge_outbox::ForwarderOptions fo;
@@ -299,9 +301,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   sim::SimConfig config;
+  std::string password;  // the broker's, read once; never logged
   try {
     config = sim::resolve(app, cli);
-  } catch (const Error& e) {
+    password = edge_outbox::host::read_secret(config.password_file, config.password_env,
+                                              config.password_file.empty() ? "--password-env" : "--password-file");
+  } catch (const std::exception& e) {  // Error from resolve, std::runtime_error from read_secret
     std::fprintf(stderr, "edge-outbox-sim: %s\n", e.what());
     return kExitUsage;
   }
@@ -315,7 +320,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   try {
-    return run(config, signals);
+    return run(config, password, signals);
   } catch (const Error& e) {
     std::fprintf(stderr, "edge-outbox-sim: %s (%s)\n", e.what(), std::string(edge_outbox::to_string(e.kind())).c_str());
     return kExitRuntimeError;

@@ -76,6 +76,21 @@ class SCOPED_CAPABILITY MutexLock {
   std::unique_lock<std::mutex> lock_;
 };
 
+// Releases a Mutex the caller holds for its scope and takes it back at the
+// end: for a function declared REQUIRES(mutex) that must drop the lock around
+// a slow call or a callback (the analysis cannot follow MutexLock::unlock()
+// through a MutexLock& parameter).
+class SCOPED_CAPABILITY MutexUnlock {
+ public:
+  explicit MutexUnlock(Mutex& mutex) RELEASE(mutex) : mutex_(mutex) { mutex_.unlock(); }
+  ~MutexUnlock() RELEASE() { mutex_.lock(); }
+  MutexUnlock(const MutexUnlock&) = delete;
+  MutexUnlock& operator=(const MutexUnlock&) = delete;
+
+ private:
+  Mutex& mutex_;
+};
+
 // A std::condition_variable that waits on a MutexLock. Spurious wake-ups
 // happen: wait in a loop over the condition.
 class CondVar {

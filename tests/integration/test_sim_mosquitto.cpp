@@ -6,8 +6,12 @@
 
 #include <signal.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
@@ -263,6 +267,35 @@ TEST_CASE("TLS with --ca-file, and a user with --password-file") {
   CHECK(r.summary()["published"] == 20);
   CHECK(sub.wait_for_count(20, 30s));
   CHECK(r.err.find("s3cret") == std::string::npos);
+}
+
+TEST_CASE("a password that cannot be read ends the sim with the reason, before the database is made") {
+  TempDir dir;
+  auto db = dir / "x.db";
+  std::vector<std::string> common = {"--db", db.string(), "--device-id", "d", "--broker", unreachable_broker(),
+                                     "--count", "1"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return run_binary(dir, sim_binary(), extra);
+  };
+  auto r = with({"--username", "gw", "--password-file", (dir / "missing").string()});
+  INFO(r.err);
+  CHECK(r.status == 2);
+  CHECK(r.err.find("cannot read --password-file " + (dir / "missing").string()) != std::string::npos);
+
+  std::ofstream(dir / "two-lines") << "s3cret\nmore\n";
+  r = with({"--username", "gw", "--password-file", (dir / "two-lines").string()});
+  INFO(r.err);
+  CHECK(r.status == 2);
+  CHECK(r.err.find("more than one line") != std::string::npos);
+  CHECK(r.err.find("s3cret") == std::string::npos);
+
+  ::unsetenv("EDGE_OUTBOX_TEST_SIM_UNSET_PASSWORD");
+  r = with({"--username", "gw", "--password-env", "EDGE_OUTBOX_TEST_SIM_UNSET_PASSWORD"});
+  INFO(r.err);
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--password-env EDGE_OUTBOX_TEST_SIM_UNSET_PASSWORD is not set") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(db));
 }
 
 TEST_CASE("bad command lines fail with a message and no database") {

@@ -31,6 +31,7 @@
 #include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/outbox.h>
 
+#include "host/read_secret.h"
 #include "support/mosquitto.h"
 #include "support/temp_dir.h"
 #include "support/test_pki.h"
@@ -89,7 +90,7 @@ std::unique_ptr<Forwarder> forwarder_for(Outbox& outbox, const std::string& user
   po.uri = uri;
   po.client_id = "security-" + user;
   po.username = user;
-  po.password_file = password;
+  po.password = host::read_secret(password.string(), "", "the password file");  // as edge-outbox-sim does
   po.backoff_initial = 100ms;
   po.backoff_max = 1s;
   po.log = log.callback();

@@ -19,8 +19,12 @@
 // message larger than the Maximum Packet Size from the broker's CONNACK
 // (permanent; it is not sent, since the broker would drop the connection).
 //
-// Secrets: the password is read from a file or an environment variable when
-// connecting and is never logged.
+// Secrets: the password comes in the options (the application reads it from
+// wherever it keeps it; the library reads no secret file) and is never
+// logged.
+//
+// Time: the connect timeout and the backoff read the monotonic time of
+// options.clock (the system clock by default).
 //
 // Thread rule: see Publisher. One background thread manages the connection;
 // stop() (or the destructor) joins it.
@@ -33,6 +37,7 @@
 #include <optional>
 #include <string>
 
+#include <edge_outbox/clock.h>
 #include <edge_outbox/log.h>
 #include <edge_outbox/publisher.h>
 
@@ -55,10 +60,10 @@ struct MqttPublisherOptions {
   int qos = 1;                    // Requires: 0, 1 or 2
 
   std::string username;
-  // At most one of these: a file whose content (without a trailing newline)
-  // is the password, or the name of an environment variable holding it.
-  std::filesystem::path password_file;
-  std::string password_env;
+  // Empty: none. Never logged. The library reads no secret file: the
+  // application passes it from wherever it keeps its secrets (edge-outbox-sim
+  // reads its --password-file or --password-env once at start).
+  std::string password;
 
   std::optional<MqttTlsOptions> tls;  // required for mqtts:// (defaults are fine)
 
@@ -73,6 +78,10 @@ struct MqttPublisherOptions {
   int max_buffered_messages = 1024;
 
   LogCallback log;
+  // Where the connect timeout and the backoff read the time (its
+  // monotonic_ms()); null: system_clock(). The connection thread still sleeps
+  // in real time between readings.
+  std::shared_ptr<const Clock> clock;
 };
 
 class MqttPublisher final : public Publisher {

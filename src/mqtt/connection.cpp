@@ -1,0 +1,138 @@
+#include "mqtt/connection.h"
+
+#include <utility>
+
+namespace edge_outbox::detail {
+
+ConnectionMachine::ConnectionMachine(Options options)
+    : options_(std::move(options)), attempt_version_(options_.version), version_(options_.version),
+      backoff_(options_.backoff_initial, options_.backoff_max) {}
+
+ConnectionMachine::Step ConnectionMachine::next(std::int64_t now_ms) {
+  Step step;
+  if (stopping_ && state_ != State::stopped && state_ != State::retiring) {
+    step.action = Action::shut_down;
+    step.was_connected = state_ == State::connected;
+    state_ = State::stopped;
+    ++generation_;  // the client's late callbacks are ignored
+    return step;
+  }
+  switch (state_) {
+    case State::idle:
+      return begin_connect();
+    case State::connecting: {
+      if (outcome_) {
+        ConnectOutcome outcome = std::move(*outcome_);
+        outcome_.reset();
+        if (outcome.ok) {
+          version_ = outcome.version;
+          max_packet_size_ = outcome.max_packet_size;
+          backoff_.reset();
+          state_ = State::connected;
+          step.action = Action::announce_connected;
+          return step;
+        }
+        if (outcome.refuses_mqtt5 && attempt_version_ == MqttVersion::v5 && options_.fallback_to_3_1_1) {
+          return begin_retire({}, true);
+        }
+        return begin_retire("cannot connect to " + options_.uri + ": " +
+                                (outcome.failure.empty() ? std::string("connection refused") : outcome.failure),
+                            false);
+      }
+      if (!connect_deadline_ms_) connect_deadline_ms_ = now_ms + options_.connect_guard.count();
+      if (now_ms >= *connect_deadline_ms_) return begin_retire("connecting to " + options_.uri + " timed out", false);
+      step.wake_at_ms = connect_deadline_ms_;
+      return step;
+    }
+    case State::connected:
+      return step;
+    case State::lost:
+      if (publishes_failed_) return begin_retire(loss_reason_, false);
+      return step;
+    case State::retiring:
+      step.action = Action::retire;
+      return step;
+    case State::backoff:
+      if (kick_ || now_ms >= next_attempt_ms_) {
+        kick_ = false;
+        return begin_connect();
+      }
+      step.wake_at_ms = next_attempt_ms_;
+      return step;
+    case State::stopped:
+      step.action = Action::finished;
+      return step;
+  }
+  return step;
+}
+
+ConnectionMachine::Step ConnectionMachine::begin_connect() {
+  ++generation_;
+  outcome_.reset();
+  connect_deadline_ms_.reset();
+  publishes_failed_ = false;
+  state_ = State::connecting;
+  Step step;
+  step.action = Action::connect;
+  step.version = attempt_version_;
+  step.generation = generation_;
+  return step;
+}
+
+ConnectionMachine::Step ConnectionMachine::begin_retire(std::string reason, bool falling_back) {
+  ++generation_;  // the retired client's late callbacks are ignored
+  state_ = State::retiring;
+  retire_reason_ = std::move(reason);
+  retire_falls_back_ = falling_back;
+  Step step;
+  step.action = Action::retire;
+  return step;
+}
+
+bool ConnectionMachine::connect_result(std::uint64_t generation, ConnectOutcome outcome) {
+  if (generation != generation_) return false;
+  outcome_ = std::move(outcome);
+  return true;
+}
+
+bool ConnectionMachine::connection_lost(std::uint64_t generation, const std::string& cause) {
+  if (generation != generation_ || state_ != State::connected) return false;
+  state_ = State::lost;
+  loss_reason_ = cause.empty() ? "connection lost" : "connection lost: " + cause;
+  return true;
+}
+
+bool ConnectionMachine::drop(const std::string& reason) {
+  if (stopping_ || state_ != State::connected) return false;
+  state_ = State::lost;
+  loss_reason_ = reason.empty() ? "connection dropped" : "connection dropped: " + reason;
+  return true;
+}
+
+void ConnectionMachine::publishes_failed() { publishes_failed_ = true; }
+
+bool ConnectionMachine::kick() {
+  if (state_ != State::backoff) return false;
+  kick_ = true;
+  return true;
+}
+
+void ConnectionMachine::stop() { stopping_ = true; }
+
+ConnectionMachine::Retired ConnectionMachine::retired(std::int64_t now_ms) {
+  Retired r;
+  if (state_ != State::retiring) return r;
+  if (retire_falls_back_) {
+    attempt_version_ = MqttVersion::v3_1_1;
+    state_ = State::idle;
+    r.falling_back = true;
+    return r;
+  }
+  r.delay = backoff_.next();
+  r.reason = std::move(retire_reason_);
+  next_attempt_ms_ = now_ms + r.delay.count();
+  state_ = State::backoff;
+  return r;
+}
+
+}  // namespace edge_outbox::detail
