@@ -7,6 +7,10 @@
 // throws DecodeError (nothing else); a structured-mode event it accepts
 // nests at most max_json_depth levels inside the event object; what it
 // accepts re-encodes (binary and structured) and decodes to the same event.
+// The payload also goes through wire::decode_dropped_report (the ingest's
+// reader of outbox.dropped data): it returns a report or nothing and throws
+// nothing; a report's ranges hold 0 <= first <= last, and it re-encodes and
+// decodes to the same report.
 // Seeds include JSON nested 100,000 levels (the fuzzer reads the first
 // -max_len bytes of it), just over and at the limit, in both modes.
 #include <algorithm>
@@ -18,8 +22,10 @@
 #include <nlohmann/json.hpp>
 
 #include <edge_outbox/wire/cloudevents.h>
+#include <edge_outbox/wire/dropped_report.h>
 
 namespace ce = edge_outbox::cloudevents;
+namespace wire = edge_outbox::wire;
 
 namespace {
 
@@ -28,6 +34,14 @@ void same_or_die(const ce::CloudEvent& a, const ce::CloudEvent& b, bool data_exa
       a.streamid != b.streamid || a.priority != b.priority || a.extensions != b.extensions)
     std::abort();
   if (data_exact && (a.data != b.data || a.datacontenttype != b.datacontenttype)) std::abort();
+}
+
+void check_dropped_report(std::string_view payload) {
+  const auto report = wire::decode_dropped_report(payload);
+  if (!report) return;
+  for (const auto& r : report->ranges)
+    if (r.first < 0 || r.first > r.last) std::abort();
+  if (wire::decode_dropped_report(wire::encode_dropped_report(*report)) != report) std::abort();
 }
 
 }  // namespace
@@ -62,6 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                          eq == std::string_view::npos ? std::string() : std::string(line.substr(eq + 1)));
     }
   }
+  check_dropped_report(payload);
   ce::CloudEvent event;
   try {
     event = ce::decode(payload, content_type, props);

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <edge_outbox/wire/dropped_report.h>
+
 namespace edge_outbox::ingest {
 
 void GapTracker::add_sequence(const std::string& source, const std::string& streamid, std::int64_t sequence) {
@@ -17,34 +19,12 @@ void GapTracker::add_sequence(const std::string& source, const std::string& stre
 }
 
 bool GapTracker::add_dropped(const std::string& source, const std::string& streamid, const std::string& payload) {
-  auto doc = nlohmann::json::parse(payload, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("ranges") || !doc["ranges"].is_array()) return false;
-  std::vector<SeqRange> ranges;
-  for (const auto& r : doc["ranges"]) {
-    if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer()) return false;
-    SeqRange range{r[0].get<std::int64_t>(), r[1].get<std::int64_t>()};
-    if (range.first > range.last || range.first < 0) return false;
-    ranges.push_back(range);
-  }
+  const auto report = wire::decode_dropped_report(payload);
+  if (!report) return false;
   auto& dropped = streams_[{source, streamid}].dropped;
-  dropped.insert(dropped.end(), ranges.begin(), ranges.end());
+  dropped.insert(dropped.end(), report->ranges.begin(), report->ranges.end());
   return true;
 }
-
-namespace {
-
-// Sorted, merged copy.
-std::vector<SeqRange> merged(std::vector<SeqRange> ranges) {
-  std::sort(ranges.begin(), ranges.end(), [](const SeqRange& a, const SeqRange& b) { return a.first < b.first; });
-  std::vector<SeqRange> out;
-  for (const auto& r : ranges) {
-    if (!out.empty() && r.first <= out.back().last + 1) out.back().last = std::max(out.back().last, r.last);
-    else out.push_back(r);
-  }
-  return out;
-}
-
-}  // namespace
 
 std::vector<StreamGaps> GapTracker::finish() const {
   std::vector<StreamGaps> result;
@@ -54,7 +34,7 @@ std::vector<StreamGaps> GapTracker::finish() const {
     g.source = key.first;
     g.streamid = key.second;
     g.stored = s.stored;
-    auto dropped = merged(s.dropped);
+    auto dropped = wire::merge_ranges(s.dropped);
     g.first = s.present.front().first;
     if (!dropped.empty()) g.first = std::min(g.first, dropped.front().first);
     g.last = s.present.back().last;

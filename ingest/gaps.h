@@ -18,14 +18,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <edge_outbox/wire/sequence_ranges.h>
+
 namespace edge_outbox::ingest {
 
-struct SeqRange {
-  std::int64_t first = 0;
-  std::int64_t last = 0;  // inclusive
-  std::int64_t count() const noexcept { return last - first + 1; }
-  friend bool operator==(const SeqRange&, const SeqRange&) = default;
-};
+using SeqRange = wire::SequenceRange;
 
 struct StreamGaps {
   std::string source;
@@ -41,8 +38,8 @@ class GapTracker {
  public:
   // Requires: per stream, sequences are added in increasing order.
   void add_sequence(const std::string& source, const std::string& streamid, std::int64_t sequence);
-  // payload: {"ranges":[[first,last],...],...} of an outbox.dropped event.
-  // Returns false (and ignores it) when the payload is not of that form.
+  // payload: an outbox.dropped report (edge_outbox/wire/dropped_report.h).
+  // Returns false (and ignores it) when wire::decode_dropped_report refuses it.
   bool add_dropped(const std::string& source, const std::string& streamid, const std::string& payload);
   std::vector<StreamGaps> finish() const;
 

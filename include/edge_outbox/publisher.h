@@ -33,22 +33,15 @@
 #include <utility>
 #include <vector>
 
+#include <edge_outbox/wire/mqtt_message.h>
+
 namespace edge_outbox {
 
-enum class MqttVersion { v3_1_1, v5 };
+using MqttVersion = wire::MqttVersion;
 
-// One message as it goes on the wire, independent of the MQTT library.
-struct OutgoingMessage {
-  std::string topic;
-  std::string payload;
-  // MQTT 5 only (dropped on 3.1.1):
-  std::string content_type;
-  std::vector<std::pair<std::string, std::string>> user_properties;
-  std::optional<std::chrono::seconds> expiry;  // message expiry interval
-  // The protocol the message was encoded for; a publisher whose connection
-  // speaks another version completes it with not_sent.
-  MqttVersion encoded_for = MqttVersion::v5;
-};
+// One message as it goes on the wire, independent of the MQTT library: the
+// wire library's one message type (edge_outbox/wire/mqtt_message.h).
+using OutgoingMessage = wire::MqttMessage;
 
 struct PublishResult {
   enum class Status { acknowledged, rejected, not_sent };

@@ -57,6 +57,8 @@
 #include <utility>
 #include <vector>
 
+#include <edge_outbox/wire/mqtt_message.h>
+
 namespace edge_outbox::cloudevents {
 
 inline constexpr std::string_view spec_version = "1.0";
@@ -96,11 +98,8 @@ struct CloudEvent {
 using UserProperties = std::vector<std::pair<std::string, std::string>>;
 
 // What goes on the wire for one event, independent of the MQTT client library.
-struct MqttMessage {
-  std::string payload;
-  std::string content_type;         // MQTT 5 Content Type; empty for 3.1.1
-  UserProperties user_properties;   // MQTT 5 only
-};
+// The encoders set payload, content_type and user_properties only.
+using MqttMessage = wire::MqttMessage;
 
 // The decoder's error: the message is not a valid CloudEvent. what() says why.
 class DecodeError : public std::runtime_error {
