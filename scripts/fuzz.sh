@@ -11,7 +11,8 @@
 # same run every time: a new finding shows up in an exploratory run
 # (scripts/fuzz.sh 600), its input goes to fuzz/corpus/, and from then on
 # every run replays it.
-# The build directory may be overridden with EDGE_OUTBOX_FUZZ_BUILD_DIR.
+# The build directory may be overridden with EDGE_OUTBOX_FUZZ_BUILD_DIR, the
+# debug information with EDGE_OUTBOX_DEBUG_INFO (default -g; CI passes -g1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +38,8 @@ edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}" clang libclang-rt-1
 command -v "$cxx" >/dev/null || { echo "fuzz.sh: $cxx not found (apt-get install clang)" >&2; exit 2; }
 
 targets=(fuzz_cloudevents_decode fuzz_sim_config)
-cmake -S fuzz -B "$build_dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S fuzz -B "$build_dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 ${EDGE_OUTBOX_DEBUG_INFO:--g} -DNDEBUG" >/dev/null
 # Only the fuzz targets (and what they link), not the rest of the tree.
 known=$(cmake --build "$build_dir" --target help)
 build_targets=()

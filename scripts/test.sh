@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing (as root), configures, builds in build/ and runs
 # the whole test suite. Extra CMake arguments may be given in
-# EDGE_OUTBOX_CMAKE_ARGS (CI passes -DEDGE_OUTBOX_WERROR=ON).
+# EDGE_OUTBOX_CMAKE_ARGS; they come after the default RelWithDebInfo, so they
+# may change the build type too (CI passes -DCMAKE_BUILD_TYPE=Release
+# -DEDGE_OUTBOX_WERROR=ON). ctest arguments may be given in
+# EDGE_OUTBOX_CTEST_ARGS, the build directory in EDGE_OUTBOX_BUILD_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
