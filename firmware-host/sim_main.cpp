@@ -1,14 +1,9 @@
 // edge-outbox-sim: a simulated device firmware. Samples simulated sensors,
 // records each reading and its event in one transaction, and forwards the
 // events to an MQTT broker. See docs/simulator.md.
-#include <signal.h>
-#include <time.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -21,6 +16,10 @@
 #include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/outbox.h>
 
+#include "host/log_sink.h"
+#include "host/read_secret.h"
+#include "host/termination_signals.h"
+
 #include "drain_meter.h"
 #include "gated_publisher.h"
 #include "offline_schedule.h"
@@ -29,8 +28,7 @@
 #include "sim_config.h"
 #include "status_line.h"
 
-#include "host/read_secret.h"
-
+namespace host = edge_outbox::host;
 namespace sim = edge_outbox::sim;
 using edge_outbox::Error;
 using edge_outbox::ErrorKind;
@@ -44,41 +42,10 @@ constexpr int kExitRuntimeError = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitDrainTimeout = 3;
 
-int level_rank(LogLevel level) { return static_cast<int>(level); }
-
-int level_rank(const std::string& name) {
-  if (name == "debug") return 0;
-  if (name == "info") return 1;
-  if (name == "warning") return 2;
-  return 3;
-}
-
-// Library log lines on stderr, from any thread.
-class StderrLog {
- public:
-  StderrLog(int min_rank, bool terminal) : min_rank_(min_rank), terminal_(terminal) {}
-  void operator()(LogLevel level, std::string_view message) {
-    if (level_rank(level) < min_rank_) return;
-    std::lock_guard lock(mutex_);
-    std::fprintf(stderr, "%sedge-outbox-sim %s: %.*s\n", terminal_ ? "\r\x1b[K" : "",
-                 std::string(edge_outbox::to_string(level)).c_str(), static_cast<int>(message.size()),
-                 message.data());
-  }
-
- private:
-  int min_rank_;
-  bool terminal_;
-  std::mutex mutex_;
-};
-
-// Waits up to timeout for SIGINT or SIGTERM (blocked in every thread);
-// returns the signal or 0.
-int wait_for_signal(const sigset_t& signals, milliseconds timeout) {
-  if (timeout.count() < 0) timeout = milliseconds(0);
-  timespec ts{static_cast<time_t>(timeout.count() / 1000), static_cast<long>(timeout.count() % 1000) * 1'000'000L};
-  int sig = sigtimedwait(&signals, nullptr, &ts);
-  return sig > 0 ? sig : 0;
-}
+// The device library's levels are the log sink's, in the same order.
+host::LogLevel to_host(LogLevel level) { return static_cast<host::LogLevel>(static_cast<int>(level)); }
+static_assert(static_cast<int>(LogLevel::debug) == static_cast<int>(host::LogLevel::debug) &&
+              static_cast<int>(LogLevel::error) == static_cast<int>(host::LogLevel::error));
 
 std::unique_ptr<edge_outbox::Publisher> make_mqtt_publisher(const sim::SimConfig& c, const std::string& password,
                                                            const edge_outbox::LogCallback& log) {
@@ -120,10 +87,12 @@ std::string summary_json(std::uint64_t readings, std::uint64_t enqueued, const e
       .dump();
 }
 
-int run(const sim::SimConfig& c, const std::string& password, const sigset_t& signals) {
-  bool terminal = ::isatty(STDERR_FILENO) == 1;
-  auto log_sink = std::make_shared<StderrLog>(level_rank(c.log_level), terminal);
-  edge_outbox::LogCallback log = [log_sink](LogLevel level, std::string_view m) { (*log_sink)(level, m); };
+int run(const sim::SimConfig& c, const std::string& password, const host::TerminationSignals& signals) {
+  bool terminal = host::StderrLog::stderr_is_terminal();
+  auto log_sink = std::make_shared<host::StderrLog>(
+      "edge-outbox-sim", host::parse_log_level(c.log_level).value_or(host::LogLevel::error),
+      host::LogLineStyle{host::LogFormat::text, terminal});
+  edge_outbox::LogCallback log = [log_sink](LogLevel level, std::string_view m) { log_sink->write(to_host(level), m); };
 
   edge_outbox::OutboxOptions oo;
   oo.durability = c.durability == "normal" ? edge_outbox::Durability::normal : edge_outbox::Durability::full;
@@ -211,11 +180,11 @@ int run(const sim::SimConfig& c, const std::string& password, const sigset_t& si
         if (c.duration) {
           wait = std::min(wait, std::chrono::duration_cast<milliseconds>(started + *c.duration - now) + milliseconds(1));
         }
-        signal = wait_for_signal(signals, wait);
+        signal = signals.wait(wait);
         continue;
       }
     }
-    signal = wait_for_signal(signals, milliseconds(0));
+    signal = signals.wait(milliseconds(0));
     if (signal) break;
     int index = static_cast<int>((readings + rejected) % static_cast<std::uint64_t>(sensors.size()));
     auto seconds = std::chrono::duration<double>(now - started).count();
@@ -258,7 +227,7 @@ int run(const sim::SimConfig& c, const std::string& password, const sigset_t& si
           empty = true;
         }
         if (!drain.measuring() || now - empty_since >= milliseconds(1000)) break;
-        signal = wait_for_signal(signals, milliseconds(5));
+        signal = signals.wait(milliseconds(5));
         continue;
       }
       empty = false;
@@ -269,14 +238,14 @@ int run(const sim::SimConfig& c, const std::string& password, const sigset_t& si
       }
       tend(now);
       // Short waits: the drain figure is as fine as these samples.
-      signal = wait_for_signal(signals, std::min(until_tend(now), milliseconds(20)));
+      signal = signals.wait(std::min(until_tend(now), milliseconds(20)));
     }
   }
   sample_drain(Clock::now());
   forwarder.stop(signal || !c.exit_when_drained ? milliseconds(0) : milliseconds(2000));
   status.finish();
   if (signal) {
-    std::fprintf(stderr, "edge-outbox-sim: stopped by %s\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+    std::fprintf(stderr, "edge-outbox-sim: stopped by %s\n", std::string(host::TerminationSignals::name(signal)).c_str());
   }
   auto stats = outbox.stats();
   std::printf("%s\n", summary_json(readings, sim::events_ever_enqueued(outbox), stats, forwarder.stats(), drain).c_str());
@@ -313,11 +282,7 @@ int main(int argc, char** argv) {
 
   // Signals are taken by sigtimedwait in the main loop only; block them
   // before the forwarder and Paho start their threads.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const host::TerminationSignals signals;
 
   try {
     return run(config, password, signals);

@@ -7,7 +7,8 @@
 // a dropped range) to its highest stored one; what came before the first
 // event the ingest ever saw cannot be told from "never existed".
 //
-// Thread rule: a plain value type; use from one thread.
+// Thread rule: a plain value type; use from one thread. Throws nothing for
+// bad data: a malformed outbox.dropped payload is ignored.
 #pragma once
 
 #include <cstdint>

@@ -2,65 +2,59 @@
 // event id once (SQLite or PostgreSQL); `gaps` reports missing sequences;
 // `reprocess` classifies rejected messages again.
 //
-// Exit codes: 0 clean stop (signal or idle); 2 cannot start (store, MQTT
-// client, password); 3 stopped while the store was failing: the messages in
-// hand were neither stored nor acknowledged, the broker redelivers them.
-// reprocess: 0 nothing left rejected, 1 some messages still rejected, 2 the
-// store cannot be opened or failed.
-#include <signal.h>
-#include <time.h>
-
+// Every error is one line on stderr ("<time> edge-outbox-ingest error: what
+// failed and what to do", see host/log_sink.h), then the exit code:
+//   serving:   0 clean stop (SIGINT, SIGTERM or --exit-after-idle);
+//              2 cannot start (the store, the MQTT client, the password);
+//              3 stopped while the store was failing: the messages in hand
+//                were neither stored nor acknowledged, the broker redelivers
+//                them.
+//   gaps:      0 report printed; 1 the store cannot be opened or read.
+//   reprocess: 0 nothing left rejected; 1 some messages still rejected;
+//              2 the store cannot be opened or failed.
+//   A command line CLI11 refuses: its usage message and its exit code (105
+//   for a value an option refuses, 109 for an unknown argument, ...).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include "common/mutex.h"
+#include "host/log_sink.h"
+#include "host/read_secret.h"
+#include "host/termination_signals.h"
 #include "ingest/gaps.h"
 #include "ingest/reprocess.h"
 #include "ingest/store.h"
 #include "ingest/subscriber.h"
 #include "ingest/writer.h"
 
+namespace host = edge_outbox::host;
 namespace ingest = edge_outbox::ingest;
+using edge_outbox::CondVar;
+using edge_outbox::Mutex;
+using edge_outbox::MutexLock;
 
 namespace {
 
-int level_rank(const std::string& level) {
-  if (level == "error") return 0;
-  if (level == "warn") return 1;
-  if (level == "info") return 2;
-  return 3;
-}
+constexpr int kExitCannotStart = 2;
+constexpr int kExitStoreFailing = 3;
+constexpr int kExitGapsFailed = 1;
+constexpr int kExitStillRejected = 1;
+constexpr int kExitReprocessFailed = 2;
 
-// Logs to stderr, one line per message, from any thread.
-class StderrLog {
- public:
-  explicit StderrLog(int max_rank) : max_rank_(max_rank) {}
-  void operator()(const std::string& level, const std::string& message) {
-    if (level_rank(level) > max_rank_) return;
-    auto now = std::chrono::system_clock::now();
-    std::time_t t = std::chrono::system_clock::to_time_t(now);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    std::lock_guard lock(mutex_);
-    std::fprintf(stderr, "%s edge-outbox-ingest %s: %s\n", stamp, level.c_str(), message.c_str());
-  }
-
- private:
-  int max_rank_;
-  std::mutex mutex_;
+// The stop request to the thread that runs the Paho calls, and its answer.
+struct MqttThreadState {
+  Mutex mutex;
+  CondVar cv;
+  bool stop GUARDED_BY(mutex) = false;
+  bool done GUARDED_BY(mutex) = false;
 };
 
 std::string counters_json(const ingest::Counters& c) {
@@ -75,23 +69,6 @@ std::string counters_json(const ingest::Counters& c) {
                         {"rejected_pruned", c.rejected_pruned},
                         {"retained_ignored", c.retained_ignored}}
       .dump();
-}
-
-std::string read_password(const std::string& file, const std::string& env) {
-  if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) throw std::runtime_error("cannot read --password-file " + file);
-    std::string line;
-    std::getline(in, line);
-    while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
-    return line;
-  }
-  if (!env.empty()) {
-    const char* value = std::getenv(env.c_str());
-    if (!value) throw std::runtime_error("--password-env " + env + " is not set");
-    return value;
-  }
-  return {};
 }
 
 int run_gaps(const std::string& store_spec, bool json) {
@@ -123,15 +100,15 @@ int run_reprocess(const std::string& store_spec, const ingest::ClassifyOptions& 
     store = ingest::open_store(store_spec);
   } catch (const std::exception& e) {
     log("error", e.what());
-    return 2;
+    return kExitReprocessFailed;
   }
   try {
     auto counts = ingest::reprocess_rejected(*store, classify, log);
     std::cout << ingest::to_json(counts).dump() << std::endl;
-    return counts.still_rejected == 0 ? 0 : 1;
+    return counts.still_rejected == 0 ? 0 : kExitStillRejected;
   } catch (const std::exception& e) {
     log("error", std::string("reprocess stopped: ") + e.what() + " (what was reprocessed so far stays; run it again)");
-    return 2;
+    return kExitReprocessFailed;
   }
 }
 
@@ -145,7 +122,7 @@ int main(int argc, char** argv) {
   std::string sqlite_sync = "full";
   ingest::SubscriberOptions sub;
   ingest::ClassifyOptions classify;
-  std::string password_file, password_env, log_level = "info";
+  std::string password_file, password_env, log_level = "info", log_format = "text";
   double stats_interval = 0, exit_after_idle = 0;
   std::size_t max_batch = 512;
   std::uint64_t rejected_max_bytes = ingest::StoreOptions{}.rejected_max_bytes;
@@ -168,8 +145,10 @@ int main(int argc, char** argv) {
   app.add_option("--session-expiry", sub.session_expiry_s, "MQTT 5 session expiry interval in seconds")
       ->capture_default_str();
   app.add_option("--username", sub.username, "Broker user name");
-  app.add_option("--password-file", password_file, "File whose first line is the broker password");
-  app.add_option("--password-env", password_env, "Environment variable that holds the broker password");
+  auto* password_file_opt = app.add_option(
+      "--password-file", password_file, "File that holds the broker password (one line; its line end is dropped)");
+  app.add_option("--password-env", password_env, "Environment variable that holds the broker password")
+      ->excludes(password_file_opt);
   app.add_option("--ca-file", sub.ca_file, "CA certificates (PEM) for mqtts://");
   app.add_option("--max-payload-bytes", classify.max_payload_bytes, "Larger messages are rejected")
       ->capture_default_str();
@@ -181,8 +160,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--stats-interval", stats_interval, "Print counters to stderr every S seconds (0: off)");
   app.add_option("--exit-after-idle", exit_after_idle, "Exit after S seconds without messages (0: never)");
-  app.add_option("--log-level", log_level, "error, warn, info or debug")
-      ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
+  app.add_option("--log-level", log_level, "error, warn (or warning), info or debug")
+      ->check(CLI::IsMember({"error", "warn", "warning", "info", "debug"}))
+      ->capture_default_str();
+  app.add_option("--log-format", log_format, "Log lines on stderr: text, or json (one JSON object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
 
   app.add_option("--debug-delay-before-commit-ms", debug_delay_ms, "Testing only")->group("");
@@ -206,9 +188,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   sub.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
-  StderrLog log_sink(level_rank(log_level));
+  host::StderrLog log_sink(
+      "edge-outbox-ingest", host::parse_log_level(log_level).value_or(host::LogLevel::info),
+      host::LogLineStyle{log_format == "json" ? host::LogFormat::json : host::LogFormat::text,
+                         host::StderrLog::stderr_is_terminal()});
+  // The ingest library names its levels "error", "warn", "info", "debug".
   ingest::Logger log = [&log_sink](const std::string& level, const std::string& message) {
-    log_sink(level, message);
+    log_sink.write(host::parse_log_level(level).value_or(host::LogLevel::error), message);
   };
 
   if (gaps_cmd->parsed()) {
@@ -216,7 +202,7 @@ int main(int argc, char** argv) {
       return run_gaps(gaps_store, gaps_json);
     } catch (const std::exception& e) {
       log("error", e.what());
-      return 1;
+      return kExitGapsFailed;
     }
   }
 
@@ -228,75 +214,69 @@ int main(int argc, char** argv) {
         "events (attributes in user properties, what edge-outbox devices send by default over MQTT 5) arrive "
         "without their attributes and are rejected; use --mqtt-version 5 unless every device sends structured mode");
 
-  // Signals are taken by sigtimedwait in this thread only; block them
-  // before Paho and the Writer start their threads.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Signals are taken in this thread only; block them before Paho and the
+  // Writer start their threads.
+  const host::TerminationSignals signals;
 
+  // Declared in this order so that the subscriber goes first, then the
+  // writer, then the store.
   std::unique_ptr<ingest::Store> store;
+  std::optional<ingest::Writer> writer_holder;
+  std::optional<ingest::Subscriber> subscriber;
   try {
-    sub.password = read_password(password_file, password_env);
+    sub.password = host::read_secret(password_file, password_env,
+                                     password_file.empty() ? "--password-env" : "--password-file");
     ingest::StoreOptions store_options;
     store_options.sqlite_sync = sqlite_sync == "normal" ? ingest::SqliteSync::normal : ingest::SqliteSync::full;
     store_options.rejected_max_bytes = rejected_max_bytes;
     store = ingest::open_store(store_spec, store_options);
+    writer_holder.emplace(*store, max_batch, log);
   } catch (const std::exception& e) {
     log("error", e.what());
-    return 2;
+    return kExitCannotStart;
   }
-
-  ingest::Writer writer(*store, max_batch, log);
-  std::optional<ingest::Subscriber> subscriber;
+  ingest::Writer& writer = *writer_holder;
   try {
     subscriber.emplace(sub, classify, writer, log);
-  } catch (const std::exception& e) {
-    log("error", std::string("cannot create the MQTT client: ") + e.what());
-    return 2;
-  }
-  {
     std::string filters;
     for (const auto& f : subscriber->subscriptions()) filters += (filters.empty() ? "" : " ") + f;
     log("info", "storing into " + store->describe() + "; subscribing to " + filters + " at " + sub.broker);
+  } catch (const std::exception& e) {
+    log("error", std::string("cannot create the MQTT client: ") + e.what());
+    return kExitCannotStart;
   }
 
   // Paho calls (connect, is_connected, disconnect) can block while a
   // message callback waits on the Writer (a failing store): they run on
   // their own thread, so this one always answers signals.
-  std::mutex mqtt_mutex;
-  std::condition_variable mqtt_cv;
-  bool mqtt_stop = false, mqtt_done = false;
+  MqttThreadState mqtt;
   std::thread mqtt_thread([&] {
-    std::unique_lock lock(mqtt_mutex);
-    while (!mqtt_stop) {
+    MutexLock lock(mqtt.mutex);
+    while (!mqtt.stop) {
       lock.unlock();
       subscriber->maintain();
       lock.lock();
-      mqtt_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return mqtt_stop; });
+      auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      while (!mqtt.stop && mqtt.cv.wait_until(lock, next)) {
+      }
     }
     lock.unlock();
     subscriber->stop(std::chrono::milliseconds(5000));  // messages in callbacks are committed first
     lock.lock();
-    mqtt_done = true;
-    mqtt_cv.notify_all();
+    mqtt.done = true;
+    mqtt.cv.notify_all();
   });
 
   auto started = std::chrono::steady_clock::now();
   auto last_stats = started;
   int exit_signal = 0;
   for (;;) {
-    timespec tick{0, 200'000'000};
-    int sig = sigtimedwait(&signals, nullptr, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      exit_signal = sig;
-      break;
-    }
+    exit_signal = signals.wait(std::chrono::milliseconds(200));
+    if (exit_signal) break;
     auto now = std::chrono::steady_clock::now();
     if (stats_interval > 0 && now - last_stats >= std::chrono::duration<double>(stats_interval)) {
       last_stats = now;
-      log_sink("info", "stats " + counters_json(writer.counters()));
+      log("info", "stats " + counters_json(writer.counters()));
     }
     if (exit_after_idle > 0 && writer.pending() == 0 &&
         now - std::max(writer.last_submit(), started) >= std::chrono::duration<double>(exit_after_idle)) {
@@ -306,21 +286,21 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  if (exit_signal) log("info", std::string("stopping on ") + (exit_signal == SIGINT ? "SIGINT" : "SIGTERM"));
+  if (exit_signal) log("info", "stopping on " + std::string(host::TerminationSignals::name(exit_signal)));
 
   // Disconnect, letting callbacks commit what they hold; but while the store
   // fails they cannot, and Paho's disconnect waits for them: then do not
   // wait (nor past 10 s in any case).
   bool disconnected;
   {
-    std::unique_lock lock(mqtt_mutex);
-    mqtt_stop = true;
-    mqtt_cv.notify_all();
+    MutexLock lock(mqtt.mutex);
+    mqtt.stop = true;
+    mqtt.cv.notify_all();
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!mqtt_done && std::chrono::steady_clock::now() < deadline &&
+    while (!mqtt.done && std::chrono::steady_clock::now() < deadline &&
            !(writer.failing() && writer.pending() > 0))
-      mqtt_cv.wait_for(lock, std::chrono::milliseconds(100));
-    disconnected = mqtt_done;
+      mqtt.cv.wait_for(lock, std::chrono::milliseconds(100));
+    disconnected = mqtt.done;
   }
   writer.request_stop();
   bool clean = disconnected && writer.wait_finished(std::chrono::seconds(10)) && writer.abandoned() == 0;
@@ -333,7 +313,7 @@ int main(int argc, char** argv) {
     log("error", "exiting with messages not stored (the store is failing); they were not acknowledged and the "
                  "broker will redeliver them");
     std::fflush(nullptr);
-    std::_Exit(3);
+    std::_Exit(kExitStoreFailing);
   }
   mqtt_thread.join();
   writer.stop();

@@ -153,8 +153,9 @@ class PgStore final : public Store {
       : uri_(uri), described_(elide_password(uri)), options_(options) {
     conn_.reset(PQconnectdb(uri.c_str()));
     if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK)
-      throw std::runtime_error("cannot connect to PostgreSQL " + described_ + ": " + error() +
-                               " (check host, port, database and credentials)");
+      throw StoreError(StoreError::Kind::transient, "",
+                       "cannot connect to PostgreSQL " + described_ + ": " + error() +
+                           " (check host, port, database and credentials)");
     exec("SET client_min_messages TO warning");  // no "already exists" notices on stderr
     // Two instances starting together must not race on creating or migrating.
     exec("SELECT pg_advisory_lock(7461626)");
@@ -287,14 +288,14 @@ class PgStore final : public Store {
       if (PQgetvalue(r.get(), 0, 0)[0] == 't') {
         Result v = exec("SELECT value FROM ingest_meta WHERE key = 'schema_version'");
         if (PQntuples(v.get()) != 1)
-          throw std::runtime_error("PostgreSQL " + described_ +
-                                   ": ingest_meta has no schema_version; not an ingest store?");
-        version = std::stoll(PQgetvalue(v.get(), 0, 0));
+          throw StoreError(StoreError::Kind::permanent, "",
+                           "PostgreSQL " + described_ + ": ingest_meta has no schema_version; not an ingest store?");
+        version = parse_schema_version("PostgreSQL " + described_, PQgetvalue(v.get(), 0, 0));
       } else if (PQgetvalue(r.get(), 0, 1)[0] == 't') {
         version = 1;  // made by the first release, before ingest_meta
       }
       if (version > store_schema_version)
-        throw std::runtime_error(newer_schema_message("PostgreSQL " + described_, version));
+        throw StoreError(StoreError::Kind::permanent, "", newer_schema_message("PostgreSQL " + described_, version));
       if (version == 0) exec(schema);
       if (version == 1) exec(migrate_1_to_2);
       exec("COMMIT");

@@ -8,8 +8,6 @@
 
 #include <sqlite3.h>
 
-#include <stdexcept>
-
 #include "ingest/store.h"
 
 namespace edge_outbox::ingest {
@@ -149,18 +147,26 @@ class SqliteStore final : public Store {
 
   void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn)
       override {
-    SQLite::Statement st(db_,
-                         "SELECT source, COALESCE(streamid, ''), sequence FROM events WHERE sequence IS NOT NULL "
-                         "ORDER BY source, COALESCE(streamid, ''), sequence");
-    while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
+    try {
+      SQLite::Statement st(db_,
+                           "SELECT source, COALESCE(streamid, ''), sequence FROM events WHERE sequence IS NOT NULL "
+                           "ORDER BY source, COALESCE(streamid, ''), sequence");
+      while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
   }
 
   void for_each_event_of_type(
       std::string_view type,
       const std::function<void(const std::string&, const std::string&, const std::string&)>& fn) override {
-    SQLite::Statement st(db_, "SELECT source, COALESCE(streamid, ''), payload FROM events WHERE type = ?");
-    st.bind(1, std::string(type));
-    while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), blob(st.getColumn(2)));
+    try {
+      SQLite::Statement st(db_, "SELECT source, COALESCE(streamid, ''), payload FROM events WHERE type = ?");
+      st.bind(1, std::string(type));
+      while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), blob(st.getColumn(2)));
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
   }
 
   std::vector<StoredRejection> rejected_after(std::int64_t after_id, std::size_t limit) override {
@@ -230,12 +236,14 @@ class SqliteStore final : public Store {
     if (db_.tableExists("ingest_meta")) {
       SQLite::Statement st(db_, "SELECT value FROM ingest_meta WHERE key = 'schema_version'");
       if (!st.executeStep())
-        throw std::runtime_error("SQLite store " + path_ + ": ingest_meta has no schema_version; not an ingest store?");
-      version = std::stoll(st.getColumn(0).getString());
+        throw StoreError(StoreError::Kind::permanent, "",
+                         "SQLite store " + path_ + ": ingest_meta has no schema_version; not an ingest store?");
+      version = parse_schema_version("SQLite store " + path_, st.getColumn(0).getString());
     } else if (db_.tableExists("events")) {
       version = 1;  // made by the first release, before ingest_meta
     }
-    if (version > store_schema_version) throw std::runtime_error(newer_schema_message("SQLite store " + path_, version));
+    if (version > store_schema_version)
+      throw StoreError(StoreError::Kind::permanent, "", newer_schema_message("SQLite store " + path_, version));
     if (version == 0) db_.exec(schema);
     if (version == 1) db_.exec(migrate_1_to_2);
     tx.commit();
@@ -309,8 +317,10 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& path, const StoreOpt
   try {
     return std::make_unique<SqliteStore>(path, options);
   } catch (const SQLite::Exception& e) {
-    throw std::runtime_error("cannot open SQLite store " + path + ": " + e.what() +
-                             " (check that the directory exists and is writable)");
+    const StoreError classified = sqlite_error(path, e);
+    throw StoreError(classified.kind(), classified.code(),
+                     "cannot open SQLite store " + path + ": " + e.what() +
+                         " (check that the directory exists and is writable)");
   }
 }
 

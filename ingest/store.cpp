@@ -1,6 +1,6 @@
 #include "ingest/store.h"
 
-#include <stdexcept>
+#include <charconv>
 
 namespace edge_outbox::ingest {
 
@@ -22,14 +22,26 @@ std::string newer_schema_message(const std::string& store, long long version) {
          "): it was written by a newer release. Run that release (or newer), or point --store at another database";
 }
 
+long long parse_schema_version(const std::string& store, const std::string& text) {
+  long long version = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), version);
+  if (error != std::errc() || end != text.data() + text.size())
+    throw StoreError(StoreError::Kind::permanent, "",
+                     store + ": ingest_meta holds schema_version '" + text + "', not a number; not an ingest store?");
+  return version;
+}
+
 std::unique_ptr<Store> open_store(const std::string& spec, const StoreOptions& options) {
   if (spec.starts_with("sqlite:")) {
     std::string path = spec.substr(7);
-    if (path.empty()) throw std::runtime_error("--store sqlite: needs a path, e.g. sqlite:/var/lib/ingest/events.db");
+    if (path.empty())
+      throw StoreError(StoreError::Kind::permanent, "",
+                       "--store sqlite: needs a path, e.g. sqlite:/var/lib/ingest/events.db");
     return open_sqlite_store(path, options);
   }
   if (spec.starts_with("postgresql://") || spec.starts_with("postgres://")) return open_postgres_store(spec, options);
-  throw std::runtime_error("unknown --store '" + spec + "': use sqlite:PATH or postgresql://user@host:port/db");
+  throw StoreError(StoreError::Kind::permanent, "",
+                   "unknown --store '" + spec + "': use sqlite:PATH or postgresql://user@host:port/db");
 }
 
 std::unique_ptr<Store> open_store(const std::string& spec, SqliteSync sqlite_sync) {

@@ -9,11 +9,13 @@
 // are inserted with ON CONFLICT DO NOTHING, so an id already stored (by
 // this or another instance) is reported as a duplicate, never stored twice.
 //
-// Errors: every failure is a StoreError, transient (the database is
-// unreachable, busy, full, being upgraded: retry later) or permanent (this
-// data can never be stored: the same rows fail again whatever the wait). The
-// classification tables are in pg_store.cpp and sqlite_store.cpp and in
-// docs/ingest.md "Store errors".
+// Errors: every failure, opening included, is a StoreError (std::bad_alloc
+// aside), transient (the database is unreachable, busy, full, being
+// upgraded: retry later) or permanent (this data can never be stored: the
+// same rows fail again whatever the wait; a store that cannot be used as
+// configured). The classification tables are in pg_store.cpp and
+// sqlite_store.cpp and in docs/ingest.md "Store errors". Exceptions thrown by the
+// callbacks of for_each_sequence and for_each_event_of_type pass through.
 //
 // Thread rule: a Store is used by one thread at a time (the Writer's).
 #pragma once
@@ -102,8 +104,11 @@ struct StoreOptions {
 };
 
 // spec: "sqlite:PATH" or a PostgreSQL URI "postgresql://..." / "postgres://...".
-// Throws std::runtime_error with what to fix when the store cannot be opened
-// (including a schema version newer than this build knows).
+// Throws StoreError with what to fix when the store cannot be opened:
+// permanent for a spec it cannot read, a database that is not an ingest
+// store or has a schema version newer than this build knows; transient when
+// PostgreSQL is unreachable; for SQLite, as its error code is classified
+// (SQLITE_CANTOPEN, a missing directory, is transient).
 std::unique_ptr<Store> open_store(const std::string& spec, const StoreOptions& options);
 std::unique_ptr<Store> open_store(const std::string& spec, SqliteSync sqlite_sync = SqliteSync::full);
 
@@ -114,5 +119,8 @@ std::unique_ptr<Store> open_postgres_store(const std::string& uri, const StoreOp
 
 // The message "schema version N is newer than this edge-outbox-ingest knows".
 std::string newer_schema_message(const std::string& store, long long version);
+// The schema version held as text in ingest_meta. Throws StoreError
+// (permanent) naming `store` when the text is not a number.
+long long parse_schema_version(const std::string& store, const std::string& text);
 
 }  // namespace edge_outbox::ingest

@@ -29,6 +29,10 @@
 // while a callback waits on the Writer (Paho holds its lock around
 // callbacks): the process's main thread must not call them while it needs
 // to answer signals (main.cpp runs them on their own thread).
+//
+// Throws: the constructor std::runtime_error (Paho's mqtt::exception) when
+// Paho refuses the broker URI or the client id. maintain() and stop() log
+// Paho's errors and throw nothing.
 #pragma once
 
 #include <chrono>

@@ -18,6 +18,10 @@
 // Thread rule: submit(), counters(), pending(), failing() and
 // request_stop() from any thread; one mutex and condition variable guard the
 // queue and the counters.
+//
+// Throws: the constructor std::system_error when its thread cannot start;
+// nothing else escapes (store errors are handled as above, never thrown to
+// the submitter).
 #pragma once
 
 #include <chrono>

@@ -108,13 +108,27 @@ TEST_CASE("PostgreSQL store") {
   CHECK(pg.query("SELECT encode(payload, 'hex') FROM events WHERE event_id = 'a'") == "0001ff");
 }
 
+// Opening fails with a StoreError too (store.h): permanent when the spec or
+// the database is wrong, transient when the server is unreachable.
+static StoreError::Kind open_error_kind(const std::string& spec) {
+  try {
+    open_store(spec);
+  } catch (const StoreError& e) {
+    return e.kind();
+  }
+  FAIL("opened " << spec);
+  return StoreError::Kind::permanent;
+}
+
 TEST_CASE("bad store specs say what to write") {
-  CHECK_THROWS_WITH_AS(open_store("mysql://x"), doctest::Contains("sqlite:PATH"), std::runtime_error);
-  CHECK_THROWS_WITH_AS(open_store("sqlite:"), doctest::Contains("needs a path"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(open_store("mysql://x"), doctest::Contains("sqlite:PATH"), StoreError);
+  CHECK_THROWS_WITH_AS(open_store("sqlite:"), doctest::Contains("needs a path"), StoreError);
   CHECK_THROWS_WITH_AS(open_store("sqlite:/nonexistent-dir/x/events.db"), doctest::Contains("writable"),
-                       std::runtime_error);
+                       StoreError);
   CHECK_THROWS_WITH_AS(open_store("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"),
-                       doctest::Contains("cannot connect"), std::runtime_error);
+                       doctest::Contains("cannot connect"), StoreError);
+  CHECK(open_error_kind("mysql://x") == StoreError::Kind::permanent);
+  CHECK(open_error_kind("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2") == StoreError::Kind::transient);
 }
 
 // ---------------------------------------------------------------------------
@@ -290,8 +304,14 @@ TEST_CASE("SQLite store with a newer schema version is refused, untouched") {
     d.exec("UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version'");
   }
   CHECK_THROWS_WITH_AS(open_store("sqlite:" + path), doctest::Contains("schema version 3, newer than"),
-                       std::runtime_error);
+                       StoreError);
   CHECK(sqlite_text(path, "SELECT value FROM ingest_meta") == "3");
+  {
+    SQLite::Database d(path, SQLite::OPEN_READWRITE);
+    d.exec("UPDATE ingest_meta SET value = 'two' WHERE key = 'schema_version'");
+  }
+  CHECK_THROWS_WITH_AS(open_store("sqlite:" + path), doctest::Contains("'two', not a number"), StoreError);
+  CHECK(open_error_kind("sqlite:" + path) == StoreError::Kind::permanent);
 }
 
 TEST_CASE("PostgreSQL store made by the previous release (schema version 1): migrated on open, rows kept") {
@@ -329,7 +349,7 @@ TEST_CASE("PostgreSQL store made by the previous release (schema version 1): mig
   const std::string indexes = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1";
   CHECK(pg.query(indexes) == pg.query(indexes, "fresh"));
   pg.query("UPDATE ingest_meta SET value = '3'");
-  CHECK_THROWS_WITH_AS(open_store(pg.uri()), doctest::Contains("schema version 3, newer than"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(open_store(pg.uri()), doctest::Contains("schema version 3, newer than"), StoreError);
   CHECK(pg.query("SELECT value FROM ingest_meta") == "3");
   CHECK(migrated.find("events|time_original|text|YES|") != std::string::npos);
   CHECK(migrated.find("rejected|properties|text|NO|'{}'::text") != std::string::npos);
