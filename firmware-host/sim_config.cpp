@@ -14,6 +14,7 @@
 #include <edge_outbox/error.h>
 
 #include "host/duration.h"
+#include "host/log_sink.h"
 #include "offline_schedule.h"
 
 namespace edge_outbox::sim {
@@ -297,7 +298,7 @@ void validate(SimConfig& c) {
   }
   if (!c.password_file.empty() && !c.password_env.empty()) bad("give --password-file or --password-env, not both");
   if (c.cert_file.empty() != c.key_file.empty()) bad("--cert-file and --key-file go together");
-  if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warning" && c.log_level != "error") {
+  if (!host::parse_log_level(c.log_level)) {
     bad("--log-level must be debug, info, warning or error, not \"" + c.log_level + "\"");
   }
   if (c.broker.rfind("mqtt://", 0) != 0 && c.broker.rfind("mqtts://", 0) != 0) {

@@ -47,7 +47,7 @@ struct SimConfig {
   std::string capacity_policy = "reject_new";  // reject_new | drop_oldest
   std::chrono::milliseconds status_interval{0};  // 0: 1 s on a terminal, 5 s otherwise
   std::uint64_t seed = 0;                    // 0: a random seed
-  std::string log_level = "warning";         // debug | info | warning | error
+  std::string log_level = "warning";         // debug | info | warning (or warn) | error
 
   // "<prefix>/<device-id>/events/" + type
   std::string topic_for(const std::string& type) const;

@@ -12,8 +12,9 @@
 //   gaps:      0 report printed; 1 the store cannot be opened or read.
 //   reprocess: 0 nothing left rejected; 1 some messages still rejected;
 //              2 the store cannot be opened or failed.
-//   A command line CLI11 refuses: its usage message and its exit code (105
-//   for a value an option refuses, 109 for an unknown argument, ...).
+//   A command line CLI11 refuses: its message and its exit code (104 a value
+//   that is not a number, 105 a value an option refuses, 108 two options
+//   that exclude each other, 109 an unknown argument, ...).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "edge_outbox/wire/dropped_report.h"
+#include <edge_outbox/wire/dropped_report.h>
 
 #include <limits>
 #include <stdexcept>

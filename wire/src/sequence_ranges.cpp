@@ -1,4 +1,4 @@
-#include "edge_outbox/wire/sequence_ranges.h"
+#include <edge_outbox/wire/sequence_ranges.h>
 
 #include <algorithm>
 #include <limits>

@@ -1,6 +1,7 @@
 // The wire format edge-outbox speaks: CloudEvents 1.0 over MQTT, per the
-// CloudEvents MQTT protocol binding. This header is all that the device side
-// and the server-side ingest share; it depends on neither.
+// CloudEvents MQTT protocol binding. wire/ (this header, mqtt_message.h,
+// dropped_report.h, sequence_ranges.h) is all that the device side and the
+// server-side ingest share; it depends on neither.
 //
 //  - MQTT 5, binary content mode: every CloudEvents attribute (specversion,
 //    id, source, type, time and the extensions) is an MQTT user property;
@@ -45,6 +46,12 @@
 // Binary-mode data is bytes: stored as sent, never parsed.
 //
 // Thread rule: free functions on values; safe from any thread.
+//
+// Errors: the encoders throw std::invalid_argument (the caller's event
+// breaks a limit: a programming error on the sending side); decode throws
+// DecodeError (a std::runtime_error: bad bytes from the wire, an input the
+// receiver must expect). Every other function here throws nothing but
+// std::bad_alloc. No exception of the JSON library escapes any of them.
 #pragma once
 
 #include <cstddef>
@@ -107,7 +114,8 @@ class DecodeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string format_sequence(std::uint64_t sequence);  // 20 digits, zero-padded
+// 20 digits, zero-padded. Throws nothing but std::bad_alloc.
+std::string format_sequence(std::uint64_t sequence);
 
 // Names an event attribute may not use, because they are CloudEvents
 // context attributes or edge-outbox's extensions.
@@ -153,7 +161,8 @@ std::size_t json_nesting_depth(std::string_view text, std::size_t limit = max_js
 //           attributes the codec writes itself (specversion, id, source,
 //           type, time, datacontenttype, data, data_base64, sequence,
 //           streamid, priority).
-// Throws std::invalid_argument when a requirement is not met.
+// Throws std::invalid_argument, naming the attribute and the rule, when a
+// requirement is not met (and std::bad_alloc); nothing else.
 MqttMessage encode_binary(const CloudEvent& event);
 MqttMessage encode_structured(const CloudEvent& event);
 
@@ -175,6 +184,8 @@ CloudEvent decode(std::string_view payload, std::string_view content_type,
                   const UserProperties& user_properties);
 
 // UTC RFC 3339 with milliseconds, from milliseconds since the Unix epoch.
+// A time outside the years 0000-9999 gives text that is_rfc3339 refuses.
+// Throws nothing but std::bad_alloc.
 std::string format_time(std::int64_t unix_ms);
 
 }  // namespace edge_outbox::cloudevents
