@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_forward: the forwarder's drain rate against raw Paho, and its memory.
 //
 //   raw_paho_events_per_s     Paho async_client, QoS 1, the same CloudEvents

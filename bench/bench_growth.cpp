@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_growth: do rates hold as kept published history piles up?
 //
 //   enqueue_growth_ratio   enqueue() per second (one event per transaction,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_ingest: end-to-end latency and the ingest's store rate.
 //
 //   latency_p50_ms, latency_p99_ms   enqueue (Outbox::enqueue, synchronous=

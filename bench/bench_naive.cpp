@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_naive: the forwarder against the seed design it replaced, both
 // draining the same backlog to the broker with QoS 1 (forward_vs_naive_ratio).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_paho_buffer: recovery after an outage, the forwarder against Paho's
 // own offline buffer (drain_vs_paho_buffer_ratio).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_rss: the forwarder's peak memory does not grow with the backlog
 // (rss_backlog_delta_mib).
 //

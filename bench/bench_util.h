@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the benchmark programs (not part of the library): the
 // command line every program takes (--quick, --broker URI), figures printed
 // as "key value" lines for bench/run.sh, medians, scratch directories,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_write: the write path against a raw sqlite3 C API loop.
 //
 //   atomic_write_ratio[_full]   transact (one reading row + one event) per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DelayLink: a TCP relay on 127.0.0.1 that holds every byte for a fixed
 // one-way delay in each direction, so that a benchmark can put a WAN round
 // trip (a cellular uplink) between a client and the local broker. Bandwidth

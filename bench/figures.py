@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The benchmark figures: their targets, bench/results/*.json and docs/performance.md.
 
 bench/run.sh calls it after a run; each command may also be run by hand

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/run.sh [--quick]: builds the benchmarks (Release, in build-bench or
 # $EDGE_OUTBOX_BENCH_BUILD_DIR), starts a private mosquitto on a free
 # 127.0.0.1 port, runs every benchmark, prints one markdown table, writes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Static linking of the device binaries (EDGE_OUTBOX_STATIC_BINARIES).
 #
 # Included by the top-level CMakeLists.txt after the dependencies are found.

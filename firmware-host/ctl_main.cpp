@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // edge-outbox-ctl: inspect and repair a device's outbox from a shell.
 // Everything goes through the Outbox API (prepared statements only); read
 // commands open the file with OpenMode::inspect, which creates and migrates

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "drain_meter.h"
 
 namespace edge_outbox::sim {

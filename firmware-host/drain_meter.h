@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DrainMeter measures how long the backlog of an outage takes to drain. At
 // each reconnection it records the backlog: the events enqueued before it and
 // not yet acknowledged (nor dead-lettered). The drain ends when the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GatedPublisher simulates a device losing its uplink: it wraps a real
 // Publisher made by a factory and can be switched offline, which stops and
 // drops the wrapped publisher (so its connection really closes and every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OfflineSchedule is the simulator's outage plan, parsed from
 // "on:20s,off:10s,...": phases of being connected ("on") or cut off ("off"),
 // repeated from the start when the list runs out. A plain value; pure

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The simulator's application table and its one write path: a reading row
 // and its reading.recorded event in one Outbox::transact, so that either
 // both are on disk or neither is.

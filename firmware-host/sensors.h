@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SensorBank is the simulator's set of K sensors. Sensor i is of kind i % 3:
 // a temperature in C, a relative humidity in %RH, or a battery voltage in V.
 // Each reading is a slow daily-like cycle plus a bounded random-walk drift

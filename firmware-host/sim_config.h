@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SimConfig is everything edge-outbox-sim is told: its command line, and the
 // optional JSON file given with --config, whose keys are the long option
 // names ("device-id", or "device_id"). Flags given on the command line

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // edge-outbox-sim: a simulated device firmware. Samples simulated sensors,
 // records each reading and its event in one transaction, and forwards the
 // events to an MQTT broker. See docs/simulator.md.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StatusLine writes the simulator's progress to stderr: on a terminal one
 // line rewritten in place, otherwise a plain line per period (for logs and
 // CI). It writes only when due, so calling update() often is cheap.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes cloudevents::decode, the first thing the ingest does with bytes
 // from the network. Input layout: byte 0 picks the mode; structured mode
 // takes the rest as the payload; binary mode reads lines up to an empty one

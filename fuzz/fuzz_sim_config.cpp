@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzzes the simulator's --config parser: the bytes are parsed as JSON and
 // applied onto the defaults, then validated. Property: every bad document
 // ends in edge_outbox::Error(invalid_argument), never in another exception

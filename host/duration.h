@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Durations as people type them on a command line: "250ms", "20s", "5m",
 // "2h", "1d", or a bare number of seconds ("1.5"). Pure functions, no state.
 #pragma once

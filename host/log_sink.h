@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The binaries' log sink: one line per message on stderr, from any thread.
 // edge-outbox-sim hands it the device library's log lines, edge-outbox-ingest
 // its own. host/ links no device library, so it has its own LogLevel; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading a secret (a broker password) the way every binary does: from a file
 // or from an environment variable, never from the command line (which other
 // users see in ps). One rule for edge-outbox-sim, edge-outbox-ctl and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SIGINT and SIGTERM taken synchronously: the binaries block them in every
 // thread and one loop waits for them with a timeout (sigtimedwait), so that
 // no handler runs at an arbitrary point and the loop decides how to stop.

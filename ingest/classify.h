@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // classify turns one received MQTT message into the row to commit: the
 // decoded event, or a rejection with its reason. Never throws for bad input.
 //

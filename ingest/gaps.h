@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Gap accounting: per (source, streamid), which sequence numbers are
 // missing from the store, split into explained (covered by an
 // "outbox.dropped" event from that stream, i.e. evicted on the device under

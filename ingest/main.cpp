@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // edge-outbox-ingest: subscribes to device events over MQTT and stores each
 // event id once (SQLite or PostgreSQL); `gaps` reports missing sequences;
 // `reprocess` classifies rejected messages again.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The PostgreSQL store (libpq). A batch is one transaction with one
 // multi-row INSERT ... ON CONFLICT (event_id) DO NOTHING RETURNING event_id,
 // so a batch costs three round trips whatever its size; the ids it returns

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reprocess: classifies the messages kept in the rejected table again, with
 // the current options (after a configuration fix: --require-source-match
 // off, a larger --max-payload-bytes, ...). A message that now decodes is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rows the ingest writes: one stored event, or one rejected message.
 // Plain values, built on a Paho callback thread and handed to the Writer.
 #pragma once

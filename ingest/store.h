@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Store is where the ingest keeps events: table `events` (one row per event
 // id), table `rejected` (messages that were not valid events: the whole
 // message up to --max-payload-bytes, its topic, the properties that arrived

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "ingest/subscriber.h"
 
 #include <mqtt/async_client.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Subscriber holds the ingest's MQTT connection (Paho C++ async_client)
 // and turns each arriving message into a committed row before Paho
 // acknowledges it.

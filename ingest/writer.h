@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writer commits rows to the Store from one thread, in group commits: every
 // row submitted while a commit is running goes into the next one. submit()
 // blocks until its row is committed, which is what lets a Paho message

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """scripts/check-doc-links.py [FILE.md...]: every relative link [text](path#anchor)
 in README.md and docs/*.md (or the files given) must name a file or folder
 that exists, and an anchor must name a heading of that file (GitHub's rule:

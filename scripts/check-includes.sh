@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/check-includes.sh [--no-link]: checks the dependency rules of
 # docs/design.md over the #include lines, and the link rules over CMake's
 # target graph. Prints each violation as `file:line: rule` and exits 1 on any.

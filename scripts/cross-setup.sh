@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/cross-setup.sh ARCH (arm64|armhf): prepares this Debian machine for
 # the cross build of the device side: adds the foreign architecture, installs
 # the cross compiler, qemu-user and the ARCH builds of the device libraries.

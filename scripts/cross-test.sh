@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/cross-test.sh ARCH [ctest args...] (ARCH: arm64|armhf): sets the
 # machine up for the cross build (scripts/cross-setup.sh), configures
 # build-aarch64 or build-armhf with the toolchain file and warnings as errors,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The demo a newcomer runs first: a simulated device records sensor readings
 # at 50 Hz into its outbox while a private mosquitto broker is stopped for a
 # while in the middle and started again on the same port; edge-outbox-ingest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the other scripts: edge_outbox_need_packages PKG... installs the
 # Debian packages that are missing when run as root, or names them and fails.
 edge_outbox_need_packages() {

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/fuzz.sh [SECONDS | --runs N]: builds the libFuzzer targets of fuzz/ with clang
 # (ASan + UBSan, coverage on every library source) in build-fuzz, then runs
 # each target for SECONDS (default 30, or EDGE_OUTBOX_FUZZ_SECONDS) starting

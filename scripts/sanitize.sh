@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/sanitize.sh address|thread [ctest args...]: a sanitizer build and
 # its tests, with every finding fatal.
 #   address: build-asan with AddressSanitizer + UndefinedBehaviorSanitizer

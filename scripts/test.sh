@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what is missing (as root), configures, builds in build/ and runs
 # the whole test suite. Extra CMake arguments may be given in
 # EDGE_OUTBOX_CMAKE_ARGS; they come after the default RelWithDebInfo, so they

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/thread-safety.sh [--compile-fail-only]: Clang's thread-safety
 # analysis over the code that shares state between threads.
 #   1. tests/compile_fail/guarded_without_lock.cpp must be refused with a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Cross build for 64-bit ARM Linux gateways (Raspberry Pi OS 64-bit, i.MX8,
 # most current industrial gateways), tested under qemu-aarch64.
 #   scripts/cross-setup.sh arm64

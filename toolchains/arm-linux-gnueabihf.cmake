@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Cross build for 32-bit ARM Linux gateways with hardware float (Raspberry Pi
 # OS 32-bit, i.MX6, AM335x), tested under qemu-arm.
 #   scripts/cross-setup.sh armhf

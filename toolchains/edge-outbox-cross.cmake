@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared part of the edge-outbox cross toolchain files; include it after
 # setting EDGE_OUTBOX_TRIPLE (the GNU triple, e.g. aarch64-linux-gnu),
 # CMAKE_SYSTEM_PROCESSOR and EDGE_OUTBOX_QEMU (e.g. qemu-aarch64).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Clock is where the library reads time. Wall-clock time is only recorded
 // (an event's created_at, the CloudEvents `time`); it never orders events and
 // never decides expiry, because gateways without an RTC boot in 1970 and step

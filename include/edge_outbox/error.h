@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // edge_outbox::Error is the one exception type the library throws. Its kind()
 // says what went wrong in a way a program can branch on; what() says what to
 // do about it. Every public function that can fail throws Error and nothing

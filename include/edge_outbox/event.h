@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Event is what the application enqueues; StoredEvent is what the outbox
 // holds and the forwarder sends. Both are plain values: copy them, move them,
 // use them from any thread.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forwarder drains an outbox to a Publisher (normally an MqttPublisher): it
 // reads pending events in commit order, keeps up to max_in_flight publishes
 // outstanding, and marks events published only after the broker acknowledged

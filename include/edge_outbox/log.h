@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logging: the library never writes to stdout, stderr or syslog itself. It
 // hands each line to the LogCallback the application supplied, which may be
 // called from any library thread (the caller's and the forwarder's), so it

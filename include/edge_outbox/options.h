@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OutboxOptions configures an Outbox (a Queue has QueueOptions, queue.h).
 // Every field has a default that suits a gateway with a few MiB of flash to
 // spare; the comments say what changes when you move one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Outbox is a durable, ordered queue of events that lives in the
 // application's own SQLite file, beside the application's tables. The
 // application writes its rows and enqueues events in one transaction

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Publisher is what a Forwarder sends through: an asynchronous, at-least-once
 // message sink with a connection of its own. MqttPublisher (edge_outbox/mqtt/publisher.h)
 // is the real one; tests may supply a fake. A Publisher owns its connection

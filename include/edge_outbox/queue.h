@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Queue is the consumer side of an outbox file: it reads pending events in
 // commit order and records what became of them. A Forwarder owns one; tools
 // may use one directly. It opens a connection of its own, so it can run in

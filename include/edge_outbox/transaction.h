@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transaction is the handle Outbox::transact passes to the application's
 // function. Through it the application writes its own tables (db()) and
 // enqueues events (enqueue()); all of it commits together when the function

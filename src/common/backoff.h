@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Backoff computes reconnect delays: exponential with full jitter. Before
 // attempt n (counting from 0) it waits a uniformly random time in
 // [0, min(max, initial * 2^n)]. Not thread-safe; the owner locks.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mutex, MutexLock and CondVar: std::mutex and std::condition_variable with
 // the annotations of Clang's thread-safety analysis (-Wthread-safety), which
 // libstdc++'s own types do not carry. Shared state is declared

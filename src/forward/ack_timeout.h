@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AckTimeout decides when a connection that takes publishes but returns no
 // acknowledgements is to be given up: when at least one publish is
 // outstanding and nothing has completed for `timeout`. The wait starts when a

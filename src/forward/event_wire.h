@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mapping from a stored event to what goes on the wire:
 // StoredEvent -> cloudevents::CloudEvent -> OutgoingMessage. Pure functions.
 #pragma once

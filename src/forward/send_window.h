@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SendWindow is the forwarder's sequencing without its thread: what to read
 // from the Queue, what to send, what to send again, when to mark
 // acknowledgements, when to give up a silent connection and when to wake.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "mqtt/broker_uri.h"
 
 #include <string_view>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The broker URI an MqttPublisher is given (mqtt[s]://host[:port]) and the
 // other checks of MqttPublisherOptions that need no connection. Pure
 // functions; they throw Error(invalid_argument) saying what is wrong.

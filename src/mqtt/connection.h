@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ConnectionMachine: the states of the MqttPublisher's connection to its
 // broker, as a pure class. Events go in (from Paho's callbacks, the owner and
 // the connection thread); next(now) says what the connection thread must do

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the MqttPublisher knows of the MQTT protocol itself, without a
 // connection: reason and return codes (their meaning, their text, which
 // refusals are permanent), the size of a PUBLISH packet, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MqttPublisher: the facade over Paho. The connection thread drives the
 // ConnectionMachine (mqtt/connection.h) and makes the Paho calls it asks
 // for; Paho's callbacks feed it events; publish() and the outstanding

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bounded storage: evicting pending events under drop_oldest,
 // with the outbox.dropped event that explains each eviction to the server.
 #include <algorithm>

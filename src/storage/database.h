@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One connection to an outbox file, as Outbox and Queue both open it: the
 // checks that leave a foreign or damaged file untouched, the connection
 // pragmas, the versioned outbox schema (tables outbox, outbox_dead,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Outbox's private state, shared by outbox.cpp, transaction.cpp and
 // capacity.cpp.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every SQL statement on the outbox tables (outbox, outbox_dead and the
 // counters in outbox_meta) and the mapping between their rows and
 // StoredEvent, for one connection. Outbox and Queue call these; they hold

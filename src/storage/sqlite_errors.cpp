@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "storage/sqlite_errors.h"
 
 #include <sqlite3.h>

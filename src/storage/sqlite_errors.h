@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Turns SQLite failures into edge_outbox::Error with a kind and advice.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then a 12-bit counter
 // (method 1) and 62 random bits. Ids from one generator are strictly
 // increasing, also when the wall clock steps back: the timestamp then stays

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks an Event against the rules in event.h before anything is written.
 // Throws Error(invalid_argument) naming the field and the rule.
 #pragma once

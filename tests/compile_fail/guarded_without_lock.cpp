@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A guarded member touched without its Mutex: clang -Wthread-safety -Werror
 // must refuse this file, so that the thread-safety job cannot pass with the
 // analysis silently off. With -DEDGE_OUTBOX_TAKE_THE_LOCK the same code takes

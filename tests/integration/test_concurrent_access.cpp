@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile neighbours of a running device: while edge-outbox-sim records
 // readings at full rate and forwards them to a real mosquitto, other
 // processes loop over the same file: the sqlite3 shell (a read and a

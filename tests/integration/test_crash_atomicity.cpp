@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Crash atomicity with real processes: a child commits reading rows and their
 // events in a loop and is killed with SIGKILL at random moments. After each
 // kill the file must pass integrity_check, every reading must have exactly

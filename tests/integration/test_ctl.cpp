@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // edge-outbox-ctl (firmware-host/ctl_main.cpp): inspection and repair of a
 // device database, on a good database, a non-database file, a missing file
 // and a plain SQLite file that is not an edge-outbox database.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forwarder + MqttPublisher against a real mosquitto started by the test,
 // verified by an independent subscriber: offline first, broker SIGKILL
 // mid-drain, a blackholed link (noticed by keepalive, and by the ack timeout

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // At-least-once through a crash: the ingest is killed with SIGKILL while
 // 10,000 events stream in and restarted under the same client id; every id
 // ends up in the store exactly once. This holds only because the PUBACK of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end with the real device library: Outbox -> Forwarder ->
 // mosquitto -> edge-outbox-ingest. A device that evicted events under
 // drop_oldest shows explained gaps only; events deleted from a device

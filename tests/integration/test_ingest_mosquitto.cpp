@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // edge-outbox-ingest against a real mosquitto: each id stored once whatever
 // the content mode, bad input rejected without stopping good events, gap
 // accounting, the source check, a clean exit on SIGTERM.

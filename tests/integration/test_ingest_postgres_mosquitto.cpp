@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scale-out: two ingest instances on one MQTT 5 shared subscription write
 // into one PostgreSQL; 20,000 events are each stored once, both instances
 // did work, and ids sent again are counted as duplicates by whichever

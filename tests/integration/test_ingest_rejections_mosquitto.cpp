@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the ingest keeps of the messages it cannot store as events, with a
 // real mosquitto and the real binary: MQTT 5 binary-mode events received
 // as MQTT 3.1.1 are rejected whole (and the ingest warns at start);

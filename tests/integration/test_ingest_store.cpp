@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stores: each id once (also twice in one batch and from two
 // connections), rejected rows, the schema created once and kept, the gap
 // queries. SQLite always; PostgreSQL where the machine has it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writer: submit() returns only after the commit, group commits gather
 // concurrent submitters, a failing store is retried and never acknowledged.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MqttPublisher against a real mosquitto started by the test: MQTT 5 and
 // 3.1.1, properties on the wire, status topic and Last Will, refusals (ACL,
 // maximum packet size), credentials, TLS, backoff and notify_connectivity,

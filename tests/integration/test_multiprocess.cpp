@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Several processes on one file: two writers and a reader, SQLite locking
 // with busy_timeout, no error surfaces and nothing is lost; and this
 // process's own locks stay in place whatever the library does.

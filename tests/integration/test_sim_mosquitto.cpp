@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // edge-outbox-sim (firmware-host/sim_main.cpp) end to end against a real
 // mosquitto: the summary agrees with the database, an offline run is drained
 // by a later one, SIGTERM and restart lose nothing, outages by schedule (with

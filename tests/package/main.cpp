@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // consumer DB_FILE: opens an outbox in DB_FILE, enqueues one event and
 // prints "enqueued <id> pending <n>". Exit status 0 only if it all worked.
 #include <edge_outbox/wire/cloudevents.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DBUILD_DIR=<edge-outbox build> -DWORK_DIR=<scratch> [-DCXX=<compiler>]
 #       [-DPKG_CONFIG=<pkg-config>] -P run.cmake
 # Installs the build tree into WORK_DIR/prefix, then builds and runs the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the ingest tests: run edge-outbox-ingest as a child process,
 // publish CloudEvents with Paho, read what the ingest stored.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Clock the test moves by hand: wall and monotonic time step independently,
 // and the boot id can change to simulate a reboot. steady_now moves with the
 // monotonic time.

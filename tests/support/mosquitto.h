@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mosquitto is a real mosquitto broker for integration tests. It writes a
 // config into a TempDir of its own, listens on a free 127.0.0.1 port (and,
 // if asked, a TLS listener on a second one), waits until the broker accepts

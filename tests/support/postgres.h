@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PostgresServer: a private PostgreSQL 15 for a test, run as the postgres
 // user (initdb + pg_ctl, trust authentication, 127.0.0.1 on a free port, a
 // data directory in a TempDir), stopped in the destructor. available() is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Child processes for crash tests: fork a function or exec a binary, kill it
 // with SIGKILL, wait for it. A Child that is still running when destroyed is
 // killed and reaped, so no test leaves a process behind.

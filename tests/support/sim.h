@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the firmware-host tests: run edge-outbox-sim / edge-outbox-ctl
 // from the build tree and read what they printed.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Subscriber is an independent MQTT client for assertions: it subscribes
 // (QoS 1 by default) with Paho, collects every message with its MQTT 5
 // properties, and resubscribes after each reconnect (clean sessions: what

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TcpProxy forwards TCP connections from a free 127.0.0.1 port to another
 // port on 127.0.0.1, and can misbehave on command, to simulate a bad link:
 //   pass       forward bytes both ways (the default)

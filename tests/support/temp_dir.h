@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
 #pragma once
 

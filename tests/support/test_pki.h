@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TestPki is a throwaway certificate authority made with the openssl command
 // line in a directory of the test's: a CA, a server certificate for
 // "localhost" and 127.0.0.1 signed by it, a client certificate signed by it,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The audit every torture scenario ends with, written once: it joins the
 // readings in each device database with the events in the ingest store on
 // the reading id carried in the event payload, and states the product's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TortureDevice is the device of the torture scenarios, built on the library
 // directly: each reading is a row in the application's table `readings` and
 // an event (type torture.reading, payload {"reading_id":...}) committed in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FaultProxy sits between a device and the broker (127.0.0.1 only) and
 // breaks the link the ways field links break:
 //   pass       forward bytes both ways

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "torture/ingest_runner.h"
 
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IngestRunner runs edge-outbox-ingest for a torture scenario: one stable
 // client id (the broker keeps its QoS 1 session across ingest crashes), a
 // SQLite store in the scenario's directory, counters every 0.2 s. It can be

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small helpers shared by the torture scenarios: polling with a generous
 // deadline (never a fixed sleep standing in for a condition), the soak
 // switch, and a seeded random source whose seed is printed so a failing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bad input, as one table (the same table is in docs/testing.md, "The
 // bad-input table"): each row feeds one kind of bad input to the API, a
 // command line, a database file, a broker URI or the ingest, and checks it

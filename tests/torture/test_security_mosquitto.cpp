@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Security, against a real mosquitto with a password file and an
 // ACL where each device may publish only under devices/<its user>/...:
 //  - a device publishing under another device's topic is refused by the

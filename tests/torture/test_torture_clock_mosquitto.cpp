@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Torture scenario 7: the device's wall clock steps backwards (to 1970, as
 // a gateway without an RTC boots) and forwards (a year ahead, an hour back
 // when NTP corrects it), and the monotonic clock restarts with a new boot

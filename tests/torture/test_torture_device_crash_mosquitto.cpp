@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Torture scenarios 1 and 6: the device process is SIGKILLed at random
 // moments while it produces and forwards (opening the file, inside a
 // transaction, between a publish and its acknowledgement...), and started

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Torture scenario 5: the device's outbox fills up during a broker outage.
 // reject_new refuses new records with storage_full (the application's rows
 // are rolled back with them) and keeps every accepted event; drop_oldest

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Torture scenario 8: 50 devices (one process and one database each)
 // through one broker into one ingest, with the other faults mixed in at
 // random: devices SIGKILLed and restarted, links reset and blackholed

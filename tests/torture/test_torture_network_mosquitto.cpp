@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Torture scenario 4: the link between device and broker breaks through the
 // fault proxy in every way a field link does (connection reset, blackhole,
 // half-open, a slow link, flapping every second or two) while the device

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Torture scenarios 2 and 3: the broker, then the ingest, SIGKILLed and
 // restarted at random moments while a device drains a backlog and keeps
 // producing. Nothing is lost, nothing stored twice.

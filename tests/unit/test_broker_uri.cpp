@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // src/mqtt/broker_uri.cpp: the broker URI and the other MqttPublisherOptions
 // checks, without a broker.
 #include <doctest/doctest.h>

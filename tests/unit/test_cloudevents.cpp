@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The wire format: both MQTT content modes round-trip, and the decoder
 // rejects what is not a CloudEvent 1.0 with a clear reason.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The outbox.dropped report (wire/): the device encodes it, the ingest
 // decodes it; what one writes the other reads, and a malformed payload is
 // refused without an exception.

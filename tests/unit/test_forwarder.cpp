@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forwarder against a fake Publisher: ordering, the in-flight window, group
 // commits of acknowledgements, refusals and dead letters, connection loss,
 // stop semantics, resuming in a new Forwarder, the wire mapping, and the ack

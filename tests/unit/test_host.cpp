@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // host/: the binaries' log sink, read_secret's rule and the termination
 // signals (durations are in test_sim_config.cpp).
 #include <doctest/doctest.h>

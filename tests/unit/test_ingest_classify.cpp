@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // classify(): a received MQTT message becomes an event row or a rejection.
 #include <doctest/doctest.h>
 

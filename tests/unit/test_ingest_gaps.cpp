@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Gap accounting: missing sequences split into explained and unexplained.
 #include <doctest/doctest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // src/mqtt/connection.cpp: the MqttPublisher's connection states, driven by
 // hand with a manual clock: no broker, no thread. Each case walks rows of the
 // transition table in connection.h.

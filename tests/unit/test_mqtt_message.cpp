@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one MQTT message type (wire/): the codec's cloudevents::MqttMessage
 // and the Publisher's OutgoingMessage are wire::MqttMessage.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // src/mqtt/protocol.cpp: the MQTT knowledge of the publisher without a
 // broker: packet sizes, reason codes and the PublishResult each outcome
 // becomes.

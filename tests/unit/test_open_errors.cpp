@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opening files that are not healthy edge-outbox databases: clear errors,
 // and the file left exactly as it was.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SendWindow, the forwarder's sequencing, without a thread or a broker: the
 // test plays the Queue (a map of pending events) and the broker (it reports
 // each completion), and moves a manual clock through loss, rewind, retry,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sequence-range merging (wire/): the one merge the device's outbox.dropped
 // report and the ingest's gap accounting share.
 #include <doctest/doctest.h>

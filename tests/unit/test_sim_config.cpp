@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // firmware-host/sim_config.cpp and duration.cpp: the simulator's command line
 // and its JSON config file.
 #include <doctest/doctest.h>

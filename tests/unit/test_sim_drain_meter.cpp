@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // firmware-host/drain_meter.cpp: the simulator's "backlog at reconnect" and
 // "drain time" figures.
 #include <doctest/doctest.h>

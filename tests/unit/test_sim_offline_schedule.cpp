@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // firmware-host/offline_schedule.cpp: "on:20s,off:10s" outage plans.
 #include <doctest/doctest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // firmware-host/sensors.cpp: the simulated sensor model.
 #include <doctest/doctest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The validation table: every bad topic, type, payload, attribute and id is
 // refused with invalid_argument before anything is written.
 #include <doctest/doctest.h>

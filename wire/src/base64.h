@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Base64 (RFC 4648, standard alphabet, with padding) for CloudEvents'
 // data_base64. Private to the wire library.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // is_rfc3339: RFC 3339 section 5.6 date-time, checked field by field.
 #include <edge_outbox/wire/cloudevents.h>
 

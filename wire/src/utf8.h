@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UTF-8 validation (RFC 3629: no overlong forms, no surrogates, at most
 // U+10FFFF). Private to the wire library.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MqttPublisher is the Publisher that talks to an MQTT broker through Eclipse
 // Paho MQTT C++ (kept out of this header). Paho's own persistence is off:
 // the outbox is the persistence, so nothing unacknowledged lives only in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The wire format edge-outbox speaks: CloudEvents 1.0 over MQTT, per the
 // CloudEvents MQTT protocol binding. wire/ (this header, mqtt_message.h,
 // dropped_report.h, sequence_ranges.h) is all that the device side and the

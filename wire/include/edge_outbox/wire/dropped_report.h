@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The outbox.dropped report: the payload of the critical event a device's
 // outbox adds when CapacityPolicy::drop_oldest evicts pending events, so
 // that the server can tell evicted sequences from lost ones. The device

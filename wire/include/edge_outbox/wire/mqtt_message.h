@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MqttMessage is one MQTT message as it crosses between device and server,
 // independent of any MQTT client library: what the CloudEvents encoders
 // produce (cloudevents::MqttMessage), what a Publisher sends

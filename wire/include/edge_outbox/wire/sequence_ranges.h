@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs of outbox sequence numbers, as the outbox.dropped report names them
 // and the ingest's gap accounting reads them: a closed range [first, last],
 // and the one merge both sides use.
