@@ -11,7 +11,8 @@
 #   core/      find_package(edge_outbox COMPONENTS core) with Paho made
 #              unfindable, edge_outbox::core and a Publisher of its own, then
 #              the same program through edge_outbox-core.pc. Neither its link
-#              line, nor ldd, nor nm may show any Paho library.
+#              line, nor ldd (it links with --no-as-needed, so ldd sees every
+#              library it was given), nor nm may show any Paho library.
 # It also checks the package's component handling: an unknown component is
 # not found, mqtt needs Paho, and the wire and core targets files name no Paho.
 cmake_minimum_required(VERSION 3.25)
@@ -208,7 +209,7 @@ string(STRIP "${run_output}" pc_flags)
 message(STATUS "pkg-config --cflags --libs edge_outbox-core: ${pc_flags}")
 separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
 run("compile the core consumer with pkg-config's flags"
-    ${CXX} -std=c++20 ${source_dir}/core/main.cpp -o ${WORK_DIR}/core-consumer-pc ${pc_flags})
+    ${CXX} -std=c++20 ${source_dir}/core/main.cpp -o ${WORK_DIR}/core-consumer-pc -Wl,--no-as-needed ${pc_flags})
 run("run the pkg-config core consumer" ${WORK_DIR}/core-consumer-pc ${WORK_DIR}/core-pc.db)
 message(STATUS "pkg-config core consumer: ${run_output}")
 if(NOT run_output MATCHES "^forwarded 3 published 3 pending 0\n$")
