@@ -141,8 +141,10 @@ set(build ${WORK_DIR}/umbrella)
 run("configure the umbrella consumer" ${CMAKE_COMMAND} -S ${source_dir}/umbrella -B ${build}
     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF ${compiler_arg})
 run("build the umbrella consumer" ${CMAKE_COMMAND} --build ${build} --verbose)
+# A static libedge_outbox_mqtt puts Paho on the link line (a shared one
+# brings it along itself).
 paho_in("${run_output}" named)
-if(NOT named)
+if(EXISTS ${libdir}/libedge_outbox_mqtt.a AND NOT named)
   message(FATAL_ERROR "the umbrella consumer's link line names no Paho:\n${run_output}")
 endif()
 run("run the umbrella consumer" ${build}/consumer ${WORK_DIR}/umbrella.db)
