@@ -1,31 +1,77 @@
 # SPDX-License-Identifier: Apache-2.0
+# The install rules of the library: headers, libraries, the CMake package
+# (lib/cmake/edge_outbox) and the pkg-config files (lib/pkgconfig), all in the
+# install component edge_outbox_library, so that
+#   cmake --install <build> --component edge_outbox_library
+# installs the library alone (the binaries have install rules of their own).
+#
+# The CMake package has one export set, and one targets file, per package
+# component; edge_outboxConfig.cmake loads the ones asked for:
+#   wire  edge_outbox::wire                            edge_outbox-wire-targets.cmake
+#   core  edge_outbox::core (no Paho)                  edge_outbox-core-targets.cmake
+#   mqtt  edge_outbox::mqtt, edge_outbox::edge_outbox  edge_outbox-mqtt-targets.cmake
+# The pkg-config files: edge_outbox-wire.pc, edge_outbox-core.pc (no Paho)
+# and edge_outbox.pc (core and the Paho publisher).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS edge_outbox edge_outbox_core edge_outbox_mqtt edge_outbox_wire EXPORT edge_outboxTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+set(EDGE_OUTBOX_INSTALL_COMPONENT edge_outbox_library)
+set(_edge_outbox_package_dir ${CMAKE_INSTALL_LIBDIR}/cmake/edge_outbox)
+
+# Installs the targets of one package component and its targets file.
+function(_edge_outbox_install_component component)
+  install(TARGETS ${ARGN} EXPORT edge_outbox-${component}-targets
+          COMPONENT ${EDGE_OUTBOX_INSTALL_COMPONENT}
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT edge_outbox-${component}-targets NAMESPACE edge_outbox::
+          FILE edge_outbox-${component}-targets.cmake
+          DESTINATION ${_edge_outbox_package_dir}
+          COMPONENT ${EDGE_OUTBOX_INSTALL_COMPONENT})
+endfunction()
+
+_edge_outbox_install_component(wire edge_outbox_wire)
+_edge_outbox_install_component(core edge_outbox_core)
+_edge_outbox_install_component(mqtt edge_outbox_mqtt edge_outbox)
+
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ ${PROJECT_SOURCE_DIR}/wire/include/
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(EXPORT edge_outboxTargets NAMESPACE edge_outbox::
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/edge_outbox)
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        COMPONENT ${EDGE_OUTBOX_INSTALL_COMPONENT})
+
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/edge_outboxConfig.cmake.in
         ${PROJECT_BINARY_DIR}/edge_outboxConfig.cmake
-        INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/edge_outbox)
+        INSTALL_DESTINATION ${_edge_outbox_package_dir})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/edge_outboxConfigVersion.cmake
         COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/edge_outboxConfig.cmake ${PROJECT_BINARY_DIR}/edge_outboxConfigVersion.cmake
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/edge_outbox)
-# edge_outbox.pc names the prefix the files are installed to, which is known
+        DESTINATION ${_edge_outbox_package_dir}
+        COMPONENT ${EDGE_OUTBOX_INSTALL_COMPONENT})
+
+# pkg-config. Paho stays a private dependency of a shared libedge_outbox_mqtt
+# (Libs.private); a static one needs it on every link line (Libs).
+get_target_property(_edge_outbox_library_type edge_outbox_mqtt TYPE)
+set(EDGE_OUTBOX_PC_PAHO_LIBS "-lpaho-mqttpp3 -lpaho-mqtt3as")
+if(_edge_outbox_library_type STREQUAL "STATIC_LIBRARY")
+  set(EDGE_OUTBOX_PC_MQTT_LIBS "-ledge_outbox_mqtt ${EDGE_OUTBOX_PC_PAHO_LIBS}")
+  set(EDGE_OUTBOX_PC_MQTT_LIBS_PRIVATE "")
+else()
+  set(EDGE_OUTBOX_PC_MQTT_LIBS "-ledge_outbox_mqtt")
+  set(EDGE_OUTBOX_PC_MQTT_LIBS_PRIVATE "${EDGE_OUTBOX_PC_PAHO_LIBS}")
+endif()
+
+# A .pc file names the prefix the files are installed to, which is known
 # only at install time (`cmake --install <build> --prefix <dir>`), so the
 # prefix is filled in by the install script. DESTDIR is honoured as usual.
 set(EDGE_OUTBOX_PC_PREFIX "@EDGE_OUTBOX_INSTALL_PREFIX@")
-configure_file(${PROJECT_SOURCE_DIR}/cmake/edge_outbox.pc.in ${PROJECT_BINARY_DIR}/edge_outbox.pc.in @ONLY)
-install(CODE "
-  file(READ \"${PROJECT_BINARY_DIR}/edge_outbox.pc.in\" pc)
-  string(REPLACE \"@EDGE_OUTBOX_INSTALL_PREFIX@\" \"\${CMAKE_INSTALL_PREFIX}\" pc \"\${pc}\")
-  file(WRITE \"${PROJECT_BINARY_DIR}/pkgconfig/edge_outbox.pc\" \"\${pc}\")
-  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\"
-       TYPE FILE FILES \"${PROJECT_BINARY_DIR}/pkgconfig/edge_outbox.pc\")")
+foreach(pc IN ITEMS edge_outbox-wire edge_outbox-core edge_outbox)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc.in @ONLY)
+  install(CODE "
+    file(READ \"${PROJECT_BINARY_DIR}/${pc}.pc.in\" pc)
+    string(REPLACE \"@EDGE_OUTBOX_INSTALL_PREFIX@\" \"\${CMAKE_INSTALL_PREFIX}\" pc \"\${pc}\")
+    file(WRITE \"${PROJECT_BINARY_DIR}/pkgconfig/${pc}.pc\" \"\${pc}\")
+    file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\"
+         TYPE FILE FILES \"${PROJECT_BINARY_DIR}/pkgconfig/${pc}.pc\")"
+    COMPONENT ${EDGE_OUTBOX_INSTALL_COMPONENT})
+endforeach()

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// consumer DB_FILE: opens an outbox in DB_FILE, enqueues one event and
-// prints "enqueued <id> pending <n>". Exit status 0 only if it all worked.
+// consumer DB_FILE: opens an outbox in DB_FILE, enqueues one event, makes
+// (and never starts) a Paho-backed MqttPublisher, and prints
+// "enqueued <id> pending <n> cloudevents <version> publisher buffer <n>".
+// Exit status 0 only if it all worked. Opens no connection.
 #include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/error.h>
 #include <edge_outbox/event.h>
+#include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/outbox.h>
 
 #include <cstdlib>
@@ -23,8 +26,14 @@ int main(int argc, char** argv) {
     event.payload = "21.5";
     const std::string id = outbox.enqueue(event);
     const auto pending = outbox.stats().pending;
+
+    edge_outbox::MqttPublisherOptions publisher_options;
+    publisher_options.uri = "mqtt://127.0.0.1:1883";
+    const edge_outbox::MqttPublisher publisher(publisher_options);
+
     std::cout << "enqueued " << id << " pending " << pending << " cloudevents "
-              << edge_outbox::cloudevents::spec_version << "\n";
+              << edge_outbox::cloudevents::spec_version << " publisher buffer "
+              << publisher.max_buffered_messages() << "\n";
     return pending == 1 ? EXIT_SUCCESS : EXIT_FAILURE;
   } catch (const edge_outbox::Error& e) {
     std::cerr << "edge_outbox error " << edge_outbox::to_string(e.kind()) << ": " << e.what() << "\n";
