@@ -19,10 +19,7 @@
 // Runs against --broker URI if given, otherwise starts its own mosquitto on
 // a free 127.0.0.1 port. Baseline and forwarder runs alternate; figures are
 // medians of 3. --quick: 20,000 events per run, 200,000 for the memory run.
-#include <signal.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <condition_variable>
 #include <cstdio>
@@ -42,6 +39,7 @@
 
 #include "bench_util.h"
 #include "support/mosquitto.h"
+#include "support/process.h"
 
 namespace eo = edge_outbox;
 namespace b = edge_outbox::bench;
@@ -113,22 +111,16 @@ class RawPublisher final : public mqtt::iaction_listener {
 
 // Fills in a child process, so that the parent's peak RSS is the forwarder's.
 void fill_in_child(const std::filesystem::path& file, std::uint64_t n, const std::string& prefix) {
-  pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    int code = 0;
+  auto child = eo::test::Child::fork([&] {
     try {
       b::create_outbox(file);
       b::fill_outbox(file, n, false, payload_bytes, prefix);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "fill failed: %s\n", e.what());
-      code = 1;
+      throw;  // the child exits 1
     }
-    ::_exit(code);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("filling the outbox failed");
+  });
+  if (child.wait(std::chrono::hours(1)) != 0) throw std::runtime_error("filling the outbox failed");
 }
 
 // CPU seconds (user + system) this process used so far, all threads.
@@ -185,7 +177,7 @@ int main(int argc, char** argv) try {
   const std::size_t window = 64;
   constexpr int reps = 3;
 
-  std::optional<edge_outbox::test::Mosquitto> own;
+  std::optional<eo::test::Mosquitto> own;
   std::string uri = args.broker;
   if (uri.empty()) {
     own.emplace();

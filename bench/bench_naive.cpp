@@ -14,9 +14,10 @@
 //   forward_vs_naive_ratio_normal  synchronous=NORMAL, no fsync on commit:
 //                                  what is left is the window of publishes
 //                                  in flight against one round trip per event
-//   forward_vs_naive_ratio_rtt10ms FULL again, through a DelayLink that adds
-//                                  5 ms each way (a good cellular uplink):
-//                                  the seed waits a round trip per event
+//   forward_vs_naive_ratio_rtt10ms FULL again, through the testkit's TcpProxy
+//                                  in delay mode, 5 ms each way (a good
+//                                  cellular uplink): the seed waits a round
+//                                  trip per event
 // Backlogs are sized so that each drain takes seconds: the seed drains the
 // FULL one at the disk's fsync rate and the delayed one at one event per
 // round trip, so it gets fewer events there than the forwarder.
@@ -27,7 +28,7 @@
 #include <mqtt/async_client.h>
 
 #include "bench_util.h"
-#include "delay_link.h"
+#include "support/tcp_proxy.h"
 
 namespace eo = edge_outbox;
 namespace b = edge_outbox::bench;
@@ -126,7 +127,9 @@ int main(int argc, char** argv) try {
                            quick ? 2'000u : 100'000u};
   const auto full = compare(file, full_setup);
   const auto normal = compare(file, normal_setup);
-  b::DelayLink link(port_of(args.broker), std::chrono::milliseconds(5));
+  eo::test::TcpProxy link(port_of(args.broker));
+  link.set_delay(std::chrono::milliseconds(5));
+  link.set_mode(eo::test::TcpProxy::Mode::delay);
   const Setup rtt_setup{"RTT 10 ms", eo::Durability::full, link.uri(), quick ? 100u : 300u, quick ? 2'000u : 20'000u};
   const auto rtt = compare(file, rtt_setup);
 

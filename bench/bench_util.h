@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the benchmark programs (not part of the library): the
 // command line every program takes (--quick, --broker URI), figures printed
-// as "key value" lines for bench/run.sh, medians, scratch directories,
-// /proc counters, fast raw fills of an outbox file, and a forwarder drain.
+// as "key value" lines for bench/run.sh, medians, scratch directories (the
+// testkit's TempDir), /proc counters, fast raw fills of an outbox file, and a
+// forwarder drain.
 //
 // Thread rule: everything here is used from the benchmark's main thread.
 #pragma once
-
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -30,6 +28,8 @@
 #include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/options.h>
 #include <edge_outbox/outbox.h>
+
+#include "support/temp_dir.h"
 
 namespace edge_outbox::bench {
 
@@ -79,27 +79,9 @@ inline Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/edge-outbox-bench-XXXXXX";
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ec;  // best effort; a destructor must not throw
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-  const std::filesystem::path& path() const noexcept { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents: the
+// testkit's.
+using ScratchDir = test::TempDir;
 
 // Removes an SQLite file with its -wal and -shm.
 inline void remove_database(const std::filesystem::path& file) {

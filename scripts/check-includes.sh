@@ -16,6 +16,10 @@
 #   ingest/      includes only <edge_outbox/wire/...>, "ingest/...", "host/...",
 #                "common/mutex.h", "common/backoff.h"
 #   host/        includes only "host/...", "common/mutex.h", "common/backoff.h"
+#   tests/support (the testkit, which the benchmarks link) includes no doctest
+#                but in doctest_main.cpp and error_checks.h
+#   bench/       includes no doctest nor "support/error_checks.h", and the
+#                ingest's headers as "ingest/<name>.h", never by bare name
 # Link rules (configure runs in a scratch directory; --no-link skips them):
 #   a device-only build (-DEDGE_OUTBOX_DEVICE_ONLY=ON) has no ingest target;
 #   the ingest links neither edge_outbox::core nor edge_outbox::mqtt (nor the
@@ -135,6 +139,31 @@ for side in ingest host; do
     fi
   done < <(includes "$side")
 done
+
+# tests/support: the testkit has no doctest but in these two files.
+if [ -d tests/support ]; then
+  while IFS=$'\t' read -r file line kind path; do
+    case "$file" in
+      tests/support/doctest_main.cpp | tests/support/error_checks.h) continue ;;
+    esac
+    if [[ $path == doctest/* || $path == doctest.h ]]; then
+      violation "$file:$line" "tests/support includes doctest only in doctest_main.cpp and error_checks.h ($path)"
+    fi
+  done < <(includes tests/support)
+fi
+
+# bench/: no doctest (through error_checks.h or not); the ingest's headers by
+# their "ingest/..." path.
+if [ -d bench ]; then
+  while IFS=$'\t' read -r file line kind path; do
+    where="$file:$line"
+    if [[ $path == doctest/* || $path == doctest.h || $path == support/error_checks.h ]]; then
+      violation "$where" "bench/ includes no doctest, nor support/error_checks.h ($path)"
+    elif [[ $path != */* ]] && [ -f "ingest/$path" ] && [ ! -f "bench/$path" ]; then
+      violation "$where" "bench/ includes the ingest's headers as \"ingest/$path\" (\"$path\")"
+    fi
+  done < <(includes bench)
+fi
 
 # Link rules, on CMake's target graph.
 if [ "$link_rules" = 1 ]; then

@@ -23,6 +23,7 @@
 #include <edge_outbox/error.h>
 #include <edge_outbox/mqtt/publisher.h>
 
+#include "support/error_checks.h"
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
 #include "support/tcp_proxy.h"
@@ -533,12 +534,7 @@ TEST_CASE("malformed broker URIs are refused at construction with invalid_argume
     edge_outbox::MqttPublisherOptions o;
     o.uri = uri;
     o.client_id = "uri-check";
-    try {
-      edge_outbox::MqttPublisher publisher(o);
-      FAIL("accepted");
-    } catch (const edge_outbox::Error& e) {
-      CHECK(e.kind() == edge_outbox::ErrorKind::invalid_argument);
-    }
+    CHECK_THROWS_ERROR(edge_outbox::ErrorKind::invalid_argument, edge_outbox::MqttPublisher(o));
   }
   for (const char* uri : {"mqtt://127.0.0.1:1883", "mqtt://[::1]:1883", "mqtts://broker.local:8883", "mqtt://localhost"}) {
     CAPTURE(uri);

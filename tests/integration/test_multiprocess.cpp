@@ -12,9 +12,9 @@
 
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/outbox.h>
-#include <edge_outbox/publisher.h>
 #include <edge_outbox/queue.h>
 
+#include "support/fake_publisher.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -98,26 +98,6 @@ int probe_locks(const std::string& db, const std::string& shm) {
   return child.wait(std::chrono::seconds(30));
 }
 
-// Acknowledges every publish at once.
-class AckingPublisher final : public Publisher {
- public:
-  void set_connection_handler(ConnectionHandler h) override { handler_ = std::move(h); }
-  void start() override {
-    ConnectionEvent ev;
-    ev.connected = true;
-    if (handler_) handler_(ev);
-  }
-  void stop(std::chrono::milliseconds) override {}
-  void publish(OutgoingMessage, PublishCallback done) override { done(PublishResult{}); }
-  bool connected() const override { return true; }
-  MqttVersion version() const override { return MqttVersion::v5; }
-  void notify_connectivity() override {}
-  void drop_connection(const std::string&) override {}
-
- private:
-  ConnectionHandler handler_;
-};
-
 Event small_event(const std::string& type = "x") {
   Event e;
   e.topic = "devices/locks/events/" + type;
@@ -175,7 +155,8 @@ TEST_CASE("this process's locks on the database survive every public call") {
 
   ForwarderOptions fo;
   fo.source = "locks";
-  Forwarder forwarder(outbox, std::make_unique<AckingPublisher>(), fo);
+  test::FakeBroker broker;  // acknowledges every publish at once
+  Forwarder forwarder(outbox, broker.publisher(), fo);
   still_locked("making a Forwarder");
   forwarder.start();
   for (int i = 0; i < 20; ++i) outbox.enqueue(small_event());

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Helpers for the ingest tests: run edge-outbox-ingest as a child process,
-// publish CloudEvents with Paho, read what the ingest stored.
+// publish CloudEvents with Paho, read what the ingest stored. Failures are
+// thrown as std::runtime_error (a test case that lets one escape fails with
+// its message).
 #pragma once
-
-#include <doctest/doctest.h>
 
 #include <signal.h>
 
@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,12 +46,14 @@ class IngestProcess {
       : out_(dir / (name + ".out")), err_(dir / (name + ".err")),
         child_(Child::spawn(binary_dir() / "ingest" / "edge-outbox-ingest", std::move(args), out_, err_)) {}
 
-  // Waits until `connections` connections have their SUBACK.
+  // Waits until `connections` connections have their SUBACK; throws
+  // std::runtime_error with the log if the ingest exits or 20 s pass first.
   void wait_subscribed(std::size_t connections = 1, std::size_t already = 0) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (occurrences(read_text(err_), " subscribed") < already + connections) {
-      if (!child_.running()) FAIL("edge-outbox-ingest exited early: " << read_text(err_));
-      if (std::chrono::steady_clock::now() > deadline) FAIL("edge-outbox-ingest did not subscribe: " << read_text(err_));
+      if (!child_.running()) throw std::runtime_error("edge-outbox-ingest exited early: " + read_text(err_));
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error("edge-outbox-ingest did not subscribe: " + read_text(err_));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
@@ -69,15 +72,16 @@ class IngestProcess {
     return last.empty() ? nlohmann::json() : nlohmann::json::parse(last);
   }
   std::string log() const { return read_text(err_); }
-  // Once the ingest logs a failed store commit (within 30 s; REQUIREd),
-  // sends SIGTERM and returns the exit status (-1, after a SIGKILL, when it
-  // did not exit within 20 s).
+  // Once the ingest logs a failed store commit, sends SIGTERM and returns
+  // the exit status (-1, after a SIGKILL, when it did not exit within 20 s).
+  // Throws std::runtime_error with the log if no failed commit is logged
+  // within 30 s.
   int terminate_once_the_store_fails() {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (log().find("store commit failed") == std::string::npos && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    INFO(log());
-    REQUIRE(log().find("store commit failed") != std::string::npos);
+    if (log().find("store commit failed") == std::string::npos)
+      throw std::runtime_error("edge-outbox-ingest logged no failed store commit within 30 s: " + log());
     kill(SIGTERM);
     const int status = wait(std::chrono::seconds(20));
     if (status == -1) kill(SIGKILL);

@@ -31,7 +31,7 @@ namespace edge_outbox::torture {
 struct DeviceConfig {
   std::filesystem::path database;
   std::string id;          // "dev-07": source, client id, topic level
-  std::string broker_uri;  // mqtt://127.0.0.1:<port> (usually a FaultProxy)
+  std::string broker_uri;  // mqtt://127.0.0.1:<port> (usually a test::TcpProxy)
   std::filesystem::path committed_log;  // empty: none
   OutboxOptions outbox;
   std::chrono::seconds keepalive{2};

@@ -11,10 +11,10 @@
 
 #include "support/mosquitto.h"
 #include "support/process.h"
+#include "support/tcp_proxy.h"
 #include "support/temp_dir.h"
 #include "torture/audit.h"
 #include "torture/device.h"
-#include "torture/fault_proxy.h"
 #include "torture/ingest_runner.h"
 #include "torture/scenario.h"
 
@@ -49,14 +49,14 @@ nlohmann::json gap_report(const std::filesystem::path& store, const std::filesys
 TEST_CASE("torture 5: reject_new refuses with storage_full during an outage and keeps every accepted event") {
   test::Mosquitto broker;
   test::TempDir dir;
-  FaultProxy proxy(broker.port());
+  test::TcpProxy proxy(broker.port());
   IngestRunner ingest(dir.path(), broker.uri());
   ingest.start();
   TortureDevice device(config(dir, proxy.uri(), CapacityPolicy::reject_new));
   for (int i = 0; i < 50; ++i) REQUIRE(device.record());
   REQUIRE(device.wait_drained(60s));
 
-  proxy.set_mode(FaultProxy::Mode::reset);  // the outage
+  proxy.set_mode(test::TcpProxy::Mode::reset);  // the outage
   REQUIRE(eventually([&] { return !device.forwarder().stats().connected; }, 60s));
   int accepted = 0, refused = 0;
   for (int i = 0; i < 600; ++i) (device.record() ? accepted : refused)++;
@@ -66,7 +66,7 @@ TEST_CASE("torture 5: reject_new refuses with storage_full during an outage and 
   CHECK(device.outbox().stats().pending == 300);
   CHECK(device.readings() == 350);  // refused transactions wrote no reading either
 
-  proxy.set_mode(FaultProxy::Mode::pass);
+  proxy.set_mode(test::TcpProxy::Mode::pass);
   REQUIRE(device.wait_drained(120s));
   for (int i = 0; i < 100; ++i) CHECK(device.record());  // space freed by forwarding
   REQUIRE(device.wait_drained(60s));
@@ -86,14 +86,14 @@ TEST_CASE("torture 5: reject_new refuses with storage_full during an outage and 
 TEST_CASE("torture 5: drop_oldest keeps the newest, counts the evicted, and the server sees only explained gaps") {
   test::Mosquitto broker;
   test::TempDir dir;
-  FaultProxy proxy(broker.port());
+  test::TcpProxy proxy(broker.port());
   IngestRunner ingest(dir.path(), broker.uri());
   ingest.start();
   TortureDevice device(config(dir, proxy.uri(), CapacityPolicy::drop_oldest));
   for (int i = 0; i < 50; ++i) REQUIRE(device.record());
   REQUIRE(device.wait_drained(60s));
 
-  proxy.set_mode(FaultProxy::Mode::reset);
+  proxy.set_mode(test::TcpProxy::Mode::reset);
   REQUIRE(eventually([&] { return !device.forwarder().stats().connected; }, 60s));
   for (int i = 0; i < 1000; ++i) REQUIRE(device.record());
   auto stats = device.outbox().stats();
@@ -101,7 +101,7 @@ TEST_CASE("torture 5: drop_oldest keeps the newest, counts the evicted, and the 
   CHECK(stats.pending <= 300);
   CHECK(stats.dropped_total >= 700);
 
-  proxy.set_mode(FaultProxy::Mode::pass);
+  proxy.set_mode(test::TcpProxy::Mode::pass);
   REQUIRE(device.wait_drained(120s));
   REQUIRE(eventually([&] { return ingest.stored_events() >= device.readings() - stats.dropped_total; }, 60s));
   std::this_thread::sleep_for(500ms);

@@ -15,10 +15,10 @@
 
 #include "support/mosquitto.h"
 #include "support/process.h"
+#include "support/tcp_proxy.h"
 #include "support/temp_dir.h"
 #include "torture/audit.h"
 #include "torture/device.h"
-#include "torture/fault_proxy.h"
 #include "torture/ingest_runner.h"
 #include "torture/scenario.h"
 
@@ -31,8 +31,8 @@ TEST_CASE("torture 8: 50 devices, one broker, one ingest, with device, broker, i
   const std::uint64_t per_device = static_cast<std::uint64_t>(scaled(200));
   test::Mosquitto broker;
   test::TempDir dir;
-  std::vector<std::unique_ptr<FaultProxy>> proxies;
-  for (int p = 0; p < 5; ++p) proxies.push_back(std::make_unique<FaultProxy>(broker.port()));
+  std::vector<std::unique_ptr<test::TcpProxy>> proxies;
+  for (int p = 0; p < 5; ++p) proxies.push_back(std::make_unique<test::TcpProxy>(broker.port()));
   IngestRunner ingest(dir.path(), broker.uri());
   ingest.start();
 
@@ -92,9 +92,9 @@ TEST_CASE("torture 8: 50 devices, one broker, one ingest, with device, broker, i
     } else if (pick <= 6) {  // a link reset or blackhole
       auto& proxy = *proxies[static_cast<std::size_t>(random.between(0, 4))];
       bool reset = random.between(0, 1);
-      proxy.set_mode(reset ? FaultProxy::Mode::reset : FaultProxy::Mode::blackhole);
+      proxy.set_mode(reset ? test::TcpProxy::Mode::reset : test::TcpProxy::Mode::blackhole);
       std::this_thread::sleep_for(reset ? random.ms(100, 600) : random.ms(1000, 3000));
-      proxy.set_mode(FaultProxy::Mode::pass);
+      proxy.set_mode(test::TcpProxy::Mode::pass);
       ++faults[reset ? "link reset" : "link blackhole"];
     } else if (pick == 7 && ingest_kills < scaled(4)) {
       ingest.kill();
@@ -112,12 +112,12 @@ TEST_CASE("torture 8: 50 devices, one broker, one ingest, with device, broker, i
       // are let back in once the ingest has subscribed to the restarted
       // (non-persistent) broker.
       auto subscribed = ingest.subscriptions();
-      for (auto& p : proxies) p->set_mode(FaultProxy::Mode::reset);
+      for (auto& p : proxies) p->set_mode(test::TcpProxy::Mode::reset);
       ingest.wait_until_idle(1s, 120s);
       broker.stop(SIGKILL);
       broker.start();
       REQUIRE(ingest.wait_for_subscriptions(subscribed + 1, 60s));
-      for (auto& p : proxies) p->set_mode(FaultProxy::Mode::pass);
+      for (auto& p : proxies) p->set_mode(test::TcpProxy::Mode::pass);
       ++broker_kills;
       ++faults["broker SIGKILL"];
     }

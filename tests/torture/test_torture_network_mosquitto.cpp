@@ -9,17 +9,17 @@
 #include <map>
 
 #include "support/mosquitto.h"
+#include "support/tcp_proxy.h"
 #include "support/temp_dir.h"
 #include "torture/audit.h"
 #include "torture/device.h"
-#include "torture/fault_proxy.h"
 #include "torture/ingest_runner.h"
 #include "torture/scenario.h"
 
 using namespace edge_outbox;
 using namespace edge_outbox::torture;
 using namespace std::chrono_literals;
-using Mode = FaultProxy::Mode;
+using Mode = test::TcpProxy::Mode;
 
 namespace {
 
@@ -37,7 +37,7 @@ void produce_for(TortureDevice& device, std::chrono::milliseconds duration) {
 TEST_CASE("torture 4: reset, blackhole, half-open, slow link and flapping between device and broker") {
   test::Mosquitto broker;
   test::TempDir dir;
-  FaultProxy proxy(broker.port());
+  test::TcpProxy proxy(broker.port());
   IngestRunner ingest(dir.path(), broker.uri());
   ingest.start();
   DeviceConfig c;

@@ -22,10 +22,10 @@
 #include <signal.h>
 
 #include "support/mosquitto.h"
+#include "support/tcp_proxy.h"
 #include "support/temp_dir.h"
 #include "torture/audit.h"
 #include "torture/device.h"
-#include "torture/fault_proxy.h"
 #include "torture/ingest_runner.h"
 #include "torture/scenario.h"
 
@@ -52,7 +52,7 @@ DeviceConfig device_config(const test::TempDir& dir, const std::string& id, cons
 TEST_CASE("torture 2: the broker is SIGKILLed >= 20 times during drain; nothing lost or doubled") {
   test::Mosquitto broker;
   test::TempDir dir;
-  FaultProxy proxy(broker.port());
+  test::TcpProxy proxy(broker.port());
   IngestRunner ingest(dir.path(), broker.uri());
   ingest.start();
   TortureDevice device(device_config(dir, "dev-01", proxy.uri()));
@@ -73,14 +73,14 @@ TEST_CASE("torture 2: the broker is SIGKILLed >= 20 times during drain; nothing 
     REQUIRE(eventually([&] { return ingest.stored_events() > before; }, 60s));
     std::this_thread::sleep_for(random.ms(0, 300));
     auto subscribed = ingest.subscriptions();
-    proxy.set_mode(FaultProxy::Mode::reset);
+    proxy.set_mode(test::TcpProxy::Mode::reset);
     pending_at_kills += device.outbox().stats().pending;
     ingest.wait_until_idle(500ms, 60s);
     broker.stop(SIGKILL);
     std::this_thread::sleep_for(random.ms(0, 200));
     broker.start();
     REQUIRE(ingest.wait_for_subscriptions(subscribed + 1, 60s));
-    proxy.set_mode(FaultProxy::Mode::pass);
+    proxy.set_mode(test::TcpProxy::Mode::pass);
   }
   MESSAGE("events pending on the device at the kills, on average: " << pending_at_kills / static_cast<std::uint64_t>(kills));
   // Every kill cut a live connection, and the device came back after each

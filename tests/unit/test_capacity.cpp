@@ -14,6 +14,7 @@
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
 
+#include "support/error_checks.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
@@ -29,14 +30,7 @@ Event event(int n, Priority priority = Priority::normal, std::size_t payload_byt
   return e;
 }
 
-void expect_storage_full(const std::function<void()>& fn) {
-  try {
-    fn();
-    FAIL("accepted past the limit");
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::storage_full);
-  }
-}
+void expect_storage_full(const std::function<void()>& fn) { CHECK_THROWS_ERROR(ErrorKind::storage_full, fn()); }
 
 std::string integrity(const std::filesystem::path& file) {
   SQLite::Database db(file.string());

@@ -8,11 +8,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -25,6 +23,8 @@
 #include <edge_outbox/outbox.h>
 
 #include "forward/ack_timeout.h"
+#include "support/error_checks.h"
+#include "support/fake_publisher.h"
 #include "support/manual_clock.h"
 #include "support/temp_dir.h"
 
@@ -38,210 +38,6 @@ std::string property(const OutgoingMessage& m, const std::string& name) {
     if (k == name) return v;
   return {};
 }
-
-// A Publisher whose broker is the test. Thread-safe.
-class FakePublisher final : public Publisher {
- public:
-  struct Pending {
-    OutgoingMessage message;
-    PublishCallback done;
-  };
-  // Returns a result to complete at once, or nullopt to keep the publish
-  // outstanding until the test completes it.
-  using Rule = std::function<std::optional<PublishResult>(const OutgoingMessage&)>;
-
-  struct Shared {
-    std::mutex mutex;
-    std::condition_variable cv;
-    ConnectionHandler handler;
-    bool connected = true;
-    bool started = false;
-    bool stopped = false;
-    MqttVersion version = MqttVersion::v5;
-    Rule rule = [](const OutgoingMessage&) { return std::optional<PublishResult>(PublishResult{}); };
-    std::vector<OutgoingMessage> sent;  // every publish, in call order
-    std::vector<Pending> outstanding;
-    std::size_t max_outstanding = 0;
-    int connectivity_kicks = 0;
-    int drops = 0;  // drop_connection() calls that dropped a connection
-    std::string drop_reason;
-    std::size_t buffer = SIZE_MAX;  // max_buffered_messages()
-  };
-
-  explicit FakePublisher(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
-  ~FakePublisher() override { stop(0ms); }
-
-  void set_connection_handler(ConnectionHandler h) override {
-    std::lock_guard l(s_->mutex);
-    s_->handler = std::move(h);
-  }
-  void start() override {
-    ConnectionHandler h;
-    ConnectionEvent ev;
-    {
-      std::lock_guard l(s_->mutex);
-      s_->started = true;
-      h = s_->handler;
-      ev.connected = s_->connected;
-      ev.version = s_->version;
-    }
-    if (h && ev.connected) h(ev);
-  }
-  void stop(std::chrono::milliseconds) override {
-    std::vector<Pending> orphans;
-    {
-      std::lock_guard l(s_->mutex);
-      if (s_->stopped) return;
-      s_->stopped = true;
-      orphans.swap(s_->outstanding);
-    }
-    for (auto& p : orphans) p.done(PublishResult{PublishResult::Status::not_sent, false, "stopped"});
-  }
-  void publish(OutgoingMessage message, PublishCallback done) override {
-    std::optional<PublishResult> now;
-    {
-      std::lock_guard l(s_->mutex);
-      s_->sent.push_back(message);
-      if (!s_->connected || s_->stopped) {
-        now = PublishResult{PublishResult::Status::not_sent, false, "not connected"};
-      } else {
-        now = s_->rule(message);
-        if (!now) {
-          s_->outstanding.push_back({std::move(message), std::move(done)});
-          s_->max_outstanding = std::max(s_->max_outstanding, s_->outstanding.size());
-          s_->cv.notify_all();
-          return;
-        }
-      }
-      s_->cv.notify_all();
-    }
-    done(*now);
-  }
-  bool connected() const override {
-    std::lock_guard l(s_->mutex);
-    return s_->connected;
-  }
-  MqttVersion version() const override {
-    std::lock_guard l(s_->mutex);
-    return s_->version;
-  }
-  void notify_connectivity() override {
-    std::lock_guard l(s_->mutex);
-    ++s_->connectivity_kicks;
-  }
-  // As a real one: outstanding publishes complete as not_sent, the handler
-  // hears of the loss. It stays down until the test calls set_connected(true).
-  void drop_connection(const std::string& reason) override {
-    std::vector<Pending> orphans;
-    ConnectionHandler h;
-    ConnectionEvent ev;
-    {
-      std::lock_guard l(s_->mutex);
-      if (!s_->connected || s_->stopped) return;
-      ++s_->drops;
-      s_->drop_reason = reason;
-      s_->connected = false;
-      orphans.swap(s_->outstanding);
-      h = s_->handler;
-      ev.version = s_->version;
-      s_->cv.notify_all();
-    }
-    for (auto& p : orphans) p.done(PublishResult{PublishResult::Status::not_sent, false, "connection dropped"});
-    ev.connected = false;
-    ev.reason = "connection dropped: " + reason;
-    if (h) h(ev);
-  }
-  std::size_t max_buffered_messages() const override {
-    std::lock_guard l(s_->mutex);
-    return s_->buffer;
-  }
-
- private:
-  std::shared_ptr<Shared> s_;
-};
-
-// The test's handle on the fake broker.
-struct Broker {
-  std::shared_ptr<FakePublisher::Shared> s = std::make_shared<FakePublisher::Shared>();
-
-  std::unique_ptr<Publisher> publisher() { return std::make_unique<FakePublisher>(s); }
-
-  void hold_all() {
-    std::lock_guard l(s->mutex);
-    s->rule = [](const OutgoingMessage&) { return std::optional<PublishResult>(); };
-  }
-  void ack_all_later() {
-    std::lock_guard l(s->mutex);
-    s->rule = [](const OutgoingMessage&) { return std::optional<PublishResult>(PublishResult{}); };
-  }
-  void set_rule(FakePublisher::Rule r) {
-    std::lock_guard l(s->mutex);
-    s->rule = std::move(r);
-  }
-  // Completes the outstanding publishes (oldest first) with result.
-  std::size_t complete_outstanding(PublishResult result = {}) {
-    std::vector<FakePublisher::Pending> now;
-    {
-      std::lock_guard l(s->mutex);
-      now.swap(s->outstanding);
-    }
-    for (auto& p : now) p.done(result);
-    return now.size();
-  }
-  void set_connected(bool up, MqttVersion v = MqttVersion::v5) {
-    std::vector<FakePublisher::Pending> orphans;
-    ConnectionHandler h;
-    {
-      std::lock_guard l(s->mutex);
-      s->connected = up;
-      s->version = v;
-      if (!up) orphans.swap(s->outstanding);
-      h = s->handler;
-    }
-    for (auto& p : orphans) p.done(PublishResult{PublishResult::Status::not_sent, false, "connection lost"});
-    ConnectionEvent ev;
-    ev.connected = up;
-    ev.version = v;
-    ev.reason = up ? "" : "connection lost";
-    if (h) h(ev);
-  }
-  // Completes the oldest outstanding publish with result; false if none.
-  bool complete_oldest(PublishResult result = {}) {
-    std::optional<FakePublisher::Pending> first;
-    {
-      std::lock_guard l(s->mutex);
-      if (s->outstanding.empty()) return false;
-      first = std::move(s->outstanding.front());
-      s->outstanding.erase(s->outstanding.begin());
-    }
-    first->done(result);
-    return true;
-  }
-  std::size_t outstanding() {
-    std::lock_guard l(s->mutex);
-    return s->outstanding.size();
-  }
-  int drops() {
-    std::lock_guard l(s->mutex);
-    return s->drops;
-  }
-  std::string drop_reason() {
-    std::lock_guard l(s->mutex);
-    return s->drop_reason;
-  }
-  std::vector<OutgoingMessage> sent() {
-    std::lock_guard l(s->mutex);
-    return s->sent;
-  }
-  std::size_t sent_count() {
-    std::lock_guard l(s->mutex);
-    return s->sent.size();
-  }
-  std::size_t max_outstanding() {
-    std::lock_guard l(s->mutex);
-    return s->max_outstanding;
-  }
-};
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -287,7 +83,7 @@ TEST_CASE("events go out in commit order, each once, and leave the outbox") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
   auto ids = enqueue_many(outbox, 1000);
-  Broker broker;
+  test::FakeBroker broker;
   Forwarder forwarder(outbox, broker.publisher(), fast_options());
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
@@ -310,7 +106,7 @@ TEST_CASE("events go out in commit order, each once, and leave the outbox") {
 TEST_CASE("a commit wakes the forwarder without a poll delay") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
-  Broker broker;
+  test::FakeBroker broker;
   auto o = fast_options();
   o.poll_interval = 60s;  // only the commit hook can wake it
   Forwarder forwarder(outbox, broker.publisher(), o);
@@ -325,7 +121,7 @@ TEST_CASE("no more than max_in_flight publishes are outstanding") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
   enqueue_many(outbox, 200);
-  Broker broker;
+  test::FakeBroker broker;
   broker.hold_all();
   auto o = fast_options();
   o.max_in_flight = 8;
@@ -356,7 +152,7 @@ TEST_CASE("a permanent refusal dead-letters the event and the rest flow") {
   enqueue_many(outbox, 10);
   auto bad = outbox.enqueue(sample(99, "t/forbidden"));
   enqueue_many(outbox, 10);
-  Broker broker;
+  test::FakeBroker broker;
   broker.set_rule([](const OutgoingMessage& m) {
     if (m.topic == "t/forbidden")
       return std::optional<PublishResult>(
@@ -388,7 +184,7 @@ TEST_CASE("a transiently failing event is retried, then dead-lettered, without b
   auto first = enqueue_many(outbox, 5);
   auto poison = outbox.enqueue(sample(7, "t/poison"));
   enqueue_many(outbox, 50);
-  Broker broker;
+  test::FakeBroker broker;
   std::atomic<int> poison_attempts{0};
   broker.set_rule([&](const OutgoingMessage& m) {
     if (m.topic == "t/poison") {
@@ -425,7 +221,7 @@ TEST_CASE("after a connection loss the unacknowledged events are sent again, old
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
   enqueue_many(outbox, 100);
-  Broker broker;
+  test::FakeBroker broker;
   broker.hold_all();
   auto o = fast_options();
   o.max_in_flight = 16;
@@ -461,7 +257,7 @@ TEST_CASE("stop(0) returns at once and leaves unacknowledged events pending") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
   enqueue_many(outbox, 50);
-  Broker broker;
+  test::FakeBroker broker;
   broker.hold_all();
   Forwarder forwarder(outbox, broker.publisher(), fast_options());
   forwarder.start();
@@ -471,14 +267,14 @@ TEST_CASE("stop(0) returns at once and leaves unacknowledged events pending") {
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // failure guard only
   CHECK(outbox.stats().pending == 50);
   forwarder.stop();  // idempotent
-  CHECK_THROWS_AS(forwarder.start(), Error);
+  CHECK_THROWS_ERROR(ErrorKind::stopped, forwarder.start());
 }
 
 TEST_CASE("stop(drain) waits for the rest to be sent") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
   enqueue_many(outbox, 300);
-  Broker broker;
+  test::FakeBroker broker;
   Forwarder forwarder(outbox, broker.publisher(), fast_options());
   forwarder.start();
   forwarder.stop(20s);
@@ -489,7 +285,7 @@ TEST_CASE("stop while disconnected returns within its drain timeout") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
   enqueue_many(outbox, 10);
-  Broker broker;
+  test::FakeBroker broker;
   broker.set_connected(false);
   Forwarder forwarder(outbox, broker.publisher(), fast_options());
   forwarder.start();
@@ -506,7 +302,7 @@ TEST_CASE("destroying a running forwarder is safe") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
   enqueue_many(outbox, 500);
-  Broker broker;
+  test::FakeBroker broker;
   {
     Forwarder forwarder(outbox, broker.publisher(), fast_options());
     forwarder.start();
@@ -522,7 +318,7 @@ TEST_CASE("a new forwarder resumes where the last one stopped") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
   enqueue_many(outbox, 100);
-  Broker first;
+  test::FakeBroker first;
   first.hold_all();
   auto o = fast_options();
   o.max_in_flight = 10;
@@ -536,7 +332,7 @@ TEST_CASE("a new forwarder resumes where the last one stopped") {
     forwarder.stop();  // 10 more were outstanding: not acknowledged
   }
   CHECK(outbox.stats().pending == 90);
-  Broker second;
+  test::FakeBroker second;
   Forwarder forwarder(outbox, second.publisher(), o);
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
@@ -549,7 +345,7 @@ TEST_CASE("a new forwarder resumes where the last one stopped") {
 TEST_CASE("the path constructor notices another connection's commits by polling") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
-  Broker broker;
+  test::FakeBroker broker;
   OutboxOptions q;
   Forwarder forwarder(dir / "app.db", q, broker.publisher(), fast_options());
   forwarder.start();
@@ -571,7 +367,7 @@ TEST_CASE("the wire mapping: binary mode on MQTT 5, structured on 3.1.1") {
   auto id = outbox.enqueue(e);
 
   SUBCASE("MQTT 5") {
-    Broker broker;
+    test::FakeBroker broker;
     Forwarder forwarder(outbox, broker.publisher(), fast_options());
     forwarder.start();
     REQUIRE(eventually([&] { return broker.sent_count() == 1; }));
@@ -596,7 +392,7 @@ TEST_CASE("the wire mapping: binary mode on MQTT 5, structured on 3.1.1") {
     CHECK(ce.id == id);
   }
   SUBCASE("MQTT 3.1.1") {
-    Broker broker;
+    test::FakeBroker broker;
     broker.set_connected(true, MqttVersion::v3_1_1);
     Forwarder forwarder(outbox, broker.publisher(), fast_options());
     forwarder.start();
@@ -619,41 +415,33 @@ TEST_CASE("the wire mapping: binary mode on MQTT 5, structured on 3.1.1") {
 TEST_CASE("bad options are refused") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
-  Broker broker;
+  test::FakeBroker broker;
   ForwarderOptions o;  // no source
-  CHECK_THROWS_AS(Forwarder(outbox, broker.publisher(), o), Error);
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Forwarder(outbox, broker.publisher(), o));
   o = fast_options();
   o.max_in_flight = 0;
-  CHECK_THROWS_AS(Forwarder(outbox, broker.publisher(), o), Error);
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Forwarder(outbox, broker.publisher(), o));
   o = fast_options();
   o.ack_timeout = -1ms;
-  CHECK_THROWS_AS(Forwarder(outbox, broker.publisher(), o), Error);
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Forwarder(outbox, broker.publisher(), o));
   o.ack_timeout = 0ms;  // off
   CHECK_NOTHROW(Forwarder(outbox, broker.publisher(), o));
-  CHECK_THROWS_AS(Forwarder(outbox, nullptr, fast_options()), Error);
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Forwarder(outbox, nullptr, fast_options()));
 }
 
 TEST_CASE("a max_in_flight above the publisher's buffer is refused, naming both options") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
-  Broker broker;
-  broker.s->buffer = 8;
+  test::FakeBroker broker;
+  broker.set_max_buffered_messages(8);
   auto o = fast_options();
   o.max_in_flight = 9;
-  auto refused = [&](const std::function<void()>& make) {
-    try {
-      make();
-    } catch (const Error& e) {
-      CHECK(e.kind() == ErrorKind::invalid_argument);
-      std::string what = e.what();
-      CHECK(what.find("max_in_flight 9 exceeds the publisher's buffer 8") != std::string::npos);
-      CHECK(what.find("MqttPublisherOptions::max_buffered_messages") != std::string::npos);
-      return true;
-    }
-    return false;
-  };
-  CHECK(refused([&] { Forwarder(outbox, broker.publisher(), o); }));
-  CHECK(refused([&] { Forwarder(dir / "app.db", OutboxOptions{}, broker.publisher(), o); }));
+  for (const char* text : {"max_in_flight 9 exceeds the publisher's buffer 8", "MqttPublisherOptions::max_buffered_messages"}) {
+    CAPTURE(text);
+    CHECK_THROWS_ERROR_WITH(ErrorKind::invalid_argument, text, Forwarder(outbox, broker.publisher(), o));
+    CHECK_THROWS_ERROR_WITH(ErrorKind::invalid_argument, text,
+                            Forwarder(dir / "app.db", OutboxOptions{}, broker.publisher(), o));
+  }
   o.max_in_flight = 8;  // a full window fits
   CHECK_NOTHROW(Forwarder(outbox, broker.publisher(), o));
   CHECK_NOTHROW(Forwarder(dir / "app.db", OutboxOptions{}, broker.publisher(), o));
@@ -667,7 +455,7 @@ TEST_CASE("an event whose TTL ran out is dead-lettered as expired, not sent") {
   auto id = outbox.enqueue(e);
   auto kept = outbox.enqueue(sample(2));
   std::this_thread::sleep_for(30ms);
-  Broker broker;
+  test::FakeBroker broker;
   auto o = fast_options();
   o.expire_interval = 20ms;
   Forwarder forwarder(outbox, broker.publisher(), o);
@@ -723,7 +511,7 @@ TEST_CASE("acknowledgements that stop coming: after ack_timeout the connection i
   Outbox outbox(dir / "app.db");
   enqueue_many(outbox, 100);
   auto clock = std::make_shared<test::ManualClock>();
-  Broker broker;
+  test::FakeBroker broker;
   broker.hold_all();
   Forwarder forwarder(outbox, broker.publisher(), manual_clock_options(clock));
   forwarder.start();
@@ -768,7 +556,7 @@ TEST_CASE("no ack timeout while nothing is outstanding") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");
   auto clock = std::make_shared<test::ManualClock>();
-  Broker broker;  // acknowledges at once
+  test::FakeBroker broker;  // acknowledges at once
   Forwarder forwarder(outbox, broker.publisher(), manual_clock_options(clock));
   forwarder.start();
   enqueue_many(outbox, 50);
@@ -792,7 +580,7 @@ TEST_CASE("no ack timeout while acknowledgements keep arriving, however long the
   Outbox outbox(dir / "app.db");
   enqueue_many(outbox, 40);
   auto clock = std::make_shared<test::ManualClock>();
-  Broker broker;
+  test::FakeBroker broker;
   broker.hold_all();
   auto o = manual_clock_options(clock);
   o.max_in_flight = 4;
@@ -819,7 +607,7 @@ TEST_CASE("ack_timeout 0: a silent broker is left to the publisher's keepalive")
   Outbox outbox(dir / "app.db");
   enqueue_many(outbox, 10);
   auto clock = std::make_shared<test::ManualClock>();
-  Broker broker;
+  test::FakeBroker broker;
   broker.hold_all();
   auto o = manual_clock_options(clock);
   o.ack_timeout = 0ms;

@@ -15,6 +15,7 @@
 #include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
 
+#include "support/error_checks.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -156,12 +157,7 @@ TEST_CASE("a database locked by another connection gives busy after busy_timeout
   outbox.enqueue(event());
   SQLite::Database other((dir / "l.db").string(), SQLite::OPEN_READWRITE);
   other.exec("BEGIN EXCLUSIVE");
-  try {
-    outbox.enqueue(event());
-    FAIL("wrote through a lock");
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::busy);
-  }
+  CHECK_THROWS_ERROR(ErrorKind::busy, outbox.enqueue(event()));  // a write through another's lock
   CHECK(open_error(dir / "l.db", options) == ErrorKind::busy);
   other.exec("ROLLBACK");
   outbox.enqueue(event());

@@ -14,6 +14,7 @@
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
 
+#include "support/error_checks.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
@@ -157,16 +158,10 @@ TEST_CASE("a duplicate id fails the transaction with duplicate_id") {
   Event e = reading_event(1);
   e.id = "stable-id-1";
   outbox.enqueue(e);
-  try {
-    outbox.transact([&](Transaction& tx) {
-      tx.db().exec("INSERT INTO readings (value) VALUES (1)");
-      tx.enqueue(e);
-    });
-    FAIL("duplicate accepted");
-  } catch (const Error& err) {
-    CHECK(err.kind() == ErrorKind::duplicate_id);
-    CHECK(std::string(err.what()).find("stable-id-1") != std::string::npos);
-  }
+  CHECK_THROWS_ERROR_WITH(ErrorKind::duplicate_id, "stable-id-1", outbox.transact([&](Transaction& tx) {
+    tx.db().exec("INSERT INTO readings (value) VALUES (1)");
+    tx.enqueue(e);
+  }));
   CHECK(outbox.stats().pending == 1);
   SQLite::Database check((dir / "d.db").string());
   CHECK(check.execAndGet("SELECT count(*) FROM readings").getInt() == 0);
@@ -245,17 +240,12 @@ TEST_CASE("stats report pending, age, dead, published and size") {
 
 TEST_CASE("the inspect mode is read-only and creates nothing") {
   test::TempDir dir;
-  CHECK_THROWS_AS(Outbox(dir / "missing.db", mode_options(OpenMode::inspect)), Error);
+  CHECK_THROWS_ERROR(ErrorKind::io, Outbox(dir / "missing.db", mode_options(OpenMode::inspect)));
   CHECK_FALSE(std::filesystem::exists(dir / "missing.db"));
   { Outbox(dir / "i.db").enqueue(reading_event(1)); }
   Outbox inspect(dir / "i.db", mode_options(OpenMode::inspect));
   CHECK(inspect.stats().pending == 1);
-  try {
-    inspect.enqueue(reading_event(2));
-    FAIL("wrote in inspect mode");
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::invalid_argument);
-  }
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, inspect.enqueue(reading_event(2)));  // a write in inspect mode
 }
 
 TEST_CASE("a write through a second Outbox of this process from inside transact is refused with busy, not a hang") {

@@ -12,6 +12,7 @@
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
 
+#include "support/error_checks.h"
 #include "support/manual_clock.h"
 #include "support/temp_dir.h"
 
@@ -279,12 +280,7 @@ TEST_CASE("QueueOptions: queue_options_from keeps what a Queue reads; nonsense i
 
 TEST_CASE("a Queue never creates the file, and still opens with OutboxOptions (deprecated)") {
   test::TempDir dir;
-  try {
-    Queue queue(dir / "missing.db");
-    FAIL("opened a file that does not exist");
-  } catch (const Error& e) {
-    CHECK(e.kind() == ErrorKind::io);
-  }
+  CHECK_THROWS_ERROR(ErrorKind::io, Queue(dir / "missing.db"));
   CHECK_FALSE(std::filesystem::exists(dir / "missing.db"));
 
   OutboxOptions options;  // OpenMode::create is read as existing

@@ -8,6 +8,7 @@
 #include <edge_outbox/error.h>
 
 #include "sensors.h"
+#include "support/error_checks.h"
 
 using namespace edge_outbox;
 using sim::SensorBank;
@@ -23,7 +24,7 @@ TEST_CASE("sensors cycle through temperature, humidity and battery with their un
   CHECK(bank.read(2, 0).sensor == "battery-2");
   CHECK(bank.read(2, 0).unit == "V");
   CHECK(bank.read(3, 0).sensor == "temperature-3");
-  CHECK_THROWS_AS(SensorBank(0, 1), Error);
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, SensorBank(0, 1));
 }
 
 TEST_CASE("values stay plausible over a long run, vary, and drift slowly") {

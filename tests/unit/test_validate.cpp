@@ -11,6 +11,7 @@
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/outbox.h>
 
+#include "support/error_checks.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
@@ -238,7 +239,7 @@ TEST_CASE("a refused event caught inside the transaction leaves the rest of it i
   bad.topic = "a/+";
   const auto ids = outbox.transact([&](Transaction& tx) {
     tx.enqueue(good());
-    CHECK_THROWS_AS(tx.enqueue(bad), Error);
+    CHECK_THROWS_ERROR(ErrorKind::invalid_argument, tx.enqueue(bad));
     tx.enqueue(good());
   });
   CHECK(ids.size() == 2);
@@ -249,11 +250,11 @@ TEST_CASE("bad options are refused") {
   test::TempDir dir;
   OutboxOptions o;
   o.max_pending_events = 3;
-  CHECK_THROWS_AS(Outbox(dir / "o.db", o), Error);
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Outbox(dir / "o.db", o));
   o = {};
   o.dropped_event_topic = "x/#";
-  CHECK_THROWS_AS(Outbox(dir / "o.db", o), Error);
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Outbox(dir / "o.db", o));
   o = {};
   o.max_attempts = 0;
-  CHECK_THROWS_AS(Outbox(dir / "o.db", o), Error);
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Outbox(dir / "o.db", o));
 }
