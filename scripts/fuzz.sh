@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# scripts/fuzz.sh [SECONDS | --runs N]: builds the libFuzzer targets of fuzz/ with clang
-# (ASan + UBSan, coverage on every library source) in build-fuzz, then runs
-# each target for SECONDS (default 30, or EDGE_OUTBOX_FUZZ_SECONDS) starting
-# from its seed corpus fuzz/corpus/<target>/. New interesting inputs go to
+# scripts/fuzz.sh [--build-only] [SECONDS | --runs N]: builds the libFuzzer
+# targets of fuzz/ with clang (ASan + UBSan, coverage on every library source)
+# in build-fuzz, then runs the targets side by side, each for SECONDS
+# (default 30, or EDGE_OUTBOX_FUZZ_SECONDS) starting from its seed corpus
+# fuzz/corpus/<target>/. --build-only builds and runs nothing. New interesting inputs go to
 # build-fuzz/corpus/<target>/ (the repository's corpus is only read); a
 # crash, a sanitizer report, a timeout or an out-of-memory fails the script
 # and leaves the input in build-fuzz/artifacts/.
@@ -17,17 +18,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
 budget=(-max_total_time="${EDGE_OUTBOX_FUZZ_SECONDS:-30}")
 what="${EDGE_OUTBOX_FUZZ_SECONDS:-30}s"
+usage="usage: scripts/fuzz.sh [--build-only] [SECONDS | --runs N]"
 case ${1:-} in
   --runs)
-    [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS | --runs N]" >&2; exit 2; }
+    [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "$usage" >&2; exit 2; }
     budget=(-runs="$2" -seed="${EDGE_OUTBOX_FUZZ_SEED:-1}")
     what="$2 runs, seed ${EDGE_OUTBOX_FUZZ_SEED:-1}"
     ;;
   "") ;;
   *)
-    [[ $1 =~ ^[0-9]+$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS | --runs N]" >&2; exit 2; }
+    [[ $1 =~ ^[0-9]+$ ]] || { echo "$usage" >&2; exit 2; }
     budget=(-max_total_time="$1")
     what="$1s"
     ;;
@@ -47,8 +54,11 @@ build_targets=()
 for t in "${targets[@]}"; do grep -q "\.\.\. $t\$" <<<"$known" && build_targets+=(--target "$t"); done
 cmake --build "$build_dir" -j "$(nproc)" "${build_targets[@]}"
 
+[ "$build_only" = 1 ] && exit 0
+
+# The targets run side by side, one a core (libFuzzer runs one process).
 mkdir -p "$build_dir/artifacts"
-status=0
+pids=()
 for target in "${targets[@]}"; do
   [ -x "$build_dir/$target" ] || { echo "fuzz.sh: $target not built (its sources are missing)"; continue; }
   seeds=fuzz/corpus/${target#fuzz_}
@@ -57,14 +67,21 @@ for target in "${targets[@]}"; do
   [[ ${budget[0]} == -runs=* ]] && rm -rf "$work"
   mkdir -p "$work"
   echo "--- $target: $what from $(ls "$seeds" | wc -l) seeds"
-  if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      "$build_dir/$target" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-      -print_final_stats=1 -artifact_prefix="$build_dir/artifacts/$target-" "$work" "$seeds" \
-      > "$build_dir/$target.log" 2>&1; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    "$build_dir/$target" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -print_final_stats=1 -artifact_prefix="$build_dir/artifacts/$target-" "$work" "$seeds" \
+    > "$build_dir/$target.log" 2>&1 &
+  pids+=("$target:$!")
+done
+status=0
+for entry in "${pids[@]}"; do
+  target=${entry%%:*}
+  if ! wait "${entry#*:}"; then
     echo "fuzz.sh: $target FAILED; the log follows and the input is in $build_dir/artifacts/" >&2
     tail -60 "$build_dir/$target.log" >&2
     status=1
   else
+    echo "--- $target:"
     grep -E "^stat::number_of_executed_units|^stat::new_units_added|cov:" "$build_dir/$target.log" | tail -3
   fi
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# scripts/sanitize.sh address|thread [ctest args...]: a sanitizer build and
-# its tests, with every finding fatal.
+# scripts/sanitize.sh [--build-only] address|thread [ctest args...]: a
+# sanitizer build and its tests, with every finding fatal. --build-only
+# builds what the tests need and runs nothing (CI builds ahead of the run).
 #   address: build-asan with AddressSanitizer + UndefinedBehaviorSanitizer
 #            (leaks included), the unit and integration tests.
 #   thread:  build-tsan with ThreadSanitizer, the forwarder tests (-R forwarder).
@@ -15,11 +16,16 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}" ninja-build
 
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
 mode=${1:-}
 case "$mode" in
   address) sanitize=address,undefined; default_dir=build-asan; default_ctest=() ;;
   thread) sanitize=thread; default_dir=build-tsan; default_ctest=(-R forwarder) ;;
-  *) echo "usage: $0 address|thread [ctest args...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--build-only] address|thread [ctest args...]" >&2; exit 2 ;;
 esac
 shift
 ctest_args=("$@")
@@ -39,28 +45,14 @@ cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug \
       -DCMAKE_CXX_FLAGS_DEBUG="${EDGE_OUTBOX_DEBUG_INFO:--g} -O1" \
       -DEDGE_OUTBOX_SANITIZE="$sanitize" -DEDGE_OUTBOX_WERROR=ON -DEDGE_OUTBOX_BENCH=OFF \
       ${EDGE_OUTBOX_CMAKE_ARGS:-}
-# Only the selected tests' executables (named like the tests) and what they
-# declare with add_dependencies (the binaries they run): the rest of the
-# tree is built by the other jobs already. A selected test that is not an
-# executable of its own (a script, the package test) builds everything.
-mapfile -t tests < <(ctest --test-dir "$build_dir" -N "${ctest_args[@]}" | sed -n 's/^ *Test *#[0-9]*: //p')
-[ ${#tests[@]} -gt 0 ] || { echo "sanitize.sh: no test matches ${ctest_args[*]}" >&2; exit 1; }
-all_targets=$(cmake --build "$build_dir" --target help)
-targets=()
-for t in "${tests[@]}"; do
-  # Makefiles list "... NAME", Ninja "NAME: phony".
-  if grep -qxE "(\.\.\. )?$t(: .*)?" <<<"$all_targets"; then
-    targets+=("$t")
-  else
-    targets=()
-    break
-  fi
-done
-if [ ${#targets[@]} -gt 0 ]; then
-  cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
-else
-  cmake --build "$build_dir" -j "$jobs"
-fi
+# Only the selected tests' executables and what they declare with
+# add_dependencies (the binaries they run): the rest of the tree is built by
+# the other jobs already.
+source scripts/test-targets.sh
+target_args=()
+for t in $(edge_outbox_test_targets "$build_dir" "${ctest_args[@]}"); do target_args+=(--target "$t"); done
+cmake --build "$build_dir" -j "$jobs" "${target_args[@]}"
+[ "$build_only" = 1 ] && exit 0
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp:print_suppressions=0}
