@@ -3,7 +3,7 @@
 //
 //   latency_p50_ms, latency_p99_ms   enqueue (Outbox::enqueue, synchronous=
 //       FULL) to the row committed in the ingest's SQLite store (FULL),
-//       online, 100 events/s for 30 s (--quick: 2 s); medians of 3 runs.
+//       online, 100 events/s for 30 s (--quick: 1 s); medians of 3 runs.
 //       The device (Outbox, Forwarder, MqttPublisher) and the ingest
 //       (Subscriber, Writer, SQLite store) run in this process against
 //       --broker; the commit time is taken by a Store decorator.
@@ -11,7 +11,7 @@
 //   ingest_vs_forward_ratio   the ingest's persistent session is offline
 //       while a forwarder publishes N events (its rate is the forwarder's);
 //       then the ingest connects and the time runs until all N are stored
-//       (its rate). N is 10,000 (--quick: 500). The store runs with
+//       (its rate). N is 10,000 (--quick: 300). The store runs with
 //       synchronous=FULL (the key) and NORMAL.
 #include <unistd.h>
 
@@ -222,7 +222,7 @@ int main(int argc, char** argv) try {
   const auto args = b::parse_args(argc, argv);
   if (args.broker.empty()) throw std::invalid_argument("--broker is required");
   b::ScratchDir dir;
-  const auto duration = std::chrono::seconds(args.quick ? 2 : 30);
+  const auto duration = std::chrono::seconds(args.quick ? 1 : 30);
   std::vector<double> p50, p99;
   for (int rep = 0; rep < 3; ++rep) {
     const auto l = latency_run(dir, args.broker, rep, duration);
@@ -234,7 +234,7 @@ int main(int argc, char** argv) try {
   b::figure("latency_p50_ms", b::median(p50));
   b::figure("latency_p99_ms", b::median(p99));
 
-  const std::uint64_t events = args.quick ? 500 : 10'000;
+  const std::uint64_t events = args.quick ? 300 : 10'000;
   std::vector<double> ingest_full, ingest_normal, forward;
   for (int rep = 0; rep < 3; ++rep) {
     const auto f = ingest_run(dir, args.broker, events, ig::SqliteSync::full, rep);
