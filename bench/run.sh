@@ -15,7 +15,6 @@
 set -euo pipefail
 out=${EDGE_OUTBOX_BENCH_OUT:+$(realpath -m "$EDGE_OUTBOX_BENCH_OUT")}
 cd "$(dirname "$0")/.."
-root=$PWD
 
 quick=()
 for arg in "$@"; do
