@@ -61,8 +61,8 @@ void mark_all_published(const std::filesystem::path& file) {
 int main(int argc, char** argv) try {
   const auto args = b::parse_args(argc, argv);
   const std::uint64_t history = args.quick ? 200'000 : 5'000'000;
-  const int enqueues = args.quick ? 2'000 : 20'000;
-  const std::uint64_t backlog = args.quick ? 2'000 : 50'000;
+  const int enqueues = args.quick ? 1'000 : 20'000;
+  const std::uint64_t backlog = args.quick ? 1'000 : 50'000;
   b::ScratchDir dir;
   const auto empty = dir / "empty.db", full = dir / "history.db";
   b::create_outbox(empty);

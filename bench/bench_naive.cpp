@@ -20,7 +20,9 @@
 //                                  trip per event
 // Backlogs are sized so that each drain takes seconds: the seed drains the
 // FULL one at the disk's fsync rate and the delayed one at one event per
-// round trip, so it gets fewer events there than the forwarder.
+// round trip, so it gets fewer events there than the forwarder. --quick:
+// backlogs of a few hundred to a thousand events (naive_backlog_events,
+// naive_normal_backlog_events).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -122,15 +124,15 @@ int main(int argc, char** argv) try {
   const bool quick = args.quick;
   b::ScratchDir dir;
   const auto file = dir / "naive.db";
-  const Setup full_setup{"FULL", eo::Durability::full, args.broker, quick ? 500u : 10'000u, quick ? 500u : 10'000u};
-  const Setup normal_setup{"NORMAL", eo::Durability::normal, args.broker, quick ? 2'000u : 100'000u,
-                           quick ? 2'000u : 100'000u};
+  const Setup full_setup{"FULL", eo::Durability::full, args.broker, quick ? 300u : 10'000u, quick ? 1'000u : 10'000u};
+  const Setup normal_setup{"NORMAL", eo::Durability::normal, args.broker, quick ? 1'000u : 100'000u,
+                           quick ? 1'000u : 100'000u};
   const auto full = compare(file, full_setup);
   const auto normal = compare(file, normal_setup);
   eo::test::TcpProxy link(port_of(args.broker));
   link.set_delay(std::chrono::milliseconds(5));
   link.set_mode(eo::test::TcpProxy::Mode::delay);
-  const Setup rtt_setup{"RTT 10 ms", eo::Durability::full, link.uri(), quick ? 100u : 300u, quick ? 2'000u : 20'000u};
+  const Setup rtt_setup{"RTT 10 ms", eo::Durability::full, link.uri(), quick ? 40u : 300u, quick ? 1'000u : 20'000u};
   const auto rtt = compare(file, rtt_setup);
 
   b::figure("naive_backlog_events", static_cast<double>(full_setup.naive_events));

@@ -2,15 +2,19 @@
 # SPDX-License-Identifier: Apache-2.0
 # bench/run.sh [--quick]: builds the benchmarks (Release, in build-bench or
 # $EDGE_OUTBOX_BENCH_BUILD_DIR), starts a private mosquitto on a free
-# 127.0.0.1 port, runs every benchmark, prints one markdown table, writes
-# bench/results/latest.json (one key per figure, numbers only) and
-# bench/results/latest-run.json (when, on what machine), and regenerates
-# docs/performance.md from them and bench/performance.md.in.
-# --quick: smaller workloads (said in the *_rows / *_events keys), for CI;
-# nothing is asserted on the figures.
+# 127.0.0.1 port, runs every benchmark and prints one markdown table.
+# A full run writes bench/results/latest.json (one key per figure, numbers
+# only) and bench/results/latest-run.json (when, on what machine), and
+# regenerates docs/performance.md from them and bench/performance.md.in.
+# --quick: smaller workloads (said in the *_rows / *_events / *_messages
+# keys) and shorter phases, for CI; it writes its figures to
+# bench/results/quick.json (git-ignored) and leaves the full run's files
+# alone. Nothing is asserted on the figures.
+# EDGE_OUTBOX_BENCH_OUT=FILE: the figures go to FILE instead, and no tracked
+# file of the tree is written (bench/compare.sh runs it so).
 set -euo pipefail
+out=${EDGE_OUTBOX_BENCH_OUT:+$(realpath -m "$EDGE_OUTBOX_BENCH_OUT")}
 cd "$(dirname "$0")/.."
-root=$PWD
 
 quick=()
 for arg in "$@"; do
@@ -104,8 +108,15 @@ strip_size() {
 strip_size strip "$build_dir/firmware-host/edge-outbox-sim" sim_binary_bytes
 strip_size aarch64-linux-gnu-strip build-aarch64/firmware-host/edge-outbox-sim sim_binary_bytes_aarch64
 
-# The table, bench/results/latest.json and latest-run.json, then docs/performance.md
-# regenerated from them (bench/figures.py holds the targets).
-python3 bench/figures.py collect "$figures" "${quick[*]:-full}"
-python3 bench/figures.py record-run "${quick[*]:-full}" "$started" "$load_at_start" "$build_dir"
-python3 bench/figures.py docs
+# The table and the figures file; a full run also records the machine and
+# regenerates docs/performance.md (bench/figures.py holds the targets).
+mode=${quick[*]:-full}
+if [[ -n $out ]]; then
+  python3 bench/figures.py collect "$figures" "$mode" "$out"
+elif [[ $mode == --quick ]]; then
+  python3 bench/figures.py collect "$figures" "$mode" bench/results/quick.json
+else
+  python3 bench/figures.py collect "$figures" "$mode"
+  python3 bench/figures.py record-run "$mode" "$started" "$load_at_start" "$build_dir"
+  python3 bench/figures.py docs
+fi
