@@ -52,7 +52,7 @@ host_packages=(crossbuild-essential-"$arch" qemu-user cmake pkg-config mosquitto
                "${header_only_packages[@]}")
 
 installed() {
-  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+  [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
 }
 
 sudo=()
@@ -70,7 +70,8 @@ apt_update() {
 }
 
 # --- the foreign architecture and the native build tools ---
-if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+# (No grep -q in a pipe here: under pipefail its early exit fails dpkg.)
+if ! grep -qx "$arch" <<<"$(dpkg --print-foreign-architectures)"; then
   say "adding the $arch architecture"
   "${sudo[@]}" dpkg --add-architecture "$arch"
   apt_update
