@@ -3,7 +3,11 @@
 # scripts/cross-test.sh [--build-only] ARCH [ctest args...] (ARCH: arm64|armhf):
 # sets the machine up for the cross build (scripts/cross-setup.sh), configures
 # build-aarch64 or build-armhf with the toolchain file and warnings as errors,
-# builds the device side and runs its tests under qemu-user. With ctest
+# builds the device side and runs its tests under qemu-user. The target's
+# libraries are the :ARCH multiarch packages, or the sysroot cross-setup.sh
+# built when they cannot be installed (EDGE_OUTBOX_SYSROOT, set by hand,
+# wins: a Yocto or Buildroot sysroot); a build directory configured the
+# other way is configured afresh. With ctest
 # arguments only the selected tests and the device binaries are built;
 # --build-only runs no test (CI builds ahead of the run). The MQTT broker
 # the integration tests start is the native mosquitto on 127.0.0.1.
@@ -29,16 +33,34 @@ case "$arch" in
 esac
 shift
 
-scripts/cross-setup.sh "$arch"
+# cross-setup.sh prints the sysroot to use, or an empty line for multiarch.
+setup_sysroot=$(scripts/cross-setup.sh "$arch")
+sysroot=${EDGE_OUTBOX_SYSROOT:-$setup_sysroot}
+unset EDGE_OUTBOX_SYSROOT  # the toolchain file reads it: the cache holds it now
 
 build_dir=${EDGE_OUTBOX_BUILD_DIR:-$default_dir}
+if [ -n "$sysroot" ]; then
+  echo "cross-test $arch: the target's libraries from the sysroot $sysroot" >&2
+else
+  echo "cross-test $arch: the target's libraries from the :$arch multiarch packages" >&2
+fi
+# Libraries, headers and the compiler checks found one way must not be
+# mixed with the other: a change of sysroot configures the directory afresh.
+fresh=()
+if [ -f "$build_dir/CMakeCache.txt" ]; then
+  configured=$(sed -n 's/^EDGE_OUTBOX_SYSROOT:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
+  if [ "$configured" != "$sysroot" ]; then
+    echo "cross-test $arch: $build_dir was configured with the sysroot '${configured}'; configuring it afresh" >&2
+    fresh=(--fresh)
+  fi
+fi
 jobs=$(nproc)
-# A new build directory uses Ninja (several targets in one parallel run); an
-# existing one keeps its generator.
+# A new (or fresh) build directory uses Ninja (several targets in one
+# parallel run); an existing one keeps its generator.
 generator=()
-[ -f "$build_dir/CMakeCache.txt" ] || ! command -v ninja >/dev/null || generator=(-G Ninja)
+{ [ -f "$build_dir/CMakeCache.txt" ] && [ ${#fresh[@]} -eq 0 ]; } || ! command -v ninja >/dev/null || generator=(-G Ninja)
 # shellcheck disable=SC2086
-cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_TOOLCHAIN_FILE="$PWD/toolchains/$triple.cmake" \
+cmake "${fresh[@]}" -S . -B "$build_dir" "${generator[@]}" -DEDGE_OUTBOX_SYSROOT="$sysroot" -DCMAKE_TOOLCHAIN_FILE="$PWD/toolchains/$triple.cmake" \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 ${EDGE_OUTBOX_DEBUG_INFO:--g} -DNDEBUG" \
       -DEDGE_OUTBOX_WERROR=ON ${EDGE_OUTBOX_CMAKE_ARGS:-}
 # With ctest arguments, only the selected tests' executables and the device

@@ -8,8 +8,9 @@
 #   crossbuild-essential-<arch> and the :<arch> -dev packages, whose libraries
 #   live in /usr/lib/<triple> and whose headers share /usr/include with the
 #   native ones (see scripts/cross-setup.sh).
-# - A sysroot (Yocto SDK, Buildroot output/host/<triple>/sysroot, a copy of
-#   the device's root file system): -DEDGE_OUTBOX_SYSROOT=/path (or the
+# - A sysroot (the Debian packages unpacked by scripts/cross-sysroot.sh, a
+#   Yocto SDK, Buildroot output/host/<triple>/sysroot, a copy of the
+#   device's root file system): -DEDGE_OUTBOX_SYSROOT=/path (or the
 #   environment variable of that name, or plain CMAKE_SYSROOT). Only the
 #   sysroot is searched then; the compiler is still <triple>-g++ unless
 #   CMAKE_CXX_COMPILER is given.
