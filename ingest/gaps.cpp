@@ -11,6 +11,66 @@
 
 namespace edge_outbox::ingest {
 
+namespace {
+
+constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
+
+std::int64_t saturated_sum(std::int64_t a, std::int64_t b) { return a > int64_max - b ? int64_max : a + b; }
+
+// The eviction numbers a report counts: the last `counted` of the first
+// `total` evictions of its outbox. Empty when it counts none.
+SeqRange eviction_numbers(std::int64_t total, std::int64_t counted) {
+  if (counted == 0) return {1, 0};
+  return {total - counted + 1, total};
+}
+
+// [first, last] minus the stored runs, in order.
+std::vector<SeqRange> missing_between(std::int64_t first, std::int64_t last, const std::vector<SeqRange>& present) {
+  std::vector<SeqRange> missing;
+  std::int64_t next = first;
+  for (const auto& p : present) {
+    if (p.first > next) missing.push_back({next, p.first - 1});
+    next = p.last + 1;
+  }
+  if (next <= last) missing.push_back({next, last});
+  return missing;
+}
+
+}  // namespace
+
+std::int64_t count_of(const std::vector<SeqRange>& ranges) {
+  std::int64_t n = 0;
+  for (const auto& r : ranges) {
+    // last - first fits in 64 unsigned bits; the sum saturates.
+    const auto width = static_cast<std::uint64_t>(r.last) - static_cast<std::uint64_t>(r.first);
+    const auto count = width >= static_cast<std::uint64_t>(int64_max) ? int64_max : static_cast<std::int64_t>(width) + 1;
+    n = saturated_sum(n, count);
+  }
+  return n;
+}
+
+std::optional<bool> StreamGaps::dropped_total_agrees() const {
+  if (!dropped_total) return std::nullopt;
+  return evictions_reported == *dropped_total;
+}
+
+std::int64_t GapReport::explained_total() const {
+  std::int64_t n = 0;
+  for (const auto& s : streams) n = saturated_sum(n, s.explained_count());
+  return n;
+}
+
+std::int64_t GapReport::unexplained_total() const {
+  std::int64_t n = 0;
+  for (const auto& s : streams) n = saturated_sum(n, s.unexplained_count());
+  return n;
+}
+
+std::int64_t GapReport::dropped_total_disagreements() const {
+  return std::count_if(streams.begin(), streams.end(),
+                       [](const StreamGaps& s) { return s.dropped_total_agrees() == false; });
+}
+
 void GapTracker::add_sequence(const std::string& source, const std::string& streamid, std::int64_t sequence) {
   Stream& s = streams_[{source, streamid}];
   ++s.stored;
@@ -21,42 +81,51 @@ void GapTracker::add_sequence(const std::string& source, const std::string& stre
 
 bool GapTracker::add_dropped(const std::string& source, const std::string& streamid, const std::string& payload) {
   const auto report = wire::decode_dropped_report(payload);
-  if (!report) return false;
-  auto& dropped = streams_[{source, streamid}].dropped;
-  dropped.insert(dropped.end(), report->ranges.begin(), report->ranges.end());
+  if (!report) {
+    ++malformed_;
+    return false;
+  }
+  Stream& s = streams_[{source, streamid}];
+  ++s.reports;
+  s.dropped.insert(s.dropped.end(), report->ranges.begin(), report->ranges.end());
+  if (report->dropped_total) {
+    const auto total = static_cast<std::int64_t>(std::min<std::uint64_t>(*report->dropped_total, int64_max));
+    std::int64_t counted = 0;
+    for (const auto& [priority, n] : report->counts)
+      counted = saturated_sum(counted, static_cast<std::int64_t>(std::min<std::uint64_t>(n, int64_max)));
+    s.evictions.push_back(eviction_numbers(total, counted));
+    s.dropped_total = std::max(s.dropped_total.value_or(0), total);
+  }
   return true;
 }
 
-std::vector<StreamGaps> GapTracker::finish() const {
-  std::vector<StreamGaps> result;
+GapReport GapTracker::finish() const {
+  GapReport report;
+  report.malformed_dropped_events = malformed_;
   for (const auto& [key, s] : streams_) {
     if (s.present.empty()) continue;  // nothing stored: no range to speak of
     StreamGaps g;
     g.source = key.first;
     g.streamid = key.second;
     g.stored = s.stored;
-    auto dropped = wire::merge_ranges(s.dropped);
+    g.dropped_reports = s.reports;
+    g.evictions_reported = count_of(wire::merge_ranges(s.evictions));
+    g.dropped_total = s.dropped_total;
+    const auto dropped = wire::merge_ranges(s.dropped);
     g.first = s.present.front().first;
     if (!dropped.empty()) g.first = std::min(g.first, dropped.front().first);
     g.last = s.present.back().last;
 
-    // Missing = [first, last] minus present.
-    std::vector<SeqRange> missing;
-    std::int64_t next = g.first;
-    for (const auto& p : s.present) {
-      if (p.first > next) missing.push_back({next, p.first - 1});
-      next = p.last + 1;
-    }
-    // Split each missing range by the dropped ranges.
+    // Split each missing range by the dropped ranges (both sorted, disjoint).
     std::size_t d = 0;
-    for (const auto& m : missing) {
+    for (const auto& m : missing_between(g.first, g.last, s.present)) {
       std::int64_t at = m.first;
       while (d < dropped.size() && dropped[d].last < at) ++d;
       std::size_t k = d;
       while (at <= m.last) {
         if (k < dropped.size() && dropped[k].first <= m.last) {
           if (dropped[k].first > at) g.unexplained.push_back({at, dropped[k].first - 1});
-          std::int64_t end = std::min(m.last, dropped[k].last);
+          const std::int64_t end = std::min(m.last, dropped[k].last);
           g.explained.push_back({std::max(at, dropped[k].first), end});
           at = end + 1;
           if (dropped[k].last <= m.last) ++k;
@@ -66,56 +135,75 @@ std::vector<StreamGaps> GapTracker::finish() const {
         }
       }
     }
-    result.push_back(std::move(g));
+    report.streams.push_back(std::move(g));
   }
-  return result;
+  return report;
 }
 
-nlohmann::json gaps_to_json(const std::vector<StreamGaps>& gaps) {
+nlohmann::json gaps_to_json(const GapReport& report) {
   auto ranges = [](const std::vector<SeqRange>& rs) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& r : rs) a.push_back({r.first, r.last});
     return a;
   };
-  auto total = [](const std::vector<SeqRange>& rs) {
-    std::int64_t n = 0;
-    for (const auto& r : rs) n += r.count();
-    return n;
-  };
+  auto or_null = [](const auto& value) { return value ? nlohmann::json(*value) : nlohmann::json(nullptr); };
   nlohmann::json streams = nlohmann::json::array();
-  std::int64_t explained = 0, unexplained = 0;
-  for (const auto& g : gaps) {
-    explained += total(g.explained);
-    unexplained += total(g.unexplained);
+  for (const auto& g : report.streams)
     streams.push_back({{"source", g.source},
                        {"streamid", g.streamid},
-                       {"stored", g.stored},
                        {"first", g.first},
                        {"last", g.last},
+                       {"stored", g.stored},
                        {"explained", ranges(g.explained)},
+                       {"explained_count", g.explained_count()},
                        {"unexplained", ranges(g.unexplained)},
-                       {"explained_missing", total(g.explained)},
-                       {"unexplained_missing", total(g.unexplained)}});
-  }
-  return {{"streams", streams}, {"explained_missing", explained}, {"unexplained_missing", unexplained}};
+                       {"unexplained_count", g.unexplained_count()},
+                       {"dropped_reports", g.dropped_reports},
+                       {"evictions_reported", g.evictions_reported},
+                       {"dropped_total", or_null(g.dropped_total)},
+                       {"dropped_total_agrees", or_null(g.dropped_total_agrees())}});
+  return {{"streams", streams},
+          {"explained_total", report.explained_total()},
+          {"unexplained_total", report.unexplained_total()},
+          {"dropped_total_disagreements", report.dropped_total_disagreements()},
+          {"malformed_dropped_events", report.malformed_dropped_events}};
 }
 
-std::string gaps_to_text(const std::vector<StreamGaps>& gaps) {
+namespace {
+
+void write_reports_line(std::ostream& out, const StreamGaps& g) {
+  if (g.dropped_reports == 0) return;
+  out << "  outbox.dropped: " << g.dropped_reports << (g.dropped_reports == 1 ? " report" : " reports merged") << ", ";
+  if (!g.dropped_total) {
+    out << "no dropped_total: cannot check their evictions\n";
+    return;
+  }
+  out << g.evictions_reported << " evictions reported, dropped_total " << *g.dropped_total;
+  if (g.evictions_reported == *g.dropped_total) out << ": agree\n";
+  else if (g.evictions_reported < *g.dropped_total)
+    out << ": DISAGREE (" << *g.dropped_total - g.evictions_reported
+        << " evictions in no stored report: a report was lost, or its counts were unreadable)\n";
+  else out << ": DISAGREE (the reports count more evictions than the device's total)\n";
+}
+
+}  // namespace
+
+std::string gaps_to_text(const GapReport& report) {
   std::ostringstream out;
-  std::int64_t explained = 0, unexplained = 0;
-  for (const auto& g : gaps) {
+  for (const auto& g : report.streams) {
     out << g.source << " stream " << (g.streamid.empty() ? "-" : g.streamid) << ": " << g.stored
         << " stored, sequences " << g.first << ".." << g.last << '\n';
-    for (const auto& r : g.explained) {
-      out << "  explained   " << r.first << ".." << r.last << " (" << r.count() << ", dropped on the device)\n";
-      explained += r.count();
-    }
-    for (const auto& r : g.unexplained) {
-      out << "  unexplained " << r.first << ".." << r.last << " (" << r.count() << ", in transit or lost)\n";
-      unexplained += r.count();
-    }
+    for (const auto& r : g.explained)
+      out << "  explained   " << r.first << ".." << r.last << " (" << count_of({r}) << ", dropped on the device)\n";
+    for (const auto& r : g.unexplained)
+      out << "  unexplained " << r.first << ".." << r.last << " (" << count_of({r}) << ", in transit or lost)\n";
+    write_reports_line(out, g);
   }
-  out << "missing: " << explained << " explained, " << unexplained << " unexplained\n";
+  out << "missing: " << report.explained_total() << " explained, " << report.unexplained_total() << " unexplained\n";
+  if (const auto n = report.dropped_total_disagreements())
+    out << "dropped_total disagrees with the reported evictions in " << n << (n == 1 ? " stream\n" : " streams\n");
+  if (report.malformed_dropped_events)
+    out << report.malformed_dropped_events << " outbox.dropped events had a malformed payload and were ignored\n";
   return out.str();
 }
 

@@ -1,19 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
 // Gap accounting: per (source, streamid), which sequence numbers are
 // missing from the store, split into explained (covered by an
-// "outbox.dropped" event from that stream, i.e. evicted on the device under
-// drop_oldest) and unexplained (in transit, or lost).
+// "outbox.dropped" report from that stream: evicted on the device under
+// drop_oldest, or the sequence of a report that a later one replaced) and
+// unexplained (in transit, or lost).
 //
 // A stream's range runs from its lowest known sequence (stored, or named in
 // a dropped range) to its highest stored one; what came before the first
 // event the ingest ever saw cannot be told from "never existed".
 //
+// A device re-sends its report cumulatively (wire/dropped_report.h): a
+// later report covers the ranges and adds up the counts of the one it
+// replaced, and both may reach the store. Reports are merged, never added
+// up: their ranges are unioned (wire::merge_ranges), and each report names
+// the evictions it counts by number, (dropped_total - sum of counts,
+// dropped_total], so that the union of those runs counts every eviction
+// once. When every report reached the store, that count equals the
+// highest dropped_total of the stream; StreamGaps says whether it does.
+//
 // Thread rule: a plain value type; use from one thread. Throws nothing for
-// bad data: a malformed outbox.dropped payload is ignored.
+// bad data: a malformed outbox.dropped payload is counted and ignored.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,14 +37,40 @@ namespace edge_outbox::ingest {
 
 using SeqRange = wire::SequenceRange;
 
+// The number of sequences in `ranges`.
+// Requires: the ranges do not overlap.
+std::int64_t count_of(const std::vector<SeqRange>& ranges);
+
 struct StreamGaps {
   std::string source;
   std::string streamid;
   std::int64_t stored = 0;
   std::int64_t first = 0;  // the stream's range
   std::int64_t last = 0;
-  std::vector<SeqRange> explained;
-  std::vector<SeqRange> unexplained;
+  std::vector<SeqRange> explained;    // missing, covered by the stream's reports
+  std::vector<SeqRange> unexplained;  // missing, covered by none
+
+  // What the stream's outbox.dropped reports say, merged.
+  std::int64_t dropped_reports = 0;     // reports stored, replaced ones included
+  std::int64_t evictions_reported = 0;  // evictions the reports count, each once
+  // The highest dropped_total of the reports; none when no report has one.
+  std::optional<std::int64_t> dropped_total;
+
+  std::int64_t explained_count() const { return count_of(explained); }
+  std::int64_t unexplained_count() const { return count_of(unexplained); }
+  // Whether evictions_reported equals dropped_total: false when a report
+  // was lost (or its counts were unreadable); none without dropped_total.
+  std::optional<bool> dropped_total_agrees() const;
+};
+
+struct GapReport {
+  std::vector<StreamGaps> streams;  // ordered by source, then streamid
+  std::uint64_t malformed_dropped_events = 0;
+
+  std::int64_t explained_total() const;
+  std::int64_t unexplained_total() const;
+  // Streams whose dropped_total_agrees() is false.
+  std::int64_t dropped_total_disagreements() const;
 };
 
 class GapTracker {
@@ -41,20 +78,30 @@ class GapTracker {
   // Requires: per stream, sequences are added in increasing order.
   void add_sequence(const std::string& source, const std::string& streamid, std::int64_t sequence);
   // payload: an outbox.dropped report (edge_outbox/wire/dropped_report.h).
-  // Returns false (and ignores it) when wire::decode_dropped_report refuses it.
+  // Returns false (counts it and ignores it) when
+  // wire::decode_dropped_report refuses it.
   bool add_dropped(const std::string& source, const std::string& streamid, const std::string& payload);
-  std::vector<StreamGaps> finish() const;
+  // Streams with no stored sequence are left out.
+  GapReport finish() const;
 
  private:
   struct Stream {
     std::vector<SeqRange> present;  // runs of consecutive stored sequences
-    std::vector<SeqRange> dropped;
+    std::vector<SeqRange> dropped;  // every report's ranges, as sent
+    std::vector<SeqRange> evictions;  // every report's eviction numbers
+    std::optional<std::int64_t> dropped_total;
+    std::int64_t reports = 0;
     std::int64_t stored = 0;
   };
   std::map<std::pair<std::string, std::string>, Stream> streams_;
+  std::uint64_t malformed_ = 0;
 };
 
-nlohmann::json gaps_to_json(const std::vector<StreamGaps>& gaps);
-std::string gaps_to_text(const std::vector<StreamGaps>& gaps);
+// The report as one JSON document; docs/ingest.md "Gap accounting" shows
+// its shape. dropped_total and dropped_total_agrees are null when no report
+// of the stream has a dropped_total.
+nlohmann::json gaps_to_json(const GapReport& report);
+// The same report for a reader, one stream per paragraph, then a summary.
+std::string gaps_to_text(const GapReport& report);
 
 }  // namespace edge_outbox::ingest

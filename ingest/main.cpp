@@ -10,21 +10,26 @@
 //              3 stopped while the store was failing: the messages in hand
 //                were neither stored nor acknowledged, the broker redelivers
 //                them.
-//   gaps:      0 report printed; 1 the store cannot be opened or read.
+//   gaps:      0 report printed, no unexplained gap; 1 report printed, with
+//              unexplained gaps; 3 the store cannot be read (missing, not an
+//              ingest store, unreachable, failing): no report.
 //   reprocess: 0 nothing left rejected; 1 some messages still rejected;
 //              2 the store cannot be opened or failed.
-//   A command line CLI11 refuses: its message and its exit code (104 a value
-//   that is not a number, 105 a value an option refuses, 108 two options
-//   that exclude each other, 109 an unknown argument, ...).
+//   A command line CLI11 refuses, for every command: its message and its
+//   exit code, always 100 or more (104 a value that is not a number, 105 a
+//   value an option refuses, 108 two options that exclude each other, 109 an
+//   unknown argument, ...); --help prints the help and exits 0.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "common/mutex.h"
@@ -47,7 +52,8 @@ namespace {
 
 constexpr int kExitCannotStart = 2;
 constexpr int kExitStoreFailing = 3;
-constexpr int kExitGapsFailed = 1;
+constexpr int kExitGapsUnexplained = 1;
+constexpr int kExitGapsUnreadable = 3;
 constexpr int kExitStillRejected = 1;
 constexpr int kExitReprocessFailed = 2;
 
@@ -73,27 +79,38 @@ std::string counters_json(const ingest::Counters& c) {
       .dump();
 }
 
+// gaps reads a store, never makes one: a missing or empty SQLite file (which
+// opening would turn into an empty store) is refused as unreadable.
+void require_existing_sqlite_file(const std::string& store_spec) {
+  if (!store_spec.starts_with("sqlite:")) return;
+  const std::filesystem::path path = store_spec.substr(7);
+  if (path.empty()) return;  // open_store says what to write
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (!std::filesystem::exists(status))
+    throw std::runtime_error("no SQLite store at " + path.string() + ": check --store (gaps does not create one)");
+  if (std::filesystem::is_regular_file(status) && std::filesystem::file_size(path, error) == 0 && !error)
+    throw std::runtime_error("SQLite file " + path.string() + " is empty: not an ingest store; check --store");
+}
+
+// Exit: 0 no unexplained gap, 1 unexplained gaps; throws when the store
+// cannot be read.
 int run_gaps(const std::string& store_spec, bool json) {
+  require_existing_sqlite_file(store_spec);
   auto store = ingest::open_store(store_spec);
   ingest::GapTracker tracker;
   store->for_each_sequence([&](const std::string& source, const std::string& streamid, std::int64_t seq) {
     tracker.add_sequence(source, streamid, seq);
   });
-  std::uint64_t bad = 0;
-  store->for_each_event_of_type("outbox.dropped",
-                                [&](const std::string& source, const std::string& streamid, const std::string& p) {
-                                  if (!tracker.add_dropped(source, streamid, p)) ++bad;
-                                });
-  auto gaps = tracker.finish();
-  if (json) {
-    auto doc = ingest::gaps_to_json(gaps);
-    doc["malformed_dropped_events"] = bad;
-    std::cout << doc.dump() << '\n';
-  } else {
-    std::cout << ingest::gaps_to_text(gaps);
-    if (bad) std::cout << bad << " outbox.dropped events had a malformed payload and were ignored\n";
-  }
-  return 0;
+  store->for_each_event_of_type(
+      "outbox.dropped", [&](const std::string& source, const std::string& streamid, const std::string& payload) {
+        tracker.add_dropped(source, streamid, payload);
+      });
+  const auto report = tracker.finish();
+  if (json) std::cout << ingest::gaps_to_json(report).dump() << '\n';
+  else std::cout << ingest::gaps_to_text(report);
+  std::cout.flush();
+  return report.unexplained_total() == 0 ? 0 : kExitGapsUnexplained;
 }
 
 int run_reprocess(const std::string& store_spec, const ingest::ClassifyOptions& classify, const ingest::Logger& log) {
@@ -172,6 +189,9 @@ int main(int argc, char** argv) {
   app.add_option("--debug-delay-before-commit-ms", debug_delay_ms, "Testing only")->group("");
 
   auto* gaps_cmd = app.add_subcommand("gaps", "Report missing sequence ranges per device stream");
+  gaps_cmd->footer(
+      "Exit codes: 0 no unexplained gap; 1 unexplained gaps (in transit or lost); 3 the store cannot be read "
+      "(no report); 100 and up a bad command line (CLI11's codes, e.g. 109 an unknown argument).");
   std::string gaps_store = store_spec;
   bool gaps_json = false;
   gaps_cmd->add_option("--store", gaps_store, "sqlite:PATH or postgresql://...")->capture_default_str();
@@ -204,7 +224,7 @@ int main(int argc, char** argv) {
       return run_gaps(gaps_store, gaps_json);
     } catch (const std::exception& e) {
       log("error", e.what());
-      return kExitGapsFailed;
+      return kExitGapsUnreadable;
     }
   }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // edge-outbox-ingest against a real mosquitto: each id stored once whatever
-// the content mode, bad input rejected without stopping good events, gap
-// accounting, the source check, a clean exit on SIGTERM.
+// the content mode, bad input rejected without stopping good events, the
+// source check, a clean exit on SIGTERM. Gap accounting:
+// test_ingest_gaps_mosquitto.cpp.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -151,54 +152,6 @@ TEST_CASE("malformed messages are rejected and counted while good events keep fl
     CHECK(reason.find(b.reason) != std::string::npos);
     CHECK(st.getColumn(1).getInt64() == static_cast<std::int64_t>(b.payload.size()));
   }
-}
-
-TEST_CASE("gaps: evicted sequences are explained, missing ones unexplained") {
-  Mosquitto broker;
-  TempDir dir;
-  IngestProcess ingest(dir.path(), "ingest", ingest_args(broker, dir, {}));
-  ingest.wait_subscribed();
-  {
-    TestPublisher pub(broker.uri());
-    // dev-a evicted 5..8 and 12 under drop_oldest and said so.
-    for (std::uint64_t s = 1; s <= 20; ++s)
-      if ((s < 5 || s > 8) && s != 12)
-        pub.publish("devices/dev-a/events/r", ce::encode_binary(device_event("dev-a", "a-" + std::to_string(s), s, "sa")));
-    ce::CloudEvent dropped = device_event("dev-a", "a-21", 21, "sa");
-    dropped.type = "outbox.dropped";
-    dropped.data = R"({"ranges":[[5,8],[12,12]],"counts":{"normal":5,"low":0},"dropped_total":5})";
-    pub.publish("devices/dev-a/events/outbox.dropped", ce::encode_binary(dropped));
-    // dev-b lost 3 and 7 (deleted by hand on the device) without a word.
-    for (std::uint64_t s = 1; s <= 10; ++s)
-      if (s != 3 && s != 7)
-        pub.publish("devices/dev-b/events/r", ce::encode_structured(device_event("dev-b", "b-" + std::to_string(s), s, "sb")));
-  }
-  REQUIRE(ingest.wait() == 0);
-  INFO(ingest.log());
-
-  auto out = dir / "gaps.json";
-  auto gaps = Child::spawn(binary_dir() / "ingest" / "edge-outbox-ingest",
-                           {"gaps", "--store", "sqlite:" + (dir / "events.db").string(), "--json"}, out);
-  REQUIRE(gaps.wait() == 0);
-  json report = json::parse(read_text(out));
-  INFO(report.dump());
-  REQUIRE(report["streams"].size() == 2);
-  json a = report["streams"][0], b = report["streams"][1];
-  CHECK(a["source"] == "dev-a");
-  CHECK(a["streamid"] == "sa");
-  CHECK(a["explained"] == json::parse("[[5,8],[12,12]]"));
-  CHECK(a["unexplained"] == json::array());
-  CHECK(b["source"] == "dev-b");
-  CHECK(b["explained"] == json::array());
-  CHECK(b["unexplained"] == json::parse("[[3,3],[7,7]]"));
-  CHECK(report["explained_missing"] == 5);
-  CHECK(report["unexplained_missing"] == 2);
-
-  auto text_out = dir / "gaps.txt";
-  auto text = Child::spawn(binary_dir() / "ingest" / "edge-outbox-ingest",
-                           {"gaps", "--store", "sqlite:" + (dir / "events.db").string()}, text_out);
-  REQUIRE(text.wait() == 0);
-  CHECK(read_text(text_out).find("missing: 5 explained, 2 unexplained") != std::string::npos);
 }
 
 TEST_CASE("SIGTERM ends the ingest cleanly with its counters; the store is reopened on restart") {

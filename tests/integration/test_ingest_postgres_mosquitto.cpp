@@ -72,7 +72,7 @@ TEST_CASE("two instances, one shared subscription, one PostgreSQL: 20,000 events
   REQUIRE(gaps.wait() == 0);
   auto report = nlohmann::json::parse(read_text(out));
   CHECK(report["streams"].size() == 20);
-  CHECK(report["unexplained_missing"] == 0);
+  CHECK(report["unexplained_total"] == 0);
 }
 
 TEST_CASE("SIGTERM while the PostgreSQL server is down: the ingest exits, the message it held is stored later") {

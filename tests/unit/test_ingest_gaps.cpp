@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Gap accounting: missing sequences split into explained and unexplained.
+// Gap accounting: missing sequences split into explained and unexplained;
+// cumulative outbox.dropped reports merged, their evictions counted once and
+// checked against the device's dropped_total; the JSON and text reports.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -8,6 +13,7 @@
 
 using namespace edge_outbox::ingest;
 using Ranges = std::vector<SeqRange>;
+using nlohmann::json;
 
 namespace {
 
@@ -15,26 +21,41 @@ void add(GapTracker& t, const std::string& source, std::vector<std::int64_t> seq
   for (auto s : seqs) t.add_sequence(source, stream, s);
 }
 
+// The sequences from..to, except those in `except`.
+std::vector<std::int64_t> run(std::int64_t from, std::int64_t to, std::vector<std::int64_t> except = {}) {
+  std::vector<std::int64_t> out;
+  for (auto s = from; s <= to; ++s)
+    if (std::find(except.begin(), except.end(), s) == except.end()) out.push_back(s);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("a complete stream has no gaps") {
   GapTracker t;
   add(t, "d", {1, 2, 3, 4});
-  auto g = t.finish();
-  REQUIRE(g.size() == 1);
-  CHECK(g[0].stored == 4);
-  CHECK(g[0].first == 1);
-  CHECK(g[0].last == 4);
-  CHECK(g[0].explained.empty());
-  CHECK(g[0].unexplained.empty());
+  auto r = t.finish();
+  REQUIRE(r.streams.size() == 1);
+  const auto& g = r.streams[0];
+  CHECK(g.stored == 4);
+  CHECK(g.first == 1);
+  CHECK(g.last == 4);
+  CHECK(g.explained.empty());
+  CHECK(g.unexplained.empty());
+  CHECK(g.dropped_reports == 0);
+  CHECK_FALSE(g.dropped_total.has_value());
+  CHECK_FALSE(g.dropped_total_agrees().has_value());
+  CHECK(r.unexplained_total() == 0);
+  CHECK(r.dropped_total_disagreements() == 0);
 }
 
 TEST_CASE("holes without a dropped event are unexplained") {
   GapTracker t;
   add(t, "d", {1, 2, 5, 6, 9});
-  auto g = t.finish();
-  CHECK(g[0].unexplained == Ranges{{3, 4}, {7, 8}});
-  CHECK(g[0].explained.empty());
+  auto g = t.finish().streams.at(0);
+  CHECK(g.unexplained == Ranges{{3, 4}, {7, 8}});
+  CHECK(g.unexplained_count() == 4);
+  CHECK(g.explained.empty());
 }
 
 TEST_CASE("dropped ranges explain holes, partly or fully") {
@@ -42,29 +63,152 @@ TEST_CASE("dropped ranges explain holes, partly or fully") {
   add(t, "d", {1, 2, 10, 11, 20});
   // 3..9 dropped except 8..9; 12..19 dropped in two reports that touch.
   CHECK(t.add_dropped("d", "s", R"({"ranges":[[3,7]],"counts":{"normal":5,"low":0},"dropped_total":5})"));
-  CHECK(t.add_dropped("d", "s", R"({"ranges":[[12,15],[16,19]],"dropped_total":13})"));
-  auto g = t.finish();
-  CHECK(g[0].explained == Ranges{{3, 7}, {12, 19}});
-  CHECK(g[0].unexplained == Ranges{{8, 9}});
+  CHECK(t.add_dropped("d", "s", R"({"ranges":[[12,15],[16,19]],"counts":{"low":8},"dropped_total":13})"));
+  auto g = t.finish().streams.at(0);
+  CHECK(g.explained == Ranges{{3, 7}, {12, 19}});
+  CHECK(g.explained_count() == 13);
+  CHECK(g.unexplained == Ranges{{8, 9}});
+  CHECK(g.evictions_reported == 13);
+  CHECK(g.dropped_total == 13);
+  CHECK(g.dropped_total_agrees() == true);
 }
 
 TEST_CASE("a dropped range spanning several holes and stored events") {
   GapTracker t;
   add(t, "d", {1, 4, 7, 10});
   CHECK(t.add_dropped("d", "s", R"({"ranges":[[2,8]]})"));
-  auto g = t.finish();
-  CHECK(g[0].explained == Ranges{{2, 3}, {5, 6}, {8, 8}});
-  CHECK(g[0].unexplained == Ranges{{9, 9}});
+  auto g = t.finish().streams.at(0);
+  CHECK(g.explained == Ranges{{2, 3}, {5, 6}, {8, 8}});
+  CHECK(g.unexplained == Ranges{{9, 9}});
 }
 
 TEST_CASE("evicted oldest events: the stream starts at the first dropped sequence") {
   GapTracker t;
   add(t, "d", {6, 7, 8});
-  CHECK(t.add_dropped("d", "s", R"({"ranges":[[1,5]]})"));
-  auto g = t.finish();
-  CHECK(g[0].first == 1);
-  CHECK(g[0].explained == Ranges{{1, 5}});
-  CHECK(g[0].unexplained.empty());
+  CHECK(t.add_dropped("d", "s", R"({"ranges":[[1,5]],"counts":{"normal":5},"dropped_total":5})"));
+  auto g = t.finish().streams.at(0);
+  CHECK(g.first == 1);
+  CHECK(g.explained == Ranges{{1, 5}});
+  CHECK(g.unexplained.empty());
+  CHECK(g.dropped_total_agrees() == true);
+}
+
+TEST_CASE("a superseded report and the one that replaced it are merged: no range or eviction counted twice") {
+  // As the device does it: 5 and 6 evicted, report at 21 (in flight, so it
+  // arrives); then 7, 8 and 12 evicted, and the report replaced by one at 22
+  // that covers 5..8, 12 and the replaced report's sequence 21.
+  GapTracker t;
+  add(t, "d", run(1, 22, {5, 6, 7, 8, 12}));
+  CHECK(t.add_dropped("d", "s", R"({"counts":{"normal":2},"dropped_total":2,"ranges":[[5,6]]})"));
+  CHECK(t.add_dropped("d", "s", R"({"counts":{"normal":5},"dropped_total":5,"ranges":[[5,8],[12,12],[21,21]]})"));
+  auto r = t.finish();
+  const auto& g = r.streams.at(0);
+  CHECK(g.explained == Ranges{{5, 8}, {12, 12}});
+  CHECK(g.explained_count() == 5);
+  CHECK(g.unexplained.empty());
+  CHECK(g.dropped_reports == 2);
+  CHECK(g.evictions_reported == 5);  // not 2 + 5
+  CHECK(g.dropped_total == 5);
+  CHECK(g.dropped_total_agrees() == true);
+  CHECK(r.dropped_total_disagreements() == 0);
+}
+
+TEST_CASE("the same report stored twice (two ids, or a resend) counts once") {
+  GapTracker t;
+  add(t, "d", run(1, 10, {3, 4}));
+  const std::string report = R"({"counts":{"low":2},"dropped_total":2,"ranges":[[3,4]]})";
+  CHECK(t.add_dropped("d", "s", report));
+  CHECK(t.add_dropped("d", "s", report));
+  auto g = t.finish().streams.at(0);
+  CHECK(g.explained_count() == 2);
+  CHECK(g.evictions_reported == 2);
+  CHECK(g.dropped_total_agrees() == true);
+}
+
+TEST_CASE("a replaced report that never arrived: its sequence is explained, the evictions still agree") {
+  // Reports at 11 (evicted 1..2) and 12 (evicted 3) were replaced before
+  // they left; the one at 13 covers them all.
+  GapTracker t;
+  add(t, "d", run(4, 10));
+  add(t, "d", {13});
+  CHECK(t.add_dropped("d", "s", R"({"counts":{"normal":3},"dropped_total":3,"ranges":[[1,3],[11,12]]})"));
+  auto g = t.finish().streams.at(0);
+  CHECK(g.first == 1);
+  CHECK(g.explained == Ranges{{1, 3}, {11, 12}});
+  CHECK(g.explained_count() == 5);  // 3 evictions and 2 replaced reports
+  CHECK(g.evictions_reported == 3);
+  CHECK(g.dropped_total_agrees() == true);
+}
+
+TEST_CASE("two successive report chains add up to the device's total") {
+  // The first chain's report (1..3 evicted) was sent; later evictions
+  // (20..21) start a new one, whose counts begin again from zero.
+  GapTracker t;
+  add(t, "d", run(4, 30, {20, 21}));
+  CHECK(t.add_dropped("d", "s", R"({"counts":{"normal":3},"dropped_total":3,"ranges":[[1,3]]})"));
+  CHECK(t.add_dropped("d", "s", R"({"counts":{"normal":2},"dropped_total":5,"ranges":[[20,21]]})"));
+  auto g = t.finish().streams.at(0);
+  CHECK(g.explained_count() == 5);
+  CHECK(g.evictions_reported == 5);
+  CHECK(g.dropped_total == 5);
+  CHECK(g.dropped_total_agrees() == true);
+}
+
+TEST_CASE("a lost report: fewer evictions reported than dropped_total, and the disagreement is shown") {
+  // The first chain's report (evictions 1..3, sequences 1..3, report at 15)
+  // never arrived; the second one's did.
+  GapTracker t;
+  add(t, "d", run(4, 30, {15, 20, 21}));
+  CHECK(t.add_dropped("d", "s", R"({"counts":{"normal":2},"dropped_total":5,"ranges":[[20,21]]})"));
+  auto r = t.finish();
+  const auto& g = r.streams.at(0);
+  CHECK(g.evictions_reported == 2);
+  CHECK(g.dropped_total == 5);
+  CHECK(g.dropped_total_agrees() == false);
+  CHECK(g.unexplained == Ranges{{15, 15}});
+  CHECK(r.dropped_total_disagreements() == 1);
+
+  auto j = gaps_to_json(r);
+  CHECK(j["streams"][0]["dropped_total_agrees"] == false);
+  CHECK(j["dropped_total_disagreements"] == 1);
+  auto text = gaps_to_text(r);
+  CHECK(text.find("2 evictions reported, dropped_total 5: DISAGREE (3 evictions in no stored report") !=
+        std::string::npos);
+  CHECK(text.find("dropped_total disagrees with the reported evictions in 1 stream") != std::string::npos);
+}
+
+TEST_CASE("counts that exceed dropped_total disagree too") {
+  GapTracker t;
+  add(t, "d", run(1, 10, {2}));
+  CHECK(t.add_dropped("d", "s", R"({"counts":{"normal":4},"dropped_total":1,"ranges":[[2,2]]})"));
+  auto g = t.finish().streams.at(0);
+  CHECK(g.evictions_reported == 4);
+  CHECK(g.dropped_total_agrees() == false);
+}
+
+TEST_CASE("reports without dropped_total, or with unreadable counts") {
+  SUBCASE("no dropped_total: nothing to check against") {
+    GapTracker t;
+    add(t, "d", {1, 3});
+    CHECK(t.add_dropped("d", "s", R"({"ranges":[[2,2]],"counts":{"normal":1}})"));
+    auto r = t.finish();
+    CHECK_FALSE(r.streams[0].dropped_total.has_value());
+    CHECK_FALSE(r.streams[0].dropped_total_agrees().has_value());
+    CHECK(r.dropped_total_disagreements() == 0);
+    auto j = gaps_to_json(r);
+    CHECK(j["streams"][0]["dropped_total"].is_null());
+    CHECK(j["streams"][0]["dropped_total_agrees"].is_null());
+    CHECK(gaps_to_text(r).find("no dropped_total: cannot check") != std::string::npos);
+  }
+  SUBCASE("counts unreadable: the evictions cannot be placed, the ranges still explain") {
+    GapTracker t;
+    add(t, "d", {1, 3});
+    CHECK(t.add_dropped("d", "s", R"({"ranges":[[2,2]],"counts":{"normal":-1},"dropped_total":1})"));
+    auto g = t.finish().streams.at(0);
+    CHECK(g.explained == Ranges{{2, 2}});
+    CHECK(g.evictions_reported == 0);
+    CHECK(g.dropped_total_agrees() == false);
+  }
 }
 
 TEST_CASE("streams are separate per source and stream id; drops only explain their own stream") {
@@ -72,34 +216,80 @@ TEST_CASE("streams are separate per source and stream id; drops only explain the
   add(t, "a", {1, 3}, "s1");
   add(t, "a", {1, 3}, "s2");
   add(t, "b", {1, 3}, "s1");
-  CHECK(t.add_dropped("a", "s1", R"({"ranges":[[2,2]]})"));
-  auto g = t.finish();
-  REQUIRE(g.size() == 3);
-  CHECK(g[0].explained == Ranges{{2, 2}});
-  CHECK(g[1].unexplained == Ranges{{2, 2}});
-  CHECK(g[2].unexplained == Ranges{{2, 2}});
+  CHECK(t.add_dropped("a", "s1", R"({"ranges":[[2,2]],"counts":{"normal":1},"dropped_total":1})"));
+  auto r = t.finish();
+  REQUIRE(r.streams.size() == 3);
+  CHECK(r.streams[0].explained == Ranges{{2, 2}});
+  CHECK(r.streams[0].dropped_total_agrees() == true);
+  CHECK(r.streams[1].unexplained == Ranges{{2, 2}});
+  CHECK_FALSE(r.streams[1].dropped_total.has_value());
+  CHECK(r.streams[2].unexplained == Ranges{{2, 2}});
+  CHECK(r.unexplained_total() == 2);
+  CHECK(r.explained_total() == 1);
 }
 
-TEST_CASE("malformed dropped payloads are refused") {
+TEST_CASE("malformed dropped payloads are refused and counted") {
   GapTracker t;
+  add(t, "d", {1, 3});
   CHECK_FALSE(t.add_dropped("d", "s", "not json"));
   CHECK_FALSE(t.add_dropped("d", "s", R"({"counts":{}})"));
   CHECK_FALSE(t.add_dropped("d", "s", R"({"ranges":[[5,3]]})"));
   CHECK_FALSE(t.add_dropped("d", "s", R"({"ranges":[[1]]})"));
   CHECK_FALSE(t.add_dropped("d", "s", R"({"ranges":[["1","2"]]})"));
+  auto r = t.finish();
+  CHECK(r.malformed_dropped_events == 5);
+  CHECK(r.streams[0].dropped_reports == 0);
+  CHECK(r.streams[0].unexplained == Ranges{{2, 2}});
+  CHECK(gaps_to_json(r)["malformed_dropped_events"] == 5);
+  CHECK(gaps_to_text(r).find("5 outbox.dropped events had a malformed payload") != std::string::npos);
 }
 
-TEST_CASE("JSON and text reports") {
+TEST_CASE("counts saturate instead of overflowing") {
+  CHECK(count_of({{0, std::numeric_limits<std::int64_t>::max()}}) == std::numeric_limits<std::int64_t>::max());
+  CHECK(count_of({{-5, -1}, {10, 10}}) == 6);
+  GapTracker t;
+  add(t, "d", {1, 3});
+  CHECK(t.add_dropped("d", "s",
+                      R"({"ranges":[[2,2]],"counts":{"a":18446744073709551615,"b":5},"dropped_total":18446744073709551615})"));
+  auto g = t.finish().streams.at(0);
+  CHECK(g.dropped_total == std::numeric_limits<std::int64_t>::max());
+  CHECK(g.evictions_reported == std::numeric_limits<std::int64_t>::max());
+}
+
+TEST_CASE("JSON report: every key, in the documented shape") {
   GapTracker t;
   add(t, "d", {1, 3, 6});
-  CHECK(t.add_dropped("d", "s", R"({"ranges":[[2,2]]})"));
-  auto g = t.finish();
-  auto j = gaps_to_json(g);
-  CHECK(j["explained_missing"] == 1);
-  CHECK(j["unexplained_missing"] == 2);
-  CHECK(j["streams"][0]["unexplained"] == nlohmann::json::parse("[[4,5]]"));
-  auto text = gaps_to_text(g);
-  CHECK(text.find("explained   2..2") != std::string::npos);
-  CHECK(text.find("unexplained 4..5") != std::string::npos);
-  CHECK(text.find("missing: 1 explained, 2 unexplained") != std::string::npos);
+  add(t, "e", {1, 2}, "");
+  CHECK(t.add_dropped("d", "s", R"({"ranges":[[2,2]],"counts":{"normal":1},"dropped_total":1})"));
+  auto j = gaps_to_json(t.finish());
+  CHECK(j == json::parse(R"({
+    "streams": [
+      {"source": "d", "streamid": "s", "first": 1, "last": 6, "stored": 3,
+       "explained": [[2,2]], "explained_count": 1, "unexplained": [[4,5]], "unexplained_count": 2,
+       "dropped_reports": 1, "evictions_reported": 1, "dropped_total": 1, "dropped_total_agrees": true},
+      {"source": "e", "streamid": "", "first": 1, "last": 2, "stored": 2,
+       "explained": [], "explained_count": 0, "unexplained": [], "unexplained_count": 0,
+       "dropped_reports": 0, "evictions_reported": 0, "dropped_total": null, "dropped_total_agrees": null}
+    ],
+    "explained_total": 1,
+    "unexplained_total": 2,
+    "dropped_total_disagreements": 0,
+    "malformed_dropped_events": 0
+  })"));
+}
+
+TEST_CASE("text report: the same figures as the JSON") {
+  GapTracker t;
+  add(t, "d", run(1, 22, {5, 6, 7, 8, 12, 15}));
+  CHECK(t.add_dropped("d", "s", R"({"counts":{"normal":2},"dropped_total":2,"ranges":[[5,6]]})"));
+  CHECK(t.add_dropped("d", "s", R"({"counts":{"normal":5},"dropped_total":5,"ranges":[[5,8],[12,12],[21,21]]})"));
+  add(t, "e", {1, 2}, "");
+  auto text = gaps_to_text(t.finish());
+  CHECK(text == "d stream s: 16 stored, sequences 1..22\n"
+                "  explained   5..8 (4, dropped on the device)\n"
+                "  explained   12..12 (1, dropped on the device)\n"
+                "  unexplained 15..15 (1, in transit or lost)\n"
+                "  outbox.dropped: 2 reports merged, 5 evictions reported, dropped_total 5: agree\n"
+                "e stream -: 2 stored, sequences 1..2\n"
+                "missing: 5 explained, 1 unexplained\n");
 }

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+// `edge-outbox-ingest gaps` as a monitor, run as a process against stores
+// the real ingest filled through a real mosquitto: exit 0 when every missing
+// sequence is explained (a superseded outbox.dropped report and the one that
+// replaced it merged, their evictions agreeing with dropped_total), 1 with
+// unexplained gaps, 3 when the store cannot be read (missing, empty, not a
+// database, a directory, PostgreSQL down), CLI11's own codes for a bad
+// command line; the --json report and the text report say the same.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "support/ingest.h"
+#include "support/mosquitto.h"
+#include "support/postgres.h"
+#include "support/temp_dir.h"
+
+namespace ce = edge_outbox::cloudevents;
+using namespace edge_outbox::test;
+using nlohmann::json;
+
+namespace {
+
+struct GapsRun {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs `edge-outbox-ingest gaps ARGS...` to its end.
+GapsRun run_gaps(const TempDir& dir, const std::vector<std::string>& args) {
+  static int runs = 0;
+  const auto name = "gaps-" + std::to_string(++runs);
+  std::vector<std::string> all = {"gaps"};
+  all.insert(all.end(), args.begin(), args.end());
+  auto child = Child::spawn(binary_dir() / "ingest" / "edge-outbox-ingest", all, dir / (name + ".out"),
+                            dir / (name + ".err"));
+  GapsRun r;
+  r.status = child.wait(std::chrono::seconds(60));
+  r.out = read_text(dir / (name + ".out"));
+  r.err = read_text(dir / (name + ".err"));
+  return r;
+}
+
+// Runs the ingest into `store` until it has been idle for 2 s, with `publish`
+// sending through a publisher once it has subscribed.
+void ingest_into(const Mosquitto& broker, const TempDir& dir, const std::string& store, const std::string& client_id,
+                 const std::function<void(TestPublisher&)>& publish) {
+  IngestProcess ingest(dir.path(), client_id,
+                       {"--broker", broker.uri(), "--store", store, "--client-id", client_id, "--exit-after-idle", "2"});
+  ingest.wait_subscribed();
+  {
+    TestPublisher pub(broker.uri());
+    publish(pub);
+  }
+  INFO(ingest.log());
+  REQUIRE(ingest.wait() == 0);
+  REQUIRE(ingest.counters()["rejected"] == 0);
+}
+
+void publish_readings(TestPublisher& pub, const std::string& device, const std::string& stream,
+                      std::uint64_t from, std::uint64_t to, const std::vector<std::uint64_t>& except) {
+  for (auto s = from; s <= to; ++s) {
+    if (std::find(except.begin(), except.end(), s) != except.end()) continue;
+    pub.publish("devices/" + device + "/events/r",
+                ce::encode_binary(device_event(device, device + "-" + std::to_string(s), s, stream)));
+  }
+}
+
+void publish_report(TestPublisher& pub, const std::string& device, const std::string& stream, std::uint64_t sequence,
+                    const std::string& report) {
+  auto e = device_event(device, device + "-" + std::to_string(sequence), sequence, stream);
+  e.type = "outbox.dropped";
+  e.data = report;
+  pub.publish("devices/" + device + "/events/outbox.dropped", ce::encode_binary(e));
+}
+
+// dev-a evicted 5 and 6 and reported them at 21 (that report got out), then
+// evicted 7, 8 and 12: the report at 22 replaced the one at 21 and covers
+// 5..8, 12 and 21.
+void publish_dev_a(TestPublisher& pub) {
+  publish_readings(pub, "dev-a", "sa", 1, 20, {5, 6, 7, 8, 12});
+  publish_report(pub, "dev-a", "sa", 21, R"({"counts":{"normal":2},"dropped_total":2,"ranges":[[5,6]]})");
+  publish_report(pub, "dev-a", "sa", 22,
+                 R"({"counts":{"normal":5},"dropped_total":5,"ranges":[[5,8],[12,12],[21,21]]})");
+}
+
+}  // namespace
+
+TEST_CASE("gaps exits 0 with explained gaps only (superseded reports merged), 1 once a gap is unexplained") {
+  Mosquitto broker;
+  TempDir dir;
+  const std::string store = "sqlite:" + (dir / "events.db").string();
+  ingest_into(broker, dir, store, "gaps-ingest-1", publish_dev_a);
+
+  auto r = run_gaps(dir, {"--store", store, "--json"});
+  INFO(r.err);
+  CHECK(r.status == 0);
+  json report = json::parse(r.out);
+  INFO(report.dump());
+  REQUIRE(report["streams"].size() == 1);
+  json a = report["streams"][0];
+  CHECK(a["source"] == "dev-a");
+  CHECK(a["streamid"] == "sa");
+  CHECK(a["first"] == 1);
+  CHECK(a["last"] == 22);
+  CHECK(a["stored"] == 17);
+  CHECK(a["explained"] == json::parse("[[5,8],[12,12]]"));
+  CHECK(a["explained_count"] == 5);
+  CHECK(a["unexplained"] == json::array());
+  CHECK(a["unexplained_count"] == 0);
+  CHECK(a["dropped_reports"] == 2);
+  CHECK(a["evictions_reported"] == 5);
+  CHECK(a["dropped_total"] == 5);
+  CHECK(a["dropped_total_agrees"] == true);
+  CHECK(report["explained_total"] == 5);
+  CHECK(report["unexplained_total"] == 0);
+  CHECK(report["dropped_total_disagreements"] == 0);
+
+  r = run_gaps(dir, {"--store", store});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("dev-a stream sa: 17 stored, sequences 1..22\n") != std::string::npos);
+  CHECK(r.out.find("  outbox.dropped: 2 reports merged, 5 evictions reported, dropped_total 5: agree\n") !=
+        std::string::npos);
+  CHECK(r.out.find("missing: 5 explained, 0 unexplained\n") != std::string::npos);
+
+  // dev-b lost 3 and 7 without a word; a second ingest run adds it.
+  ingest_into(broker, dir, store, "gaps-ingest-2",
+              [](TestPublisher& pub) { publish_readings(pub, "dev-b", "sb", 1, 10, {3, 7}); });
+  r = run_gaps(dir, {"--store", store, "--json"});
+  CHECK(r.status == 1);
+  report = json::parse(r.out);
+  INFO(report.dump());
+  REQUIRE(report["streams"].size() == 2);
+  CHECK(report["streams"][0]["explained_count"] == 5);
+  json b = report["streams"][1];
+  CHECK(b["source"] == "dev-b");
+  CHECK(b["explained"] == json::array());
+  CHECK(b["unexplained"] == json::parse("[[3,3],[7,7]]"));
+  CHECK(b["unexplained_count"] == 2);
+  CHECK(b["dropped_reports"] == 0);
+  CHECK(b["dropped_total"].is_null());
+  CHECK(b["dropped_total_agrees"].is_null());
+  CHECK(report["explained_total"] == 5);
+  CHECK(report["unexplained_total"] == 2);
+
+  r = run_gaps(dir, {"--store", store});
+  CHECK(r.status == 1);
+  CHECK(r.out.find("  unexplained 3..3 (1, in transit or lost)\n") != std::string::npos);
+  CHECK(r.out.find("missing: 5 explained, 2 unexplained\n") != std::string::npos);
+}
+
+TEST_CASE("gaps exits 3 when the store cannot be read, and with CLI11's code for a bad command line") {
+  TempDir dir;
+  auto expect_unreadable = [&](const std::string& store, const std::string& why) {
+    auto r = run_gaps(dir, {"--store", store, "--json"});
+    INFO(store << ": " << r.err);
+    CHECK(r.status == 3);
+    CHECK(r.out.empty());
+    CHECK(r.err.find(why) != std::string::npos);
+  };
+
+  expect_unreadable("sqlite:" + (dir / "missing.db").string(), "no SQLite store at");
+  CHECK_FALSE(std::filesystem::exists(dir / "missing.db"));  // gaps does not create a store
+
+  { std::ofstream(dir / "empty.db").flush(); }
+  expect_unreadable("sqlite:" + (dir / "empty.db").string(), "is empty: not an ingest store");
+  CHECK(std::filesystem::file_size(dir / "empty.db") == 0);
+
+  const std::string text(8192, 'x');
+  { std::ofstream(dir / "text.db") << text; }
+  expect_unreadable("sqlite:" + (dir / "text.db").string(), "SQLite store");
+  CHECK(read_text(dir / "text.db") == text);
+
+  std::filesystem::create_directory(dir / "a-directory");
+  expect_unreadable("sqlite:" + (dir / "a-directory").string(), "SQLite store");
+
+  expect_unreadable("postgresql://postgres@127.0.0.1:1/none", "PostgreSQL");
+  expect_unreadable("mysql://127.0.0.1/x", "unknown --store");
+
+  // A bad command line: CLI11's codes, 100 and up, never 1 or 3.
+  auto r = run_gaps(dir, {"--no-such-option"});
+  CHECK(r.status == 109);
+  r = run_gaps(dir, {"--help"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("Exit codes: 0 no unexplained gap; 1 unexplained gaps") != std::string::npos);
+  CHECK(r.out.find("3 the store cannot be read") != std::string::npos);
+}
+
+TEST_CASE("gaps on PostgreSQL: 1 with an unexplained gap, merged reports, 3 once the server is down") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  Mosquitto broker;
+  TempDir dir;
+  ingest_into(broker, dir, pg.uri(), "gaps-pg-ingest", [](TestPublisher& pub) {
+    publish_dev_a(pub);
+    publish_readings(pub, "dev-b", "sb", 1, 10, {3, 7});
+  });
+
+  auto r = run_gaps(dir, {"--store", pg.uri(), "--json"});
+  INFO(r.err);
+  CHECK(r.status == 1);
+  json report = json::parse(r.out);
+  INFO(report.dump());
+  REQUIRE(report["streams"].size() == 2);
+  CHECK(report["streams"][0]["explained"] == json::parse("[[5,8],[12,12]]"));
+  CHECK(report["streams"][0]["evictions_reported"] == 5);
+  CHECK(report["streams"][0]["dropped_total_agrees"] == true);
+  CHECK(report["streams"][1]["unexplained"] == json::parse("[[3,3],[7,7]]"));
+  CHECK(report["unexplained_total"] == 2);
+
+  pg.stop();
+  r = run_gaps(dir, {"--store", pg.uri(), "--json"});
+  CHECK(r.status == 3);
+  CHECK(r.out.empty());
+}
