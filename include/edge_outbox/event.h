@@ -44,7 +44,8 @@ std::string_view to_string(Priority priority) noexcept;
 Priority priority_from_string(std::string_view name);
 
 struct Event {
-  // The dedup key. Leave empty to get a fresh UUIDv7; supply a stable one when
+  // The dedup key. Leave empty to get a fresh UUIDv7 (time-ordered, with 62
+  // random bits from the kernel's getrandom(2)); supply a stable one when
   // the application may enqueue the same logical event twice.
   std::string id;
   std::string topic;

@@ -74,7 +74,8 @@ class Outbox {
   // file that is not SQLite, is truncated, or (with options.check_on_open)
   // fails quick_check (the file is left untouched),
   // Error(schema_too_new), Error(io) for a missing file (OpenMode::existing,
-  // inspect) or an unwritable directory.
+  // inspect), an unwritable directory, or a kernel that gives no random
+  // bytes for event ids (getrandom(2) missing or forbidden).
   explicit Outbox(const std::filesystem::path& path, OutboxOptions options = {});
   ~Outbox();
   Outbox(const Outbox&) = delete;

@@ -31,7 +31,9 @@ class Transaction {
   SQLite::Database& db() noexcept { return db_; }
 
   // Validates and inserts the event; returns its id (generated if empty).
-  // Throws Error(invalid_argument | duplicate_id | storage_full) without
+  // Throws Error(invalid_argument | duplicate_id | storage_full), or
+  // Error(io) if an id is to be generated and the kernel gives no random
+  // bytes (getrandom(2) forbidden since the Outbox was opened), without
   // inserting anything; the exception, if not caught, rolls back the whole
   // transaction. Catching it and going on is allowed: the outbox is unchanged.
   std::string enqueue(Event event);
