@@ -40,7 +40,7 @@ namespace {
 class TimingStore final : public ig::Store {
  public:
   explicit TimingStore(std::unique_ptr<ig::Store> inner) : inner_(std::move(inner)) {}
-  std::vector<bool> commit(const std::vector<ig::Row>& rows) override {
+  std::vector<ig::CommitResult> commit(const std::vector<ig::Row>& rows) override {
     auto written = inner_->commit(rows);
     const auto now = b::SteadyClock::now();
     std::lock_guard lock(mutex_);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // edge-outbox-ingest: subscribes to device events over MQTT and stores each
-// event id once (SQLite or PostgreSQL); `gaps` reports missing sequences;
+// (source, id) once (SQLite or PostgreSQL); `gaps` reports missing sequences;
 // `reprocess` classifies rejected messages again.
 //
 // Every error is one line on stderr ("<time> edge-outbox-ingest error: what
@@ -69,6 +69,7 @@ std::string counters_json(const ingest::Counters& c) {
   return nlohmann::json{{"received", c.received},
                         {"stored", c.stored},
                         {"duplicates", c.duplicates},
+                        {"conflicts", c.conflicts},
                         {"rejected", c.rejected},
                         {"commits", c.commits},
                         {"store_errors", c.store_errors},
@@ -134,7 +135,7 @@ int run_reprocess(const std::string& store_spec, const ingest::ClassifyOptions& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"edge-outbox-ingest: store device events from MQTT, each event id once"};
+  CLI::App app{"edge-outbox-ingest: store device events from MQTT, each (source, id) once"};
   app.require_subcommand(0, 1);
 
   std::string store_spec = "sqlite:events.db";

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The PostgreSQL store (libpq). A batch is one transaction with one
-// multi-row INSERT ... ON CONFLICT (event_id) DO NOTHING RETURNING event_id,
-// so a batch costs three round trips whatever its size; the ids it returns
-// are the ones this instance stored. Durability is the server's
-// synchronous_commit (see docs/ingest.md).
+// multi-row INSERT ... ON CONFLICT (source, event_id) DO NOTHING RETURNING
+// source, event_id, so a batch of new events costs three round trips
+// whatever its size; the keys it returns are the ones this instance stored.
+// The others (a key already there) are read back in one more statement and
+// compared (see store.h); a conflict costs two more. Durability is the
+// server's synchronous_commit (see docs/ingest.md).
 //
 // Text goes as binary-format parameters with explicit lengths, so a value is
 // never cut at a NUL byte: the server refuses it (SQLSTATE 22021, permanent).
@@ -13,18 +15,53 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
+#include "ingest/event_content.h"
 #include "ingest/store.h"
 
 namespace edge_outbox::ingest {
 namespace {
 
-// Schema version 2 (see store_schema_version); see sqlite_store.cpp for what
-// version 1 lacks. New columns go at the end, so a migrated store and a new
-// one have the same tables.
+// Schema version 3 (see store_schema_version); see sqlite_store.cpp for what
+// versions 1 and 2 lack. New columns go at the end, so a migrated store and a
+// new one have the same tables.
 constexpr const char* schema = R"sql(
 CREATE TABLE events (
-  event_id     TEXT PRIMARY KEY,
+  event_id     TEXT NOT NULL,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  "time"       TEXT,
+  received_at  BIGINT NOT NULL,
+  payload      BYTEA,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     BIGINT,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT,
+  PRIMARY KEY (source, event_id)
+);
+CREATE INDEX events_stream ON events (source, streamid, sequence);
+CREATE TABLE rejected (
+  id           BIGSERIAL PRIMARY KEY,
+  received_at  BIGINT NOT NULL,
+  topic        TEXT NOT NULL,
+  reason       TEXT NOT NULL,
+  payload      BYTEA,
+  payload_size BIGINT NOT NULL,
+  properties   TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '3');
+)sql";
+
+constexpr const char* conflicts_table = R"sql(
+CREATE TABLE conflicts (
+  id           BIGSERIAL PRIMARY KEY,
+  event_id     TEXT NOT NULL,
   source       TEXT NOT NULL,
   type         TEXT NOT NULL,
   topic        TEXT NOT NULL,
@@ -39,18 +76,7 @@ CREATE TABLE events (
   extensions   TEXT,
   time_original TEXT
 );
-CREATE INDEX events_stream ON events (source, streamid, sequence);
-CREATE TABLE rejected (
-  id           BIGSERIAL PRIMARY KEY,
-  received_at  BIGINT NOT NULL,
-  topic        TEXT NOT NULL,
-  reason       TEXT NOT NULL,
-  payload      BYTEA,
-  payload_size BIGINT NOT NULL,
-  properties   TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
+CREATE INDEX conflicts_key ON conflicts (source, event_id);
 )sql";
 
 constexpr const char* migrate_1_to_2 = R"sql(
@@ -59,6 +85,33 @@ ALTER TABLE rejected ADD COLUMN properties TEXT NOT NULL DEFAULT '{}';
 CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
 )sql";
+
+// The key changes in place: the old primary key (whatever its name) goes,
+// the new one is built over the rows.
+constexpr const char* migrate_2_to_3 = R"sql(
+DO $$
+DECLARE old_key text;
+BEGIN
+  SELECT conname INTO old_key FROM pg_constraint WHERE conrelid = 'events'::regclass AND contype = 'p';
+  IF old_key IS NOT NULL THEN
+    EXECUTE format('ALTER TABLE events DROP CONSTRAINT %I', old_key);
+  END IF;
+END $$;
+ALTER TABLE events ALTER COLUMN event_id SET NOT NULL;
+ALTER TABLE events ADD PRIMARY KEY (source, event_id);
+UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
+)sql";
+
+// The columns of an event, in `events` and `conflicts` alike, in the order
+// add_event binds them. event_select reads them back (binary results:
+// numbers cast to text so that one format fits every column).
+constexpr const char* event_columns =
+    "event_id, source, type, topic, \"time\", received_at, payload, content_type, streamid, sequence, priority, "
+    "mode, extensions, time_original";
+constexpr const char* event_select =
+    "event_id, source, type, topic, \"time\", received_at::text, payload, content_type, streamid, sequence::text, "
+    "priority, mode, extensions, time_original";
+constexpr int event_column_count = 14;
 
 // Which PostgreSQL errors are permanent (this row can never be stored:
 // retrying gives the same error) and which transient (retry with backoff),
@@ -72,7 +125,7 @@ constexpr SqlstateClass sqlstate_classes[] = {
     {"08", StoreError::Kind::transient},  // connection exception
     {"22", StoreError::Kind::permanent},  // data exception (value too long, invalid encoding, NUL byte, ...)
     {"23", StoreError::Kind::permanent},  // integrity constraint violation (NOT NULL, CHECK, an added unique
-                                          // index; the event id's conflict is ON CONFLICT DO NOTHING)
+                                          // index; the key (source, event_id) is ON CONFLICT DO NOTHING)
     {"25", StoreError::Kind::transient},  // invalid transaction state (e.g. read-only transaction on a standby)
     {"40", StoreError::Kind::transient},  // transaction rollback (serialization failure, deadlock)
     {"42", StoreError::Kind::transient},  // syntax error or access rule violation: a table or grant changed,
@@ -166,9 +219,9 @@ class PgStore final : public Store {
     rejected_bytes_ = std::stoll(PQgetvalue(r.get(), 0, 0));
   }
 
-  std::vector<bool> commit(const std::vector<Row>& rows) override {
+  std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
     ensure_connected();
-    std::vector<bool> written(rows.size(), true);
+    std::vector<CommitResult> written(rows.size(), CommitResult::written);
     std::int64_t added = 0;
     try {
       exec("BEGIN");
@@ -243,10 +296,10 @@ class PgStore final : public Store {
     return out;
   }
 
-  bool move_rejected_to_events(std::int64_t id, const EventRow& event) override {
+  CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event) override {
     ensure_connected();
     std::vector<Row> rows{event};
-    std::vector<bool> written(1, false);
+    std::vector<CommitResult> written(1, CommitResult::written);
     try {
       exec("BEGIN");
       insert_events(rows, {0}, 0, 1, written);
@@ -299,6 +352,8 @@ class PgStore final : public Store {
         throw StoreError(StoreError::Kind::permanent, "", newer_schema_message("PostgreSQL " + described_, version));
       if (version == 0) exec(schema);
       if (version == 1) exec(migrate_1_to_2);
+      if (version >= 1 && version < 3) exec(migrate_2_to_3);
+      if (version < 3) exec(conflicts_table);
       exec("COMMIT");
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));
@@ -352,55 +407,137 @@ class PgStore final : public Store {
         p, 0, PGRES_COMMAND_OK, "insert into rejected");
   }
 
+  // The parameters of one event, in event_columns order.
+  static void add_event(Params& p, const EventRow& e) {
+    p.text(e.event_id);
+    p.text(e.source);
+    p.text(e.type);
+    p.text(e.topic);
+    p.text(e.time, true);
+    p.number(e.received_at_ms);
+    p.bytes(e.payload);
+    p.text(e.content_type, true);
+    p.text(e.streamid, true);
+    if (e.sequence) p.number(*e.sequence);
+    else p.null();
+    p.text(e.priority, true);
+    p.text(e.mode);
+    p.text(e.extensions);
+    p.text(e.time_original, true);
+  }
+
+  // ($1,$2,...) for the event_column_count parameters of the k-th event.
+  static std::string event_placeholders(std::size_t k) {
+    std::string out = "(";
+    for (int c = 0; c < event_column_count; ++c) {
+      if (c) out += ',';
+      out += '$' + std::to_string(k * event_column_count + static_cast<std::size_t>(c) + 1);
+      if (c == 5 || c == 9) out += "::bigint";
+    }
+    return out + ')';
+  }
+
+  // An event from row i of a binary result of event_select.
+  static EventRow read_event(const Result& r, int i) {
+    EventRow e;
+    e.event_id = value(r, i, 0);
+    e.source = value(r, i, 1);
+    e.type = value(r, i, 2);
+    e.topic = value(r, i, 3);
+    e.time = value(r, i, 4);  // NULL reads as ""
+    e.received_at_ms = std::stoll(value(r, i, 5));
+    e.payload = value(r, i, 6);
+    e.content_type = value(r, i, 7);
+    e.streamid = value(r, i, 8);
+    if (!PQgetisnull(r.get(), i, 9)) e.sequence = std::stoll(value(r, i, 9));
+    e.priority = value(r, i, 10);
+    e.mode = value(r, i, 11);
+    e.extensions = value(r, i, 12);
+    e.time_original = value(r, i, 13);
+    return e;
+  }
+
+  using Key = std::pair<std::string, std::string>;  // (source, event_id)
+
   void insert_events(const std::vector<Row>& rows, const std::vector<std::size_t>& index, std::size_t start,
-                     std::size_t end, std::vector<bool>& written) {
-    constexpr int columns = 14;
+                     std::size_t end, std::vector<CommitResult>& written) {
     std::size_t n = end - start;
-    std::string sql =
-        "INSERT INTO events (event_id, source, type, topic, \"time\", received_at, payload, content_type, "
-        "streamid, sequence, priority, mode, extensions, time_original) VALUES ";
+    std::string sql = "INSERT INTO events (" + std::string(event_columns) + ") VALUES ";
     Params p;
     for (std::size_t k = 0; k < n; ++k) {
-      const auto& e = std::get<EventRow>(rows[index[start + k]]);
-      sql += k ? ",(" : "(";
-      for (int c = 0; c < columns; ++c) {
-        if (c) sql += ',';
-        sql += '$' + std::to_string(k * columns + static_cast<std::size_t>(c) + 1);
-        if (c == 5 || c == 9) sql += "::bigint";
-      }
-      sql += ')';
-      p.text(e.event_id);
-      p.text(e.source);
-      p.text(e.type);
-      p.text(e.topic);
-      p.text(e.time, true);
-      p.number(e.received_at_ms);
-      p.bytes(e.payload);
-      p.text(e.content_type, true);
-      p.text(e.streamid, true);
-      if (e.sequence) p.number(*e.sequence);
-      else p.null();
-      p.text(e.priority, true);
-      p.text(e.mode);
-      p.text(e.extensions);
-      p.text(e.time_original, true);
+      sql += k ? "," : "";
+      sql += event_placeholders(k);
+      add_event(p, std::get<EventRow>(rows[index[start + k]]));
     }
-    sql += " ON CONFLICT (event_id) DO NOTHING RETURNING event_id";
+    sql += " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id";
     Result r = exec_params(sql.c_str(), p, 0, PGRES_TUPLES_OK, "insert into events");
-    // An id returned was inserted by this statement; each returned id marks
-    // one occurrence in the batch (the first), the rest are duplicates.
-    std::map<std::string, int> inserted;
-    for (int i = 0; i < PQntuples(r.get()); ++i) ++inserted[value(r, i, 0)];
+    // A key returned was inserted by this statement; each returned key marks
+    // one occurrence in the batch (the first), the others found it stored.
+    std::map<Key, int> inserted;
+    for (int i = 0; i < PQntuples(r.get()); ++i) ++inserted[Key(value(r, i, 0), value(r, i, 1))];
+    std::vector<std::size_t> found_stored;
     for (std::size_t k = 0; k < n; ++k) {
       std::size_t row = index[start + k];
-      auto it = inserted.find(std::get<EventRow>(rows[row]).event_id);
+      const auto& e = std::get<EventRow>(rows[row]);
+      auto it = inserted.find(Key(e.source, e.event_id));
       if (it != inserted.end() && it->second > 0) {
         --it->second;
-        written[row] = true;
+        written[row] = CommitResult::written;
       } else {
-        written[row] = false;
+        found_stored.push_back(row);
       }
     }
+    if (!found_stored.empty()) resolve_stored(rows, found_stored, written);
+  }
+
+  // Events whose key was already stored: a duplicate or a conflict (see
+  // store.h). One statement reads the stored versions; a conflict reads the
+  // versions kept in conflicts and, when it is new, adds itself.
+  void resolve_stored(const std::vector<Row>& rows, const std::vector<std::size_t>& found,
+                      std::vector<CommitResult>& written) {
+    std::string sql = "SELECT " + std::string(event_select) + " FROM events WHERE (source, event_id) IN (";
+    Params keys;
+    for (std::size_t k = 0; k < found.size(); ++k) {
+      const auto& e = std::get<EventRow>(rows[found[k]]);
+      sql += (k ? ",($" : "($") + std::to_string(2 * k + 1) + "::text,$" + std::to_string(2 * k + 2) + "::text)";
+      keys.text(e.source);
+      keys.text(e.event_id);
+    }
+    sql += ')';
+    Result r = exec_params(sql.c_str(), keys, 1, PGRES_TUPLES_OK, "select stored events");
+    std::map<Key, EventRow> stored;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      EventRow e = read_event(r, i);
+      Key key(e.source, e.event_id);
+      stored.emplace(std::move(key), std::move(e));
+    }
+    for (std::size_t row : found) {
+      const auto& e = std::get<EventRow>(rows[row]);
+      auto it = stored.find(Key(e.source, e.event_id));
+      // Absent only if it was deleted since the insert found it: retry the batch.
+      if (it == stored.end())
+        throw StoreError(StoreError::Kind::transient, "",
+                         "PostgreSQL " + described_ + ": a stored event vanished while a batch was compared with it");
+      written[row] = same_content(it->second, e) ? CommitResult::duplicate : keep_conflict(e);
+    }
+  }
+
+  // e's key is stored with other content: a duplicate of a version already
+  // in conflicts, else kept there.
+  CommitResult keep_conflict(const EventRow& e) {
+    Params key;
+    key.text(e.source);
+    key.text(e.event_id);
+    Result kept = exec_params(("SELECT " + std::string(event_select) +
+                               " FROM conflicts WHERE source = $1 AND event_id = $2 ORDER BY id").c_str(),
+                              key, 1, PGRES_TUPLES_OK, "select conflicts");
+    for (int i = 0; i < PQntuples(kept.get()); ++i)
+      if (same_content(read_event(kept, i), e)) return CommitResult::duplicate;
+    Params p;
+    add_event(p, e);
+    exec_params(("INSERT INTO conflicts (" + std::string(event_columns) + ") VALUES " + event_placeholders(0)).c_str(),
+                p, 0, PGRES_COMMAND_OK, "insert into conflicts");
+    return CommitResult::conflict;
   }
 
   // Deletes the oldest rejected rows until their payloads take at most 90%

@@ -49,8 +49,11 @@ ReprocessCounts reprocess_rejected(Store& store, const ClassifyOptions& options,
       Row row = classify(m, options);
       if (const auto* e = std::get_if<EventRow>(&row)) {
         try {
-          if (store.move_rejected_to_events(r.id, *e)) ++counts.stored;
-          else ++counts.duplicates;
+          switch (store.move_rejected_to_events(r.id, *e)) {
+            case CommitResult::written: ++counts.stored; break;
+            case CommitResult::duplicate: ++counts.duplicates; break;
+            case CommitResult::conflict: ++counts.conflicts; break;
+          }
           continue;
         } catch (const StoreError& error) {
           if (!error.permanent()) throw;
@@ -67,7 +70,8 @@ ReprocessCounts reprocess_rejected(Store& store, const ClassifyOptions& options,
   if (log)
     log("info", "reprocessed " + std::to_string(counts.examined) + " rejected messages: " +
                     std::to_string(counts.stored) + " stored, " + std::to_string(counts.duplicates) +
-                    " duplicates, " + std::to_string(counts.still_rejected) + " still rejected");
+                    " duplicates, " + std::to_string(counts.conflicts) + " conflicts, " +
+                    std::to_string(counts.still_rejected) + " still rejected");
   return counts;
 }
 
@@ -75,6 +79,7 @@ nlohmann::json to_json(const ReprocessCounts& c) {
   return {{"examined", c.examined},
           {"stored", c.stored},
           {"duplicates", c.duplicates},
+          {"conflicts", c.conflicts},
           {"still_rejected", c.still_rejected},
           {"incomplete", c.incomplete}};
 }

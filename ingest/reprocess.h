@@ -2,8 +2,8 @@
 // reprocess: classifies the messages kept in the rejected table again, with
 // the current options (after a configuration fix: --require-source-match
 // off, a larger --max-payload-bytes, ...). A message that now decodes is
-// stored (a duplicate id as usual) and its rejected row deleted, in one
-// transaction; one still rejected stays, with the new reason. A message
+// stored as the ingest stores it (a duplicate or a conflict as usual, see
+// store.h) and its rejected row deleted, in one transaction; one still rejected stays, with the new reason. A message
 // that was kept cut (its payload_size beyond the bytes kept) cannot be
 // decoded again and stays as it is.
 //
@@ -23,7 +23,8 @@ namespace edge_outbox::ingest {
 struct ReprocessCounts {
   std::uint64_t examined = 0;
   std::uint64_t stored = 0;          // now decoded and stored
-  std::uint64_t duplicates = 0;      // now decoded, id already stored; the rejected row is deleted too
+  std::uint64_t duplicates = 0;      // now decoded, (source, id) stored with the same content; the rejected row is deleted too
+  std::uint64_t conflicts = 0;       // now decoded, (source, id) stored with other content: kept in conflicts
   std::uint64_t still_rejected = 0;  // including `incomplete`
   std::uint64_t incomplete = 0;      // kept cut at the limit of the time: cannot be decoded again
 };

@@ -9,18 +9,57 @@
 
 #include <sqlite3.h>
 
+#include <optional>
+
+#include "ingest/event_content.h"
 #include "ingest/store.h"
 
 namespace edge_outbox::ingest {
 namespace {
 
-// Schema version 2 (see store_schema_version). A store made by version 1
-// has the same tables without events.time_original, rejected.properties and
-// ingest_meta; open_schema() adds them. New columns go at the end, so a migrated
-// store and a new one have the same tables.
+// Schema version 3 (see store_schema_version). A store made by version 1
+// has the same tables without events.time_original, rejected.properties,
+// ingest_meta and conflicts, and events keyed by event_id alone; version 2
+// lacks conflicts and has that key. open_schema() migrates both. New
+// columns go at the end, so a migrated store and a new one have the same
+// tables. `conflicts` has the columns of `events` (the new version in full;
+// received_at is when it arrived) behind its own id.
 constexpr const char* schema = R"sql(
 CREATE TABLE events (
-  event_id     TEXT PRIMARY KEY,
+  event_id     TEXT NOT NULL,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  time         TEXT,
+  received_at  INTEGER NOT NULL,
+  payload      BLOB,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     INTEGER,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT,
+  PRIMARY KEY (source, event_id)
+);
+CREATE INDEX events_stream ON events (source, streamid, sequence);
+CREATE TABLE rejected (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  received_at  INTEGER NOT NULL,
+  topic        TEXT NOT NULL,
+  reason       TEXT NOT NULL,
+  payload      BLOB,
+  payload_size INTEGER NOT NULL,
+  properties   TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '3');
+)sql";
+
+constexpr const char* conflicts_table = R"sql(
+CREATE TABLE conflicts (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_id     TEXT NOT NULL,
   source       TEXT NOT NULL,
   type         TEXT NOT NULL,
   topic        TEXT NOT NULL,
@@ -35,18 +74,7 @@ CREATE TABLE events (
   extensions   TEXT,
   time_original TEXT
 );
-CREATE INDEX events_stream ON events (source, streamid, sequence);
-CREATE TABLE rejected (
-  id           INTEGER PRIMARY KEY AUTOINCREMENT,
-  received_at  INTEGER NOT NULL,
-  topic        TEXT NOT NULL,
-  reason       TEXT NOT NULL,
-  payload      BLOB,
-  payload_size INTEGER NOT NULL,
-  properties   TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
+CREATE INDEX conflicts_key ON conflicts (source, event_id);
 )sql";
 
 constexpr const char* migrate_1_to_2 = R"sql(
@@ -56,13 +84,55 @@ CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
 )sql";
 
+// SQLite cannot change a primary key in place: a new table takes the rows
+// (SQLite's documented procedure: create, copy, drop, rename).
+// legacy_alter_table keeps the rename from rewriting or checking the views
+// and triggers an operator may have on `events`: they name `events` and
+// find the new table under that name.
+constexpr const char* migrate_2_to_3 = R"sql(
+PRAGMA legacy_alter_table = ON;
+CREATE TABLE events_v3 (
+  event_id     TEXT NOT NULL,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  time         TEXT,
+  received_at  INTEGER NOT NULL,
+  payload      BLOB,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     INTEGER,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT,
+  PRIMARY KEY (source, event_id)
+);
+INSERT INTO events_v3 (event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence,
+                       priority, mode, extensions, time_original)
+  SELECT event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence, priority, mode,
+         extensions, time_original FROM events;
+DROP TABLE events;
+ALTER TABLE events_v3 RENAME TO events;
+PRAGMA legacy_alter_table = OFF;
+CREATE INDEX events_stream ON events (source, streamid, sequence);
+UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
+)sql";
+
+// The columns of an event, in `events` and `conflicts` alike, in the order
+// insert_event binds them and read_event reads them.
+constexpr const char* event_columns =
+    "event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence, priority, mode, "
+    "extensions, time_original";
+
 // Which SQLite errors are permanent (this row can never be stored: retrying
 // gives the same error) and which transient (retry later). docs/ingest.md
 // "Store errors" has the same table.
 //   permanent: SQLITE_TOOBIG (a value over SQLITE_MAX_LENGTH), SQLITE_MISMATCH
 //              (datatype mismatch), SQLITE_CONSTRAINT (a NOT NULL or CHECK
-//              constraint; the unique event id is handled by ON CONFLICT DO
-//              NOTHING and never raises), SQLITE_RANGE (a bind index out of range)
+//              constraint; the key (source, event_id) is handled by ON
+//              CONFLICT DO NOTHING and never raises), SQLITE_RANGE (a bind
+//              index out of range)
 //   transient: everything else, e.g. SQLITE_BUSY / SQLITE_LOCKED (another
 //              process holds the file), SQLITE_IOERR, SQLITE_FULL (disk full),
 //              SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_NOMEM, SQLITE_CORRUPT
@@ -108,19 +178,23 @@ class SqliteStore final : public Store {
     db_.exec("PRAGMA journal_mode=WAL");
     db_.exec(options.sqlite_sync == SqliteSync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     open_schema();
+    const std::string columns = event_columns;
     insert_event_ = std::make_unique<SQLite::Statement>(
-        db_,
-        "INSERT INTO events (event_id, source, type, topic, time, received_at, payload, content_type, streamid, "
-        "sequence, priority, mode, extensions, time_original) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
-        "ON CONFLICT DO NOTHING");
+        db_, "INSERT INTO events (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING");
+    insert_conflict_ = std::make_unique<SQLite::Statement>(
+        db_, "INSERT INTO conflicts (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    select_stored_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT " + columns + " FROM events WHERE source = ? AND event_id = ?");
+    select_conflicts_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT " + columns + " FROM conflicts WHERE source = ? AND event_id = ? ORDER BY id");
     insert_rejected_ = std::make_unique<SQLite::Statement>(
         db_,
         "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties) VALUES (?,?,?,?,?,?)");
     rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
   }
 
-  std::vector<bool> commit(const std::vector<Row>& rows) override {
-    std::vector<bool> written;
+  std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
+    std::vector<CommitResult> written;
     written.reserve(rows.size());
     std::int64_t added = 0;
     try {
@@ -132,13 +206,12 @@ class SqliteStore final : public Store {
           const auto& r = std::get<RejectedRow>(row);
           insert_rejected(r);
           added += static_cast<std::int64_t>(r.payload.size());
-          written.push_back(true);
+          written.push_back(CommitResult::written);
         }
       }
       tx.commit();
     } catch (const SQLite::Exception& e) {
-      insert_event_->tryReset();
-      insert_rejected_->tryReset();
+      reset_statements();
       throw sqlite_error(path_, e);
     }
     rejected_bytes_ += added;
@@ -195,17 +268,17 @@ class SqliteStore final : public Store {
     }
   }
 
-  bool move_rejected_to_events(std::int64_t id, const EventRow& event) override {
+  CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event) override {
     try {
       SQLite::Transaction tx(db_);
-      bool written = insert_event(event);
+      const CommitResult written = insert_event(event);
       SQLite::Statement del(db_, "DELETE FROM rejected WHERE id = ?");
       del.bind(1, static_cast<std::int64_t>(id));
       del.exec();
       tx.commit();
       return written;
     } catch (const SQLite::Exception& e) {
-      insert_event_->tryReset();
+      reset_statements();
       throw sqlite_error(path_, e);
     }
   }
@@ -227,6 +300,7 @@ class SqliteStore final : public Store {
 
  private:
   static std::string blob(const SQLite::Column& c) {
+    if (c.getBytes() == 0) return {};  // NULL or empty: getBlob() may be null
     return std::string(static_cast<const char*>(c.getBlob()), static_cast<std::size_t>(c.getBytes()));
   }
 
@@ -247,11 +321,74 @@ class SqliteStore final : public Store {
       throw StoreError(StoreError::Kind::permanent, "", newer_schema_message("SQLite store " + path_, version));
     if (version == 0) db_.exec(schema);
     if (version == 1) db_.exec(migrate_1_to_2);
+    if (version >= 1 && version < 3) db_.exec(migrate_2_to_3);
+    if (version < 3) db_.exec(conflicts_table);
     tx.commit();
   }
 
-  bool insert_event(const EventRow& e) {
-    auto& st = *insert_event_;
+  void reset_statements() {
+    for (auto* st : {insert_event_.get(), insert_conflict_.get(), select_stored_.get(), select_conflicts_.get(),
+                     insert_rejected_.get()})
+      st->tryReset();
+  }
+
+  // Inserts the event; when its key is stored, tells a duplicate from a
+  // conflict and keeps a conflict (see store.h).
+  CommitResult insert_event(const EventRow& e) {
+    if (bind_event(*insert_event_, e).exec() == 1) return CommitResult::written;
+    insert_event_->tryReset();
+    std::optional<EventRow> stored = find_event(*select_stored_, e);
+    // Absent only if the row went between the insert and this read, which the
+    // write transaction excludes: then it is not a duplicate either.
+    if (stored && same_content(*stored, e)) return CommitResult::duplicate;
+    auto& kept = *select_conflicts_;
+    kept.tryReset();
+    kept.clearBindings();
+    kept.bind(1, e.source);
+    kept.bind(2, e.event_id);
+    bool known = false;
+    while (!known && kept.executeStep()) known = same_content(read_event(kept), e);
+    kept.tryReset();
+    if (known) return CommitResult::duplicate;
+    bind_event(*insert_conflict_, e).exec();
+    insert_conflict_->tryReset();
+    return CommitResult::conflict;
+  }
+
+  // The stored event with e's key, if any.
+  static std::optional<EventRow> find_event(SQLite::Statement& st, const EventRow& e) {
+    st.tryReset();
+    st.clearBindings();
+    st.bind(1, e.source);
+    st.bind(2, e.event_id);
+    std::optional<EventRow> found;
+    if (st.executeStep()) found = read_event(st);
+    st.tryReset();
+    return found;
+  }
+
+  // An event from a row of event_columns.
+  static EventRow read_event(const SQLite::Statement& st) {
+    EventRow e;
+    e.event_id = st.getColumn(0).getString();
+    e.source = st.getColumn(1).getString();
+    e.type = st.getColumn(2).getString();
+    e.topic = st.getColumn(3).getString();
+    e.time = st.getColumn(4).getString();  // NULL reads as ""
+    e.received_at_ms = st.getColumn(5).getInt64();
+    e.payload = blob(st.getColumn(6));
+    e.content_type = st.getColumn(7).getString();
+    e.streamid = st.getColumn(8).getString();
+    if (!st.getColumn(9).isNull()) e.sequence = st.getColumn(9).getInt64();
+    e.priority = st.getColumn(10).getString();
+    e.mode = st.getColumn(11).getString();
+    e.extensions = st.getColumn(12).getString();
+    e.time_original = st.getColumn(13).getString();
+    return e;
+  }
+
+  // Binds e to an INSERT of event_columns.
+  static SQLite::Statement& bind_event(SQLite::Statement& st, const EventRow& e) {
     st.tryReset();
     st.clearBindings();
     st.bind(1, e.event_id);
@@ -268,7 +405,7 @@ class SqliteStore final : public Store {
     st.bind(12, e.mode);
     st.bind(13, e.extensions);
     bind_text_or_null(st, 14, e.time_original);
-    return st.exec() == 1;
+    return st;
   }
 
   void insert_rejected(const RejectedRow& r) {
@@ -307,6 +444,9 @@ class SqliteStore final : public Store {
   StoreOptions options_;
   SQLite::Database db_;
   std::unique_ptr<SQLite::Statement> insert_event_;
+  std::unique_ptr<SQLite::Statement> insert_conflict_;
+  std::unique_ptr<SQLite::Statement> select_stored_;
+  std::unique_ptr<SQLite::Statement> select_conflicts_;
   std::unique_ptr<SQLite::Statement> insert_rejected_;
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;

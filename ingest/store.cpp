@@ -9,7 +9,7 @@ std::vector<StoredRejection> Store::rejected_after(std::int64_t, std::size_t) {
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot list rejected messages");
 }
 
-bool Store::move_rejected_to_events(std::int64_t, const EventRow&) {
+CommitResult Store::move_rejected_to_events(std::int64_t, const EventRow&) {
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot reprocess rejected messages");
 }
 

@@ -1,14 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-// Store is where the ingest keeps events: table `events` (one row per event
-// id), table `rejected` (messages that were not valid events: the whole
-// message up to --max-payload-bytes, its topic, the properties that arrived
-// and the reason) and table `ingest_meta` (the schema version). open_store()
-// creates the schema on first use and migrates a store made by an earlier
-// release (see store_schema_version); it refuses a newer one.
+// Store is where the ingest keeps events: table `events` (one row per
+// (source, event_id), the CloudEvents identity), table `conflicts` (an event
+// that arrived under a stored (source, event_id) with other content: the
+// new version in full, with the time it arrived; the stored one stays in
+// `events`), table `rejected` (messages that were not valid events: the
+// whole message up to --max-payload-bytes, its topic, the properties that
+// arrived and the reason) and table `ingest_meta` (the schema version).
+// open_store() creates the schema on first use and migrates a store made by
+// an earlier release (see store_schema_version) in one transaction; it
+// refuses a newer one.
 //
 // Durable when: commit() returns. A batch is one transaction; its events
-// are inserted with ON CONFLICT DO NOTHING, so an id already stored (by
-// this or another instance) is reported as a duplicate, never stored twice.
+// are inserted with ON CONFLICT DO NOTHING, so a (source, event_id) already
+// stored (by this or another instance) is never stored twice in `events`:
+// the new event is compared with the stored one (same_content, see
+// event_content.h) and is a duplicate when the content is the same (or the
+// same as a version already in `conflicts`), else a conflict, kept in
+// `conflicts` in the same transaction.
 //
 // Errors: every failure, opening included, is a StoreError (std::bad_alloc
 // aside), transient (the database is unreachable, busy, full, being
@@ -35,8 +43,17 @@ namespace edge_outbox::ingest {
 
 // The schema version this build writes. 1: events and rejected as first
 // released (rejected kept 1 KiB of a payload); 2: events.time_original,
-// rejected.properties, table ingest_meta.
-inline constexpr int store_schema_version = 2;
+// rejected.properties, table ingest_meta; 3: events keyed by (source,
+// event_id) instead of event_id, table conflicts.
+inline constexpr int store_schema_version = 3;
+
+// What a commit did with one row.
+//   written:   a new event stored in `events`, or a rejection kept
+//   duplicate: an event whose (source, event_id) is stored with the same
+//              content, or whose version is already kept in `conflicts`
+//   conflict:  an event whose (source, event_id) is stored with other
+//              content: kept in `conflicts`
+enum class CommitResult { written, duplicate, conflict };
 
 class StoreError : public std::runtime_error {
  public:
@@ -64,10 +81,11 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // One transaction. For each row: true if it was written, false for an
-  // event whose id was already stored. Throws StoreError (nothing
-  // committed) when the database fails; the caller may retry the batch.
-  virtual std::vector<bool> commit(const std::vector<Row>& rows) = 0;
+  // One transaction. For each row, what was done with it (an event that
+  // comes twice in one batch is compared with the first like any other).
+  // Throws StoreError (nothing committed) when the database fails; the
+  // caller may retry the batch.
+  virtual std::vector<CommitResult> commit(const std::vector<Row>& rows) = 0;
 
   // Every stored (source, streamid, sequence), ordered by source, streamid,
   // sequence. Events without a sequence are left out.
@@ -81,10 +99,10 @@ class Store {
 
   // Rejected rows with id > after_id, oldest first, at most `limit`.
   virtual std::vector<StoredRejection> rejected_after(std::int64_t after_id, std::size_t limit);
-  // One transaction: inserts the event (ON CONFLICT DO NOTHING) and deletes
-  // rejected row `id`. Returns true if the event was written, false if its
-  // id was already stored. Throws StoreError (nothing changed).
-  virtual bool move_rejected_to_events(std::int64_t id, const EventRow& event);
+  // One transaction: stores the event as commit() does (written, duplicate
+  // or conflict) and deletes rejected row `id`. Throws StoreError (nothing
+  // changed).
+  virtual CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event);
   // Sets the reason of rejected row `id`.
   virtual void update_rejected_reason(std::int64_t id, const std::string& reason);
   // Rejected rows deleted since open to keep the rejected table under its

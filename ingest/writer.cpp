@@ -163,19 +163,27 @@ bool Writer::back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseco
   return true;
 }
 
-void Writer::finish(Slot& slot, const Row& row, bool written, bool refused) {
+void Writer::finish(Slot& slot, const Row& row, CommitResult result, bool refused) {
   Outcome o;
   if (std::holds_alternative<RejectedRow>(row)) {
     o = Outcome::rejected;
     ++counters_.rejected;
     if (refused) ++counters_.store_refused;
-  } else if (written) {
+  } else if (result == CommitResult::written) {
     o = Outcome::stored;
     ++counters_.stored;
     if (!std::get<EventRow>(row).time_original.empty()) ++counters_.invalid_time;
-  } else {
+  } else if (result == CommitResult::duplicate) {
     o = Outcome::duplicate;
     ++counters_.duplicates;
+  } else {
+    o = Outcome::conflict;
+    ++counters_.conflicts;
+    const auto& e = std::get<EventRow>(row);
+    if (log_)
+      log_("warn", "event id '" + printable(e.event_id) + "' from source '" + printable(e.source) + "' (topic '" +
+                       printable(e.topic) +
+                       "') arrived with other content than the stored one: kept in the conflicts table");
   }
   slot.outcome = o;
   slot.done = true;
@@ -194,7 +202,7 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
     const auto i0 = static_cast<std::size_t>(first - done.begin());
 
     lock.unlock();
-    std::vector<bool> written;
+    std::vector<CommitResult> written;
     std::string error;
     bool permanent = false;
     try {

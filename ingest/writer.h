@@ -15,6 +15,9 @@
 //   rejected table instead, with the store's reason (its SQLSTATE or SQLite
 //   code and message), and the others are stored. So one bad row never
 //   blocks the rows behind it.
+// A conflict (an event whose (source, id) is stored with other content,
+// kept in the store's conflicts table) is counted and logged at warning;
+// like a duplicate, it is committed and its message may be acknowledged.
 //
 // Thread rule: submit(), counters(), pending(), failing() and
 // request_stop() from any thread; one mutex and condition variable guard the
@@ -43,7 +46,8 @@ namespace edge_outbox::ingest {
 struct Counters {
   std::uint64_t received = 0;
   std::uint64_t stored = 0;
-  std::uint64_t duplicates = 0;
+  std::uint64_t duplicates = 0;        // events whose (source, id) was stored with the same content
+  std::uint64_t conflicts = 0;         // events whose (source, id) was stored with other content, kept in conflicts
   std::uint64_t rejected = 0;          // all rejections, including store_refused
   std::uint64_t commits = 0;
   std::uint64_t store_errors = 0;      // failed commit attempts (transient and permanent)
@@ -53,7 +57,11 @@ struct Counters {
   std::uint64_t retained_ignored = 0;  // retained deliveries ignored (see subscriber.h)
 };
 
-enum class Outcome { stored, duplicate, rejected, not_committed };
+// What became of a submitted row (see CommitResult in store.h): stored,
+// duplicate or conflict for an event, rejected for a rejection (or an event
+// the store refused for good); the message is acknowledged after each of
+// these. not_committed: see submit().
+enum class Outcome { stored, duplicate, conflict, rejected, not_committed };
 
 using Logger = std::function<void(const std::string& level, const std::string& message)>;
 
@@ -105,7 +113,7 @@ class Writer {
   bool commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch, std::vector<Row>& rows);
   // Waits the backoff; false when stopping.
   bool back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds& backoff, const std::string& error);
-  void finish(Slot& slot, const Row& row, bool written, bool refused);
+  void finish(Slot& slot, const Row& row, CommitResult result, bool refused);
 
   Store& store_;
   const std::size_t max_batch_;

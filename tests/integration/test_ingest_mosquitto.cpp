@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// edge-outbox-ingest against a real mosquitto: each id stored once whatever
-// the content mode, bad input rejected without stopping good events, the
-// source check, a clean exit on SIGTERM. Gap accounting:
+// edge-outbox-ingest against a real mosquitto: each (source, id) stored once
+// whatever the content mode, a different event under a stored key kept as a
+// conflict, bad input rejected without stopping good events, the source
+// check, a clean exit on SIGTERM. Gap accounting:
 // test_ingest_gaps_mosquitto.cpp.
 #include <doctest/doctest.h>
 
@@ -28,7 +29,8 @@ std::vector<std::string> ingest_args(const Mosquitto& broker, const TempDir& dir
 
 }  // namespace
 
-TEST_CASE("the same event id three times (binary, structured, MQTT 3.1.1) is stored once, 2 duplicates") {
+TEST_CASE("the same event three times (binary, structured, MQTT 3.1.1) is stored once, 2 duplicates; "
+          "the same id from another source is stored, other content under the key is a conflict") {
   Mosquitto broker;
   TempDir dir;
   IngestProcess ingest(dir.path(), "ingest", ingest_args(broker, dir, {}));
@@ -46,19 +48,30 @@ TEST_CASE("the same event id three times (binary, structured, MQTT 3.1.1) is sto
     TestPublisher pub311(broker.uri(), MQTTVERSION_3_1_1);
     pub311.publish("devices/dev-1/events/reading", ce::encode_structured(event));
   }
+  {
+    TestPublisher pub(broker.uri());
+    pub.publish("devices/dev-2/events/reading", ce::encode_binary(device_event("dev-2", "same-id-1", 1)));
+    auto changed = event;
+    changed.data = R"({"seq":1,"corrected":true})";
+    pub.publish("devices/dev-1/events/reading", ce::encode_binary(changed));
+  }
   REQUIRE(ingest.wait() == 0);
   auto c = ingest.counters();
   INFO(ingest.log());
-  CHECK(c["received"] == 3);
-  CHECK(c["stored"] == 1);
+  CHECK(c["received"] == 5);
+  CHECK(c["stored"] == 2);
   CHECK(c["duplicates"] == 2);
+  CHECK(c["conflicts"] == 1);
   CHECK(c["rejected"] == 0);
+  CHECK(occurrences(ingest.log(), "kept in the conflicts table") == 1);
 
   auto db = dir / "events.db";
-  CHECK(sqlite_scalar(db, "SELECT count(*) FROM events") == 1);
+  CHECK(sqlite_scalar(db, "SELECT count(*) FROM events") == 2);
+  CHECK(sqlite_scalar(db, "SELECT count(*) FROM conflicts WHERE source = 'dev-1' AND event_id = 'same-id-1' AND "
+                          "CAST(payload AS TEXT) = '{\"seq\":1,\"corrected\":true}'") == 1);
   SQLite::Database d(db.string(), SQLite::OPEN_READONLY);
   SQLite::Statement row(d, "SELECT event_id, source, type, topic, time, payload, content_type, streamid, sequence, "
-                           "priority, mode FROM events");
+                           "priority, mode FROM events WHERE source = 'dev-1'");
   REQUIRE(row.executeStep());
   CHECK(row.getColumn(0).getString() == "same-id-1");
   CHECK(row.getColumn(1).getString() == "dev-1");

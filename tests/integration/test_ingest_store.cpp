@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The stores: each id once (also twice in one batch and from two
-// connections), rejected rows, the schema created once and kept, the gap
+// The stores: each (source, id) once (also twice in one batch and from two
+// connections), the same id from two sources stored twice, a different
+// event under a stored key kept as a conflict, rejected rows, the schema
+// created once and kept and migrated from earlier releases, the gap
 // queries. SQLite always; PostgreSQL where the machine has it.
 #include <doctest/doctest.h>
 
@@ -18,6 +20,11 @@ using edge_outbox::test::PostgresServer;
 using edge_outbox::test::TempDir;
 
 namespace {
+
+constexpr CommitResult written = CommitResult::written;
+constexpr CommitResult duplicate = CommitResult::duplicate;
+constexpr CommitResult conflict = CommitResult::conflict;
+using Results = std::vector<CommitResult>;
 
 EventRow event(const std::string& id, std::optional<std::int64_t> seq = {}, const std::string& stream = "s") {
   EventRow e;
@@ -46,18 +53,17 @@ void check_store(const std::function<std::unique_ptr<Store>()>& open) {
     rows.emplace_back(event("b", 1));
     rows.emplace_back(event("a", 3));
     rows.emplace_back(std::move(bad));
-    auto written = store->commit(rows);
-    CHECK(written == std::vector<bool>{true, true, false, true});
-    CHECK(store->commit({event("a", 3), event("c", 2)}) == std::vector<bool>{false, true});
+    CHECK(store->commit(rows) == Results{written, written, duplicate, written});
+    CHECK(store->commit({event("a", 3), event("c", 2)}) == Results{duplicate, written});
     CHECK(store->commit({}).empty());
   }
   // Reopened: the schema is there, the rows too.
   auto store = open();
-  CHECK(store->commit({event("b")}) == std::vector<bool>{false});
+  CHECK(store->commit({event("b", 1)}) == Results{duplicate});
   auto dropped = event("x", 4);
   dropped.type = "outbox.dropped";
   dropped.payload = R"({"ranges":[[5,6]]})";
-  CHECK(store->commit({dropped, event("n")}) == std::vector<bool>{true, true});
+  CHECK(store->commit({dropped, event("n")}) == Results{written, written});
 
   std::vector<std::int64_t> seqs;
   store->for_each_sequence([&](const std::string& source, const std::string& stream, std::int64_t s) {
@@ -75,18 +81,18 @@ void check_store(const std::function<std::unique_ptr<Store>()>& open) {
 
   // Two connections inserting the same ids at once: each id written once.
   auto other = open();
-  std::vector<bool> first, second;
+  Results first, second;
   std::vector<Row> batch;
   for (int i = 0; i < 200; ++i) batch.emplace_back(std::in_place_type<EventRow>, event("race-" + std::to_string(i)));
   std::thread t([&] { first = store->commit(batch); });
   second = other->commit(batch);
   t.join();
-  int written = 0;
+  int stored = 0;
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    CHECK(first[i] != second[i]);
-    written += first[i] + second[i];
+    CHECK(((first[i] == written && second[i] == duplicate) || (first[i] == duplicate && second[i] == written)));
+    stored += (first[i] == written) + (second[i] == written);
   }
-  CHECK(written == 200);
+  CHECK(stored == 200);
 }
 
 }  // namespace
@@ -133,12 +139,13 @@ TEST_CASE("bad store specs say what to write") {
 }
 
 // ---------------------------------------------------------------------------
-// Schema versions. A store made by the previous release (schema version 1,
-// no ingest_meta) is migrated on open, its rows kept; a newer one is refused.
+// Schema versions. A store made by an earlier release (schema version 1, no
+// ingest_meta; version 2, events keyed by event_id alone) is migrated on
+// open, its rows kept; a newer one is refused.
 
 namespace {
 
-// The exact DDL of the previous release (schema version 1), as a fixture.
+// The exact DDL of the first release (schema version 1), as a fixture.
 constexpr const char* sqlite_v1_ddl = R"sql(
 CREATE TABLE IF NOT EXISTS events (
   event_id     TEXT PRIMARY KEY,
@@ -193,7 +200,7 @@ CREATE TABLE IF NOT EXISTS rejected (
 );
 )sql";
 
-// Rows as the previous release wrote them (a rejected payload cut at 1 KiB).
+// Rows as the first release wrote them (a rejected payload cut at 1 KiB).
 constexpr const char* v1_rows = R"sql(
 INSERT INTO events (event_id, source, type, topic, "time", received_at, payload, content_type, streamid, sequence,
                     priority, mode, extensions)
@@ -217,6 +224,25 @@ std::string incompressible(std::size_t size) {
     s += alphabet[x % 62];
   }
   return s;
+}
+
+// old-1 of v1_rows as it arrives again.
+EventRow old_1() {
+  EventRow e;
+  e.event_id = "old-1";
+  e.source = "dev-1";
+  e.type = "sensor.reading";
+  e.topic = "devices/dev-1/events/r";
+  e.time = "2026-11-30T10:00:00Z";
+  e.received_at_ms = 1796000009999;
+  e.payload = "abc";
+  e.content_type = "application/json";
+  e.streamid = "s1";
+  e.sequence = 1;
+  e.priority = "normal";
+  e.mode = "structured";
+  e.extensions = "{}";
+  return e;
 }
 
 EventRow time_event(const std::string& id) {
@@ -252,14 +278,14 @@ std::string sqlite_text(const std::string& path, const std::string& sql) {
 std::string sqlite_columns(const std::string& path) {
   return sqlite_text(path,
                      "SELECT m.name, p.name, p.type, p.\"notnull\", COALESCE(p.dflt_value, ''), p.pk FROM sqlite_master m, "
-                     "pragma_table_info(m.name) p WHERE m.type = 'table' AND m.name IN ('events', 'rejected', "
-                     "'ingest_meta') ORDER BY m.name, p.cid") +
+                     "pragma_table_info(m.name) p WHERE m.type = 'table' AND m.name IN ('events', 'conflicts', "
+                     "'rejected', 'ingest_meta') ORDER BY m.name, p.cid") +
          "\n" + sqlite_text(path, "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' ORDER BY name");
 }
 
 }  // namespace
 
-TEST_CASE("SQLite store made by the previous release (schema version 1): migrated on open, rows kept") {
+TEST_CASE("SQLite store made by the first release (schema version 1): migrated on open, rows kept") {
   TempDir dir;
   auto path = (dir / "v1.db").string();
   {
@@ -270,16 +296,16 @@ TEST_CASE("SQLite store made by the previous release (schema version 1): migrate
   }
   {
     auto store = open_store("sqlite:" + path);
-    CHECK(sqlite_text(path, "SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "2");
+    CHECK(sqlite_text(path, "SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "3");
     // The old rows are there, the new columns empty (NULL, '{}').
     CHECK(sqlite_text(path, "SELECT event_id, source, time, COALESCE(time_original, 'NULL'), payload, sequence, mode, "
                             "extensions FROM events ORDER BY event_id") ==
           "old-1|dev-1|2026-11-30T10:00:00Z|NULL|abc|1|binary|{}\nold-2|dev-1||NULL|def|2|structured|{\"x\":\"1\"}");
     CHECK(sqlite_text(path, "SELECT id, reason, payload, payload_size, properties FROM rejected") ==
           "1|not JSON|hello|5000|{}");
-    // An old id is still a duplicate; the new columns take values.
-    CHECK(store->commit({event("old-1"), time_event("new-1"), rejection("x", R"({"content_type":"a/b"})")}) ==
-          std::vector<bool>{false, true, true});
+    // An old event is still a duplicate; the new columns take values.
+    CHECK(store->commit({old_1(), time_event("new-1"), rejection("x", R"({"content_type":"a/b"})")}) ==
+          Results{duplicate, written, written});
     CHECK(sqlite_text(path, "SELECT COALESCE(time, 'NULL'), time_original FROM events WHERE event_id = 'new-1'") ==
           "NULL|yesterday-ish");
     CHECK(sqlite_text(path, "SELECT properties FROM rejected WHERE id = 2") == R"({"content_type":"a/b"})");
@@ -302,11 +328,11 @@ TEST_CASE("SQLite store with a newer schema version is refused, untouched") {
   open_store("sqlite:" + path);
   {
     SQLite::Database d(path, SQLite::OPEN_READWRITE);
-    d.exec("UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version'");
+    d.exec("UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version'");
   }
-  CHECK_THROWS_WITH_AS(open_store("sqlite:" + path), doctest::Contains("schema version 3, newer than"),
+  CHECK_THROWS_WITH_AS(open_store("sqlite:" + path), doctest::Contains("schema version 4, newer than"),
                        StoreError);
-  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta") == "3");
+  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta") == "4");
   {
     SQLite::Database d(path, SQLite::OPEN_READWRITE);
     d.exec("UPDATE ingest_meta SET value = 'two' WHERE key = 'schema_version'");
@@ -315,7 +341,7 @@ TEST_CASE("SQLite store with a newer schema version is refused, untouched") {
   CHECK(open_error_kind("sqlite:" + path) == StoreError::Kind::permanent);
 }
 
-TEST_CASE("PostgreSQL store made by the previous release (schema version 1): migrated on open, rows kept") {
+TEST_CASE("PostgreSQL store made by the first release (schema version 1): migrated on open, rows kept") {
   PostgresServer pg;
   if (!pg.available()) {
     MESSAGE("skipped: " << pg.why());
@@ -325,14 +351,14 @@ TEST_CASE("PostgreSQL store made by the previous release (schema version 1): mig
   pg.query(v1_rows);
   {
     auto store = open_store(pg.uri());
-    CHECK(pg.query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "2");
+    CHECK(pg.query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "3");
     CHECK(pg.query("SELECT event_id, source, \"time\", COALESCE(time_original, 'NULL'), encode(payload, 'escape'), "
                    "sequence, mode, extensions FROM events ORDER BY event_id") ==
           "old-1|dev-1|2026-11-30T10:00:00Z|NULL|abc|1|binary|{}\nold-2|dev-1||NULL|def|2|structured|{\"x\":\"1\"}");
     CHECK(pg.query("SELECT id, reason, encode(payload, 'escape'), payload_size, properties FROM rejected") ==
           "1|not JSON|hello|5000|{}");
-    CHECK(store->commit({event("old-1"), time_event("new-1"), rejection("x", R"({"content_type":"a/b"})")}) ==
-          std::vector<bool>{false, true, true});
+    CHECK(store->commit({old_1(), time_event("new-1"), rejection("x", R"({"content_type":"a/b"})")}) ==
+          Results{duplicate, written, written});
     CHECK(pg.query("SELECT COALESCE(\"time\", 'NULL'), time_original FROM events WHERE event_id = 'new-1'") ==
           "NULL|yesterday-ish");
     CHECK(pg.query("SELECT properties FROM rejected WHERE id = 2") == R"({"content_type":"a/b"})");
@@ -349,11 +375,326 @@ TEST_CASE("PostgreSQL store made by the previous release (schema version 1): mig
   CHECK(migrated == pg.query(columns, "fresh"));
   const std::string indexes = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1";
   CHECK(pg.query(indexes) == pg.query(indexes, "fresh"));
-  pg.query("UPDATE ingest_meta SET value = '3'");
-  CHECK_THROWS_WITH_AS(open_store(pg.uri()), doctest::Contains("schema version 3, newer than"), StoreError);
-  CHECK(pg.query("SELECT value FROM ingest_meta") == "3");
+  pg.query("UPDATE ingest_meta SET value = '4'");
+  CHECK_THROWS_WITH_AS(open_store(pg.uri()), doctest::Contains("schema version 4, newer than"), StoreError);
+  CHECK(pg.query("SELECT value FROM ingest_meta") == "4");
   CHECK(migrated.find("events|time_original|text|YES|") != std::string::npos);
   CHECK(migrated.find("rejected|properties|text|NO|'{}'::text") != std::string::npos);
+}
+
+namespace {
+
+// The exact DDL of schema version 2 (events keyed by event_id alone, no
+// conflicts), as a fixture.
+constexpr const char* sqlite_v2_ddl = R"sql(
+CREATE TABLE events (
+  event_id     TEXT PRIMARY KEY,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  time         TEXT,
+  received_at  INTEGER NOT NULL,
+  payload      BLOB,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     INTEGER,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT
+);
+CREATE INDEX events_stream ON events (source, streamid, sequence);
+CREATE TABLE rejected (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  received_at  INTEGER NOT NULL,
+  topic        TEXT NOT NULL,
+  reason       TEXT NOT NULL,
+  payload      BLOB,
+  payload_size INTEGER NOT NULL,
+  properties   TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
+)sql";
+
+constexpr const char* postgres_v2_ddl = R"sql(
+CREATE TABLE events (
+  event_id     TEXT PRIMARY KEY,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  "time"       TEXT,
+  received_at  BIGINT NOT NULL,
+  payload      BYTEA,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     BIGINT,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT
+);
+CREATE INDEX events_stream ON events (source, streamid, sequence);
+CREATE TABLE rejected (
+  id           BIGSERIAL PRIMARY KEY,
+  received_at  BIGINT NOT NULL,
+  topic        TEXT NOT NULL,
+  reason       TEXT NOT NULL,
+  payload      BYTEA,
+  payload_size BIGINT NOT NULL,
+  properties   TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
+)sql";
+
+// Rows as version 2 wrote them.
+constexpr const char* v2_rows = R"sql(
+INSERT INTO events (event_id, source, type, topic, "time", received_at, payload, content_type, streamid, sequence,
+                    priority, mode, extensions, time_original)
+VALUES ('reading-17', 'gw-a', 'sensor.reading', 'devices/gw-a/events/r', '2026-11-30T10:00:00Z', 1796000000000,
+        '{"v":1}', 'application/json', 's1', 17, 'normal', 'binary', '{}', NULL),
+       ('odd-time', 'gw-a', 'sensor.reading', 'devices/gw-a/events/r', NULL, 1796000000001,
+        'x', 'text/plain', 's1', 18, NULL, 'structured', '{"x":"1"}', 'yesterday-ish');
+INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties)
+VALUES (1796000000002, 'devices/gw-a/events/r', 'not JSON', 'hello', 5, '{"content_type":""}');
+)sql";
+
+constexpr const char* v2_events_query =
+    "SELECT source, event_id, type, topic, COALESCE(\"time\", 'NULL'), received_at, content_type, streamid, sequence, "
+    "COALESCE(priority, 'NULL'), mode, extensions, COALESCE(time_original, 'NULL') FROM events ORDER BY event_id";
+constexpr const char* v2_events =
+    "gw-a|odd-time|sensor.reading|devices/gw-a/events/r|NULL|1796000000001|text/plain|s1|18|NULL|structured|"
+    "{\"x\":\"1\"}|yesterday-ish\n"
+    "gw-a|reading-17|sensor.reading|devices/gw-a/events/r|2026-11-30T10:00:00Z|1796000000000|application/json|s1|17|"
+    "normal|binary|{}|NULL";
+
+// reading-17 of v2_rows as a device sends it again, from `source`; its data
+// re-serialized with spaces (as binary mode may carry it).
+EventRow v2_reading(const std::string& source) {
+  EventRow e;
+  e.event_id = "reading-17";
+  e.source = source;
+  e.type = "sensor.reading";
+  e.topic = "devices/" + source + "/events/r";
+  e.time = "2026-11-30T10:00:00Z";
+  e.received_at_ms = 1796000005000;
+  e.payload = R"({ "v": 1 })";
+  e.content_type = "application/json";
+  e.streamid = "s1";
+  e.sequence = 17;
+  e.priority = "normal";
+  e.mode = "binary";
+  e.extensions = "{}";
+  return e;
+}
+
+// What a store migrated from version 2 must do: the same id from another
+// source is stored, the same event again is a duplicate, another one under
+// the old key a conflict.
+void check_migrated_v2(Store& store, const std::function<std::string(const std::string&)>& query) {
+  auto changed = v2_reading("gw-a");
+  changed.payload = R"({"v":2})";
+  CHECK(store.commit({v2_reading("gw-b"), v2_reading("gw-a"), changed}) == Results{written, duplicate, conflict});
+  CHECK(query("SELECT source FROM events WHERE event_id = 'reading-17' ORDER BY source") == "gw-a\ngw-b");
+  CHECK(query("SELECT source, event_id, received_at FROM conflicts") == "gw-a|reading-17|1796000005000");
+  std::vector<std::int64_t> seqs;
+  store.for_each_sequence([&](const std::string&, const std::string&, std::int64_t s) { seqs.push_back(s); });
+  CHECK(seqs == std::vector<std::int64_t>{17, 18, 17});
+}
+
+}  // namespace
+
+TEST_CASE("SQLite store made by schema version 2: migrated on open to the (source, id) key, rows kept") {
+  TempDir dir;
+  auto path = (dir / "v2.db").string();
+  {
+    SQLite::Database d(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    d.exec("PRAGMA journal_mode=WAL");
+    d.exec(sqlite_v2_ddl);
+    d.exec(v2_rows);
+    // An operator's view on events: it must survive the table's rebuild.
+    d.exec("CREATE VIEW readings_per_source AS SELECT source, count(*) AS n FROM events GROUP BY source");
+  }
+  {
+    auto store = open_store("sqlite:" + path);
+    CHECK(sqlite_text(path, "SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "3");
+    CHECK(sqlite_text(path, v2_events_query) == v2_events);
+    CHECK(sqlite_text(path, "SELECT CAST(payload AS TEXT) FROM events ORDER BY event_id") == "x\n{\"v\":1}");
+    CHECK(sqlite_text(path, "SELECT id, reason, payload, payload_size, properties FROM rejected") ==
+          "1|not JSON|hello|5|{\"content_type\":\"\"}");
+    // The key: (source, event_id).
+    CHECK(sqlite_text(path, "SELECT name, pk FROM pragma_table_info('events') WHERE pk > 0 ORDER BY pk") ==
+          "source|1\nevent_id|2");
+    check_migrated_v2(*store, [&](const std::string& sql) { return sqlite_text(path, sql); });
+    CHECK(sqlite_text(path, "SELECT source, n FROM readings_per_source ORDER BY source") == "gw-a|2\ngw-b|1");
+  }
+  // Reopened: nothing migrated twice; the same tables as a store made new.
+  open_store("sqlite:" + path);
+  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta") == "3");
+  CHECK(sqlite_text(path, "SELECT count(*) FROM events") == "3");
+  auto fresh = (dir / "fresh.db").string();
+  open_store("sqlite:" + fresh);
+  CHECK(sqlite_columns(path) == sqlite_columns(fresh));
+  CHECK(sqlite_text(path, "PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("PostgreSQL store made by schema version 2: migrated on open to the (source, id) key, rows kept") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  pg.query(postgres_v2_ddl);
+  pg.query(v2_rows);
+  {
+    auto store = open_store(pg.uri());
+    CHECK(pg.query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "3");
+    CHECK(pg.query(v2_events_query) == v2_events);
+    CHECK(pg.query("SELECT convert_from(payload, 'UTF8') FROM events ORDER BY event_id") == "x\n{\"v\":1}");
+    CHECK(pg.query("SELECT id, reason, encode(payload, 'escape'), payload_size, properties FROM rejected") ==
+          "1|not JSON|hello|5|{\"content_type\":\"\"}");
+    CHECK(pg.query("SELECT indexdef FROM pg_indexes WHERE indexname = 'events_pkey'") ==
+          "CREATE UNIQUE INDEX events_pkey ON public.events USING btree (source, event_id)");
+    check_migrated_v2(*store, [&](const std::string& sql) { return pg.query(sql); });
+  }
+  open_store(pg.uri());
+  CHECK(pg.query("SELECT value FROM ingest_meta") == "3");
+  CHECK(pg.query("SELECT count(*) FROM events") == "3");
+  pg.query("CREATE DATABASE fresh");
+  open_store(pg.uri("fresh"));
+  const std::string columns =
+      "SELECT table_name, column_name, data_type, is_nullable, COALESCE(column_default, '') FROM "
+      "information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position";
+  CHECK(pg.query(columns) == pg.query(columns, "fresh"));
+  const std::string indexes = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1";
+  CHECK(pg.query(indexes) == pg.query(indexes, "fresh"));
+}
+
+// ---------------------------------------------------------------------------
+// Identity: (source, id). The same key with the same content is a duplicate;
+// with other content a conflict, kept whole in `conflicts`.
+
+namespace {
+
+// An event as classify makes it from a device's message.
+EventRow reading(const std::string& source, const std::string& id) {
+  EventRow e;
+  e.event_id = id;
+  e.source = source;
+  e.type = "sensor.reading";
+  e.topic = "devices/" + source + "/events/r";
+  e.time = "2026-11-30T10:00:00.000Z";
+  e.received_at_ms = 1796000000000;
+  e.payload = R"({"celsius":21.5,"sensor":"t1"})";
+  e.content_type = "application/json";
+  e.streamid = "s1";
+  e.sequence = 17;
+  e.priority = "normal";
+  e.mode = "structured";
+  e.extensions = R"({"site":"north"})";
+  return e;
+}
+
+// query: one statement's rows, columns joined by '|', rows by '\n'.
+// payload_text: the SQL that reads `payload` as text in this store.
+void check_identity(const std::function<std::unique_ptr<Store>()>& open,
+                    const std::function<std::string(const std::string&)>& query, const std::string& payload_text) {
+  auto store = open();
+  // The same id from two sources: two events.
+  CHECK(store->commit({reading("gw-a", "reading-17"), reading("gw-b", "reading-17")}) == Results{written, written});
+
+  // The same key and content: a duplicate, whatever the transport (topic,
+  // mode, arrival time) and the layout of the JSON data (binary mode
+  // carries it as the device wrote it).
+  auto again = reading("gw-a", "reading-17");
+  again.topic = "devices/gw-a/events/elsewhere";
+  again.mode = "binary";
+  again.received_at_ms += 5000;
+  again.payload = "{ \"sensor\": \"t1\",\n  \"celsius\": 21.5 }";
+  CHECK(store->commit({again}) == Results{duplicate});
+
+  // The same key, other content: conflicts, each kept.
+  auto other_data = reading("gw-a", "reading-17");
+  other_data.payload = R"({"celsius":99.5,"sensor":"t1"})";
+  other_data.received_at_ms = 1796000001000;
+  auto other_type = reading("gw-a", "reading-17");
+  other_type.type = "sensor.alarm";
+  auto other_extension = reading("gw-a", "reading-17");
+  other_extension.extensions = R"({"site":"south"})";
+  auto other_time = reading("gw-a", "reading-17");
+  other_time.time = "2026-11-30T10:00:01.000Z";
+  auto other_sequence = reading("gw-a", "reading-17");
+  other_sequence.sequence.reset();
+  CHECK(store->commit({other_data, other_type}) == Results{conflict, conflict});
+  CHECK(store->commit({other_extension, other_time, other_sequence}) == Results{conflict, conflict, conflict});
+  // A conflicting version again (a redelivery): a duplicate, kept once.
+  CHECK(store->commit({other_data}) == Results{duplicate});
+
+  // A new key twice in one batch with other content: stored, then a conflict;
+  // the second version once more: a duplicate of the kept conflict.
+  auto first = reading("gw-c", "reading-1");
+  auto second = first;
+  second.payload = R"({"celsius":0})";
+  CHECK(store->commit({first, second, second}) == Results{written, conflict, duplicate});
+
+  // Data that is not JSON is compared byte for byte.
+  auto bytes = reading("gw-d", "raw-1");
+  bytes.content_type = "application/octet-stream";
+  bytes.payload = std::string("\0\x01", 2);
+  auto other_bytes = bytes;
+  other_bytes.payload = std::string("\0\x02", 2);
+  CHECK(store->commit({bytes, bytes, other_bytes}) == Results{written, duplicate, conflict});
+
+  CHECK(query("SELECT source, event_id, type, received_at FROM events ORDER BY source, event_id") ==
+        "gw-a|reading-17|sensor.reading|1796000000000\ngw-b|reading-17|sensor.reading|1796000000000\n"
+        "gw-c|reading-1|sensor.reading|1796000000000\ngw-d|raw-1|sensor.reading|1796000000000");
+  CHECK(query("SELECT count(*) FROM conflicts") == "7");
+  // The new version in full, with the time it arrived.
+  CHECK(query("SELECT event_id, source, type, topic, \"time\", received_at, " + payload_text +
+              ", content_type, streamid, sequence, priority, mode, extensions, COALESCE(time_original, 'NULL') "
+              "FROM conflicts WHERE received_at = 1796000001000") ==
+        "reading-17|gw-a|sensor.reading|devices/gw-a/events/r|2026-11-30T10:00:00.000Z|1796000001000|"
+        "{\"celsius\":99.5,\"sensor\":\"t1\"}|application/json|s1|17|normal|structured|{\"site\":\"north\"}|NULL");
+  CHECK(query("SELECT type FROM conflicts WHERE source = 'gw-a' AND event_id = 'reading-17' ORDER BY id") ==
+        "sensor.reading\nsensor.alarm\nsensor.reading\nsensor.reading\nsensor.reading");
+  CHECK(query("SELECT COALESCE(sequence, -1) FROM conflicts WHERE source = 'gw-a' ORDER BY id DESC LIMIT 1") == "-1");
+  // The stored version stays as it was.
+  CHECK(query("SELECT " + payload_text + " FROM events WHERE source = 'gw-a'") ==
+        R"({"celsius":21.5,"sensor":"t1"})");
+
+  // reprocess counts a conflict as such.
+  RejectedRow held;
+  held.received_at_ms = 1796000002000;
+  held.topic = "devices/gw-b/events/r";
+  held.reason = "missing attribute 'specversion'";
+  held.payload = R"({"specversion":"1.0","id":"reading-17","source":"gw-b","type":"sensor.other"})";
+  held.payload_size = held.payload.size();
+  store->commit({held});
+  auto counts = reprocess_rejected(*store, ClassifyOptions{}, {});
+  CHECK(counts.conflicts == 1);
+  CHECK(counts.stored == 0);
+  CHECK(query("SELECT count(*) FROM conflicts WHERE source = 'gw-b'") == "1");
+  CHECK(query("SELECT count(*) FROM rejected") == "0");
+}
+
+}  // namespace
+
+TEST_CASE("(source, id) identity, duplicates and conflicts (SQLite)") {
+  TempDir dir;
+  auto path = (dir / "id.db").string();
+  check_identity([&] { return open_store("sqlite:" + path); },
+                 [&](const std::string& sql) { return sqlite_text(path, sql); }, "CAST(payload AS TEXT)");
+}
+
+TEST_CASE("(source, id) identity, duplicates and conflicts (PostgreSQL)") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  check_identity([&] { return open_store(pg.uri()); }, [&](const std::string& sql) { return pg.query(sql); },
+                 "convert_from(payload, 'UTF8')");
 }
 
 // ---------------------------------------------------------------------------
@@ -386,7 +727,7 @@ TEST_CASE("PostgreSQL errors are classified by SQLSTATE class; NUL is refused, n
     CHECK(e.permanent());
     CHECK(e.code() == "SQLSTATE 22021");
   }
-  CHECK(store->commit({event("victim-0001")}) == std::vector<bool>{true});
+  CHECK(store->commit({event("victim-0001")}) == Results{written});
 
   // A table changed under the ingest (as during a rolling upgrade): transient.
   pg.query("ALTER TABLE events RENAME TO events_old");
@@ -398,7 +739,7 @@ TEST_CASE("PostgreSQL errors are classified by SQLSTATE class; NUL is refused, n
     CHECK(e.code() == "SQLSTATE 42P01");
   }
   pg.query("ALTER TABLE events_old RENAME TO events");
-  CHECK(store->commit({event("during-upgrade")}) == std::vector<bool>{true});
+  CHECK(store->commit({event("during-upgrade")}) == Results{written});
 
   // The server gone: transient, and the store reconnects when it is back.
   pg.stop();
@@ -409,16 +750,16 @@ TEST_CASE("PostgreSQL errors are classified by SQLSTATE class; NUL is refused, n
     CHECK_FALSE(e.permanent());
   }
   pg.start();
-  std::vector<bool> written;
-  for (int attempt = 0; attempt < 50 && written.empty(); ++attempt) {
+  Results results;
+  for (int attempt = 0; attempt < 50 && results.empty(); ++attempt) {
     try {
-      written = store->commit({event("while-down")});
+      results = store->commit({event("while-down")});
     } catch (const StoreError& e) {
       CHECK_FALSE(e.permanent());
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
-  CHECK(written == std::vector<bool>{true});
+  CHECK(results == Results{written});
 }
 
 TEST_CASE("SQLite errors: a constraint (here a trigger's RAISE) is permanent") {
@@ -439,7 +780,7 @@ TEST_CASE("SQLite errors: a constraint (here a trigger's RAISE) is permanent") {
     CHECK(e.permanent());
     CHECK(std::string(e.what()).find("source bad refused") != std::string::npos);
   }
-  CHECK(store->commit({event("ok-1")}) == std::vector<bool>{true});
+  CHECK(store->commit({event("ok-1")}) == Results{written});
 }
 
 // ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Writer: submit() returns only after the commit, group commits gather
-// concurrent submitters, a failing store is retried and never acknowledged.
+// concurrent submitters, a failing store is retried and never acknowledged;
+// duplicates and conflicts of (source, id) are told apart and counted.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -8,7 +9,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include <edge_outbox/wire/cloudevents.h>
+
 #include "support/postgres.h"
+#include "ingest/classify.h"
 #include "ingest/store.h"
 #include "support/temp_dir.h"
 #include "ingest/writer.h"
@@ -33,7 +37,7 @@ EventRow event(const std::string& id) {
 // A unit-test store: records batch sizes, can be slow or fail.
 class FakeStore final : public Store {
  public:
-  std::vector<bool> commit(const std::vector<Row>& rows) override {
+  std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
     std::this_thread::sleep_for(delay);
     ++entered;
     while (hold) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -52,7 +56,7 @@ class FakeStore final : public Store {
     }
     batches.push_back(rows.size());
     for (const auto& row : rows) committed.push_back(row);
-    return std::vector<bool>(rows.size(), true);
+    return std::vector<CommitResult>(rows.size(), CommitResult::written);
   }
   void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>&) override {}
   void for_each_event_of_type(std::string_view,
@@ -82,23 +86,36 @@ struct Log {
 
 }  // namespace
 
-TEST_CASE("stored, duplicate and rejected outcomes with the SQLite store") {
+TEST_CASE("stored, duplicate, conflict and rejected outcomes with the SQLite store") {
   TempDir dir;
   auto store = open_sqlite_store((dir / "e.db").string(), SqliteSync::normal);
-  Writer writer(*store, 64, {});
+  Log log;
+  Writer writer(*store, 64, log.logger());
   CHECK(writer.submit(event("a")) == Outcome::stored);
   CHECK(writer.submit(event("a")) == Outcome::duplicate);
   CHECK(writer.submit(event("b")) == Outcome::stored);
+  auto changed = event("a");
+  changed.payload = "other data";
+  CHECK(writer.submit(changed) == Outcome::conflict);
+  CHECK(writer.submit(changed) == Outcome::duplicate);  // that version is kept already
+  auto elsewhere = event("a");
+  elsewhere.source = "d2";
+  CHECK(writer.submit(elsewhere) == Outcome::stored);
   RejectedRow bad;
   bad.topic = "x";
   bad.reason = "not JSON";
   CHECK(writer.submit(bad) == Outcome::rejected);
   auto c = writer.counters();
-  CHECK(c.received == 4);
-  CHECK(c.stored == 2);
-  CHECK(c.duplicates == 1);
+  CHECK(c.received == 7);
+  CHECK(c.stored == 3);
+  CHECK(c.duplicates == 2);
+  CHECK(c.conflicts == 1);
   CHECK(c.rejected == 1);
   CHECK(writer.pending() == 0);
+  std::lock_guard lock(log.mutex);
+  REQUIRE(log.lines.size() == 1);
+  CHECK(log.lines[0] == "warn: event id 'a' from source 'd' (topic 'devices/d/events/x') arrived with other content "
+                        "than the stored one: kept in the conflicts table");
 }
 
 TEST_CASE("concurrent submitters share commits") {
@@ -332,4 +349,99 @@ TEST_CASE("rejected rows pruned under the quota are counted and logged") {
   bool logged = false;
   for (const auto& line : log.lines) logged |= line.find("oldest rejected messages") != std::string::npos;
   CHECK(logged);
+}
+
+// ---------------------------------------------------------------------------
+// One event, three forms: binary mode carries the data as the device wrote
+// it, structured mode (MQTT 5 or 3.1.1) re-serializes it. The same event
+// either way: duplicates, never conflicts.
+
+namespace {
+
+namespace ce = edge_outbox::cloudevents;
+
+struct Message {
+  std::string payload;
+  std::string content_type;
+  ce::UserProperties user_properties;
+};
+
+Row classified(const Message& m, std::int64_t received_at_ms) {
+  Received r;
+  r.topic = "devices/gw-a/events/r";
+  r.payload = m.payload;
+  r.content_type = m.content_type;
+  r.user_properties = m.user_properties;
+  r.received_at_ms = received_at_ms;
+  return classify(r, ClassifyOptions{});
+}
+
+void check_forms(Store& store) {
+  ce::CloudEvent e;
+  e.id = "reading-17";
+  e.source = "gw-a";
+  e.type = "sensor.reading";
+  e.time = "2026-11-30T10:00:00.250Z";
+  e.datacontenttype = "application/json";
+  e.data = "{\"sensor\": \"t1\", \"values\": [21.50, 1e2, -0.0], \"meta\": {\"z\": true, \"a\": null}}";
+  e.sequence = 17;
+  e.streamid = "s1";
+  e.priority = "normal";
+  e.extensions["site"] = "north";
+  const auto binary = ce::encode_binary(e);
+  const auto structured = ce::encode_structured(e);
+  const Message forms[] = {{binary.payload, binary.content_type, binary.user_properties},
+                           {structured.payload, structured.content_type, {}},
+                           {structured.payload, "", {}}};  // MQTT 3.1.1: no properties at all
+  REQUIRE(std::holds_alternative<EventRow>(classified(forms[1], 0)));
+  REQUIRE(std::get<EventRow>(classified(forms[1], 0)).payload != e.data);  // structured mode did re-serialize
+
+  Writer writer(store, 8, {});
+  // Each form first once (a fresh id), then the other forms: duplicates.
+  for (std::size_t first = 0; first < 3; ++first) {
+    auto as_first = [&](const Message& m, std::int64_t at) {
+      Row row = classified(m, at);
+      std::get<EventRow>(row).event_id += "-" + std::to_string(first);
+      return row;
+    };
+    CHECK(writer.submit(as_first(forms[first], 1)) == Outcome::stored);
+    for (std::size_t other = 0; other < 3; ++other) {
+      CAPTURE(first);
+      CAPTURE(other);
+      CHECK(writer.submit(as_first(forms[other], 2)) == Outcome::duplicate);
+    }
+  }
+  // Other data in any form: a conflict.
+  auto changed = e;
+  changed.id = "reading-17-0";
+  changed.data = "{\"sensor\": \"t1\", \"values\": [21.51, 1e2, -0.0], \"meta\": {\"z\": true, \"a\": null}}";
+  const auto changed_structured = ce::encode_structured(changed);
+  CHECK(writer.submit(classified({changed_structured.payload, changed_structured.content_type, {}}, 3)) ==
+        Outcome::conflict);
+  const auto changed_binary = ce::encode_binary(changed);
+  CHECK(writer.submit(classified({changed_binary.payload, changed_binary.content_type, changed_binary.user_properties},
+                                 4)) == Outcome::duplicate);
+  auto c = writer.counters();
+  CHECK(c.stored == 3);
+  CHECK(c.duplicates == 10);
+  CHECK(c.conflicts == 1);
+  CHECK(c.rejected == 0);
+}
+
+}  // namespace
+
+TEST_CASE("the same event in binary and structured mode is a duplicate, not a conflict (SQLite)") {
+  TempDir dir;
+  auto store = open_sqlite_store((dir / "forms.db").string(), SqliteSync::normal);
+  check_forms(*store);
+}
+
+TEST_CASE("the same event in binary and structured mode is a duplicate, not a conflict (PostgreSQL)") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  auto store = open_store(pg.uri());
+  check_forms(*store);
 }
