@@ -183,7 +183,9 @@ struct Forwarder::Impl {
       return;
     }
     MutexLock lock(mutex);
-    if (!received_through || c->through > *received_through) received_through = c->through;
+    // Each is judged against what was sent (a forged one beyond it must not
+    // hide a good one): the thread takes them all.
+    received.push_back(c->through);
     cv.notify_all();
   }
 
@@ -235,15 +237,15 @@ struct Forwarder::Impl {
 
   // Server mode, before a step: confirmations that arrived, a new
   // connection, the confirm timeout.
-  void follow_confirmations(SendWindow& window, std::optional<std::int64_t> received, bool new_connection,
+  void follow_confirmations(SendWindow& window, const std::vector<std::int64_t>& confirmations, bool new_connection,
                             bool is_connected, std::int64_t now_ms) EXCLUDES(mutex) {
-    if (received) {
-      switch (confirm_wait.received(*received, sent_through(window), now_ms)) {
+    for (std::int64_t through : confirmations) {
+      switch (confirm_wait.received(through, sent_through(window), now_ms)) {
         case ConfirmationWait::Verdict::advanced:
         case ConfirmationWait::Verdict::stale:
           break;
         case ConfirmationWait::Verdict::beyond_sent:
-          log(LogLevel::warning, "forwarder: ignoring a confirmation through " + std::to_string(*received) +
+          log(LogLevel::warning, "forwarder: ignoring a confirmation through " + std::to_string(through) +
                                      ": beyond the highest sequence sent (" + std::to_string(sent_through(window)) +
                                      ")");
           break;
@@ -521,6 +523,7 @@ struct Forwarder::Impl {
   void run() EXCLUDES(mutex) {
     SendWindow window(window_options(options), clock->monotonic_ms());
     std::vector<Completion> done;
+    std::vector<std::int64_t> confirmations;
     std::uint64_t connects_seen = 0;
     MutexLock lock(mutex);
     while (true) {
@@ -531,8 +534,8 @@ struct Forwarder::Impl {
       auto events_seen = connection_events;
       bool new_connection = connects != connects_seen && connected;
       if (new_connection) connects_seen = connects;
-      std::optional<std::int64_t> received = received_through;
-      received_through.reset();
+      confirmations.clear();
+      confirmations.swap(received);
       MqttVersion v = version;
       bool draining = stopping;
       auto deadline = drain_deadline_ms;
@@ -549,7 +552,7 @@ struct Forwarder::Impl {
         if (!position_loaded) load_position(now_ms);
         if (new_connection) status_schedule.connected(now_ms);
         handle(window, done, now_ms);
-        if (server_mode) follow_confirmations(window, received, new_connection, link_up, now_ms);
+        if (server_mode) follow_confirmations(window, confirmations, new_connection, link_up, now_ms);
         if (draining && now_ms >= deadline) end.drained = true;
         else end = step(window, now_ms, link_up, v, draining);
         follow_position(now_ms, link_up, v);
@@ -558,14 +561,15 @@ struct Forwarder::Impl {
         log(LogLevel::error, std::string("forwarder: ") + e.what() + "; retrying in 1 s");
         MutexLock guard(mutex);
         shared_stats.last_error = e.what();
-        // Not taken yet: keep it for the next round.
-        if (received && (!received_through || *received > *received_through)) received_through = received;
+        // Perhaps not taken yet: judge them again in the next round (taking
+        // one twice does no harm).
+        received.insert(received.begin(), confirmations.begin(), confirmations.end());
       }
       if (end.drained) break;
 
       lock.lock();
       shared_stats.in_flight = window.in_flight();
-      if (!completions.empty() || wake || received_through) continue;
+      if (!completions.empty() || wake || !received.empty()) continue;
       std::int64_t wake_at = failed ? now_ms + 1000 : end.wake_at_ms;
       if (!failed && position_loaded) {
         if (server_mode && link_up) {
@@ -641,7 +645,7 @@ struct Forwarder::Impl {
   bool ever_connected GUARDED_BY(mutex) = false;
   std::uint64_t connection_events GUARDED_BY(mutex) = 0;  // wakes the thread on every change
   std::uint64_t connects GUARDED_BY(mutex) = 0;           // connections made
-  std::optional<std::int64_t> received_through GUARDED_BY(mutex);  // the highest confirmation not yet taken
+  std::vector<std::int64_t> received GUARDED_BY(mutex);  // confirmations not yet taken (their through)
   bool status_outstanding GUARDED_BY(mutex) = false;
   MqttVersion version GUARDED_BY(mutex) = MqttVersion::v5;
   ForwarderStats shared_stats GUARDED_BY(mutex);
