@@ -656,8 +656,19 @@ struct Forwarder::Impl {
   CommitSubscription subscription;
 };
 
+namespace {
+
+// The defaults, but dead letters reported where the outbox reports evictions.
+OutboxOptions queue_defaults_for(const Outbox& outbox) {
+  OutboxOptions q;
+  q.dropped_event_topic = outbox.dropped_event_topic();
+  return q;
+}
+
+}  // namespace
+
 Forwarder::Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, ForwarderOptions options)
-    : Forwarder(outbox, OutboxOptions{}, std::move(publisher), std::move(options)) {}
+    : Forwarder(outbox, queue_defaults_for(outbox), std::move(publisher), std::move(options)) {}
 
 Forwarder::Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_ptr<Publisher> publisher,
                      ForwarderOptions options) {
