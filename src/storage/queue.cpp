@@ -4,12 +4,14 @@
 #include <utility>
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Transaction.h>
 
 #include <edge_outbox/error.h>
 
 #include "storage/database.h"
 #include "storage/outbox_tables.h"
 #include "storage/sqlite_errors.h"
+#include "storage/validate.h"
 
 namespace edge_outbox {
 namespace {
@@ -19,6 +21,11 @@ QueueOptions checked(QueueOptions o) {
   if (!o.clock) refuse("clock is null: leave the default system_clock()");
   if (o.busy_timeout.count() < 0) refuse("busy_timeout must not be negative");
   if (o.max_attempts < 1) refuse("max_attempts must be at least 1");
+  try {
+    validate_topic(o.dropped_event_topic);
+  } catch (const Error& e) {
+    refuse(std::string("dropped_event_topic: ") + e.what());
+  }
   return o;
 }
 
@@ -51,6 +58,7 @@ QueueOptions queue_options_from(const OutboxOptions& options) {
   q.check_on_open = options.check_on_open;
   q.retention = options.retention;
   q.max_attempts = options.max_attempts;
+  q.dropped_event_topic = options.dropped_event_topic;
   q.log = options.log;
   q.clock = options.clock;
   return q;
@@ -60,7 +68,7 @@ struct Queue::Impl {
   Impl(const std::filesystem::path& path, QueueOptions opts)
       : options(checked(std::move(opts))),
         connection(path, connection_settings(options)),
-        tables(*connection.db, *options.clock, options.clock->boot_id()) {}
+        tables(*connection.db, *options.clock, options.clock->boot_id(), connection.schema_revision) {}
 
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
@@ -87,7 +95,7 @@ std::vector<StoredEvent> Queue::next_batch(std::int64_t after_sequence, std::siz
   auto& d = *impl_;
   try {
     expire_due();
-    return d.tables.pending(after_sequence, limit);
+    return d.tables.unsent(after_sequence, limit);
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.connection.path, "reading pending events");
   }
@@ -108,6 +116,86 @@ void Queue::mark_published(std::span<const std::int64_t> sequences) {
     }
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.connection.path, "marking events published");
+  }
+}
+
+void Queue::mark_acked(std::span<const std::int64_t> sequences) {
+  if (sequences.empty()) return;
+  auto& d = *impl_;
+  try {
+    WriteTransaction tx(d.connection);
+    d.tables.mark_acked(sequences);
+    tx.commit();
+    d.connection.limit_wal();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "marking events acknowledged");
+  }
+}
+
+std::size_t Queue::confirm_through(std::int64_t through) {
+  auto& d = *impl_;
+  std::int64_t confirmed = 0;
+  try {
+    WriteTransaction tx(d.connection);
+    confirmed = d.tables.confirm_through(through, d.options.retention.count() > 0);
+    tx.commit();
+    d.connection.limit_wal();
+    d.marks_since_reclaim += static_cast<std::uint64_t>(confirmed);
+    if (d.marks_since_reclaim >= marks_per_reclaim) {
+      d.marks_since_reclaim = 0;
+      reclaim_space(*d.connection.db);
+    }
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "recording a confirmation");
+  }
+  return static_cast<std::size_t>(confirmed);
+}
+
+std::size_t Queue::resend_unconfirmed() {
+  auto& d = *impl_;
+  std::int64_t cleared = 0;
+  try {
+    WriteTransaction tx(d.connection);
+    cleared = d.tables.clear_acks();
+    tx.commit();
+    d.connection.limit_wal();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "marking unconfirmed events for sending again");
+  }
+  return static_cast<std::size_t>(cleared);
+}
+
+void Queue::record_sent_through(std::int64_t sequence) {
+  auto& d = *impl_;
+  const bool switch_mode = d.options.durability != Durability::full;
+  try {
+    // The synchronous mode may change only outside a transaction; it is put
+    // back whatever happens to the commit.
+    if (switch_mode) d.connection.db->exec("PRAGMA synchronous = FULL");
+    struct Restore {
+      SQLite::Database* db;
+      ~Restore() {
+        if (db) db->tryExec("PRAGMA synchronous = NORMAL");
+      }
+    } restore{switch_mode ? d.connection.db.get() : nullptr};
+    WriteTransaction tx(d.connection);
+    d.tables.raise_sent_through(sequence);
+    tx.commit();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "recording the sent-through sequence");
+  }
+  d.connection.limit_wal();
+}
+
+StreamPosition Queue::position() {
+  auto& d = *impl_;
+  try {
+    SQLite::Transaction read(*d.connection.db, SQLite::TransactionBehavior::DEFERRED);
+    auto p = d.tables.position();
+    read.commit();
+    return p;
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "reading the stream's position");
   }
 }
 
