@@ -5,14 +5,16 @@
 // whose FakePublisher logs every event it is handed, until the VFS cuts the
 // power at a write or sync chosen by the round (sometimes tearing the last
 // write). The child's logs live outside the VFS (O_APPEND, one write a
-// line), so they hold what the device did and what it handed on. After each cut
-// the parent reopens the file and checks:
+// line), so they hold what the device did and what it handed on. After each
+// cut the parent reopens the file and checks:
 // - PRAGMA integrity_check is ok;
 // - every event handed to the publisher belongs to a reading still present
 //   (nothing the server may have received is rolled back);
 // - no (streamid, sequence) was ever handed with two different ids (a
 //   sequence is never reused, across all cuts);
-// - with Durability::full, every transact that returned survived.
+// - with Durability::full, every transact that returned survived;
+// - no sequence of the file's stream was handed above the sent_through
+//   sequence in its outbox_meta (the barrier's durable record).
 // With Durability::normal only the forwarder's durable-before-send barrier
 // (Queue::record_sent_through before each batch) makes the second and third
 // hold.
@@ -111,13 +113,13 @@ struct Files {
   std::filesystem::path returned;  // reading token: each reading whose transact returned
 };
 
-// The device, in the child: writes readings with their events and forwards
-// them until the power-cut VFS ends the process. Never returns normally.
-// pace: keep_up waits after each transaction until the forwarder has handed
-// its events on (a device whose link keeps up: events leave soon after
-// their commit); backlog lets the writer run ahead of the forwarder.
+// keep_up: the writer waits after each transaction until the forwarder has
+// handed its events on (a device whose link keeps up: events leave soon
+// after their commit). backlog: the writer runs ahead of the forwarder.
 enum class Pace { keep_up, backlog };
 
+// The device, in the child: writes readings with their events and forwards
+// them until the power-cut VFS ends the process. Never returns normally.
 void run_until_the_power_goes(const Files& files, Durability durability, const test::PowerCutPlan& plan,
                               int round, Pace pace, std::uint64_t max_wal_bytes) {
   test::install_power_cut_vfs(plan);
@@ -188,6 +190,7 @@ struct Tally {
   std::size_t orphans = 0;         // handed events whose reading is gone
   std::size_t reused = 0;          // handed (streamid, sequence) pairs seen with another id before
   std::size_t lost_returned = 0;   // returned readings that are gone
+  std::size_t beyond_sent_through = 0;  // handed sequences above the file's durable sent_through
   std::vector<std::string> examples;
 };
 
@@ -199,12 +202,21 @@ class Checker {
 
   void after_cut(int round, Tally& tally) {
     std::set<std::string> tokens;
+    std::string stream_id;
+    std::int64_t sent_through = 0;
     {
       SQLite::Database db(files_.db.string(), SQLite::OPEN_READONLY);
       const auto integrity = db.execAndGet("PRAGMA integrity_check").getString();
       REQUIRE_MESSAGE(integrity == "ok", "round " << round << ": integrity_check: " << integrity);
       if (db.tableExists("readings"))
         for (SQLite::Statement q(db, "SELECT token FROM readings"); q.executeStep();) tokens.insert(q.getColumn(0).getString());
+      if (db.tableExists("outbox_meta")) {
+        for (SQLite::Statement q(db, "SELECT key, value FROM outbox_meta WHERE key IN ('stream_id', 'sent_through')");
+             q.executeStep();) {
+          if (q.getColumn(0).getString() == "stream_id") stream_id = q.getColumn(1).getString();
+          else sent_through = q.getColumn(1).getInt64();
+        }
+      }
     }
     tally.readings = tokens.size();
 
@@ -219,7 +231,14 @@ class Checker {
         note(tally, "round " + std::to_string(round) + ": event " + fields[2] + " (sequence " + fields[1] +
                         ") was handed to the publisher, but its reading " + token + " is gone");
       }
-      const auto [it, added] = ids_.try_emplace({fields[0], std::stoll(fields[1])}, fields[2]);
+      const auto sequence = std::stoll(fields[1]);
+      // The barrier itself: nothing goes out above the sent-through sequence on disk.
+      if (fields[0] == stream_id && sequence > sent_through) {
+        ++tally.beyond_sent_through;
+        note(tally, "round " + std::to_string(round) + ": sequence " + fields[1] +
+                        " was handed to the publisher, but the file's sent_through is " + std::to_string(sent_through));
+      }
+      const auto [it, added] = ids_.try_emplace({fields[0], sequence}, fields[2]);
       if (!added && it->second != fields[2]) {
         ++tally.reused;
         note(tally, "round " + std::to_string(round) + ": stream " + fields[0] + " sequence " + fields[1] +
@@ -294,7 +313,8 @@ void report(const std::string& name, const Tally& t) {
   MESSAGE(name << ": " << t.cuts << " cuts (" << t.torn << " tearing the last write), " << t.returned
                << " readings committed, " << t.readings << " in the file at the end, " << t.handed
                << " events handed to the publisher; orphans " << t.orphans << ", reused sequences " << t.reused
-               << ", committed readings lost " << t.lost_returned);
+               << ", committed readings lost " << t.lost_returned << ", handed above sent_through "
+               << t.beyond_sent_through);
   for (const auto& e : t.examples) MESSAGE(e);
 }
 
@@ -342,6 +362,7 @@ TEST_CASE("power cuts with Durability::full: every commit that returned survives
   CHECK(tally.orphans == 0);
   CHECK(tally.reused == 0);
   CHECK(tally.lost_returned == 0);
+  CHECK(tally.beyond_sent_through == 0);
 }
 
 TEST_CASE("power cuts with Durability::normal: nothing sent is rolled back, no sequence is reused") {
@@ -351,4 +372,5 @@ TEST_CASE("power cuts with Durability::normal: nothing sent is rolled back, no s
   CHECK(tally.handed > 0);
   CHECK(tally.orphans == 0);
   CHECK(tally.reused == 0);
+  CHECK(tally.beyond_sent_through == 0);
 }
