@@ -27,6 +27,7 @@ struct FileImage {
   std::string bytes;
   std::set<std::int64_t> dirty_blocks;
   bool resized = false;  // truncated since the last sync
+  bool deleted = false;  // unlinked while open: its path now names another file
   int handles = 0;
 };
 
@@ -45,6 +46,7 @@ struct VfsState {
   PowerCutPlan plan;
   PowerCutCounters counters;
   std::map<std::string, FileImage> images;
+  std::uint64_t deleted_images = 0;
   LastWrite last_write;
 };
 
@@ -83,7 +85,8 @@ void tear(const std::string& path, std::int64_t offset, const char* data, std::i
 // The power goes. Requires: the state's mutex is held.
 [[noreturn]] void cut_locked(VfsState& s, const std::string* path, std::int64_t offset, const char* data,
                              std::int64_t size) {
-  if (s.plan.tear_fraction > 0 && path != nullptr) tear(*path, offset, data, size, s.plan.tear_fraction);
+  if (s.plan.tear_fraction > 0 && path != nullptr && !s.images.at(*path).deleted)
+    tear(*path, offset, data, size, s.plan.tear_fraction);
   ::_exit(power_cut_exit_code);
 }
 
@@ -307,9 +310,18 @@ int vfs_delete(sqlite3_vfs*, const char* name, int sync_dir) {
     auto& s = state();
     std::lock_guard lock(s.mutex);
     auto it = s.images.find(name);
-    if (it != s.images.end() && it->second.handles == 0) {
+    if (it != s.images.end()) {
       if (s.last_write.image == &it->second) s.last_write = {};
-      s.images.erase(it);
+      if (it->second.handles == 0) {
+        s.images.erase(it);
+      } else {
+        // Still open: its handles keep the unlinked file, and the path is
+        // free for a new one. Moving the node keeps the handles' pointers.
+        auto node = s.images.extract(it);
+        node.key() = std::string(name) + " (deleted " + std::to_string(++s.deleted_images) + ")";
+        node.mapped().deleted = true;
+        s.images.insert(std::move(node));
+      }
     }
   }
   return real_vfs()->xDelete(real_vfs(), name, sync_dir);
