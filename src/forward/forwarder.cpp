@@ -183,7 +183,9 @@ struct Forwarder::Impl {
       return;
     }
     MutexLock lock(mutex);
-    if (!received_through || c->through > *received_through) received_through = c->through;
+    // Each is judged against what was sent (a forged one beyond it must not
+    // hide a good one): the thread takes them all.
+    received.push_back(c->through);
     cv.notify_all();
   }
 
@@ -235,29 +237,34 @@ struct Forwarder::Impl {
 
   // Server mode, before a step: confirmations that arrived, a new
   // connection, the confirm timeout.
-  void follow_confirmations(SendWindow& window, std::optional<std::int64_t> received, bool new_connection,
+  void follow_confirmations(SendWindow& window, const std::vector<std::int64_t>& confirmations, bool new_connection,
                             bool is_connected, std::int64_t now_ms) EXCLUDES(mutex) {
-    if (received) {
-      switch (confirm_wait.received(*received, sent_through(window), now_ms)) {
+    for (std::int64_t through : confirmations) {
+      switch (confirm_wait.received(through, sent_through(window), now_ms)) {
         case ConfirmationWait::Verdict::advanced:
         case ConfirmationWait::Verdict::stale:
           break;
         case ConfirmationWait::Verdict::beyond_sent:
-          log(LogLevel::warning, "forwarder: ignoring a confirmation through " + std::to_string(*received) +
+          log(LogLevel::warning, "forwarder: ignoring a confirmation through " + std::to_string(through) +
                                      ": beyond the highest sequence sent (" + std::to_string(sent_through(window)) +
                                      ")");
           break;
       }
     }
     if (confirm_wait.highest() > confirmed_applied) confirm(confirm_wait.highest(), now_ms);
+    if (new_connection) resend_on_connect = true;
     if (!is_connected) return;
-    if (new_connection && confirm_wait.connected()) {
+    if (resend_on_connect) {
+      resend_on_connect = false;
+      if (!confirm_wait.connected()) return;
       log(LogLevel::info, "forwarder: connected with " + std::to_string(unconfirmed) +
                               " events waiting for confirmation; sending them again");
       window.resend_unconfirmed();
       confirm_wait.resent_after_connect(now_ms);
       count_resend();
-    } else if (confirm_wait.resend_due(now_ms)) {
+      return;
+    }
+    if (confirm_wait.resend_due(now_ms)) {
       log(LogLevel::warning, "forwarder: no confirmation from the server for " +
                                  std::to_string(confirm_wait.current_timeout().count()) + " ms with " +
                                  std::to_string(unconfirmed) +
@@ -521,6 +528,7 @@ struct Forwarder::Impl {
   void run() EXCLUDES(mutex) {
     SendWindow window(window_options(options), clock->monotonic_ms());
     std::vector<Completion> done;
+    std::vector<std::int64_t> confirmations;
     std::uint64_t connects_seen = 0;
     MutexLock lock(mutex);
     while (true) {
@@ -531,8 +539,8 @@ struct Forwarder::Impl {
       auto events_seen = connection_events;
       bool new_connection = connects != connects_seen && connected;
       if (new_connection) connects_seen = connects;
-      std::optional<std::int64_t> received = received_through;
-      received_through.reset();
+      confirmations.clear();
+      confirmations.swap(received);
       MqttVersion v = version;
       bool draining = stopping;
       auto deadline = drain_deadline_ms;
@@ -549,7 +557,7 @@ struct Forwarder::Impl {
         if (!position_loaded) load_position(now_ms);
         if (new_connection) status_schedule.connected(now_ms);
         handle(window, done, now_ms);
-        if (server_mode) follow_confirmations(window, received, new_connection, link_up, now_ms);
+        if (server_mode) follow_confirmations(window, confirmations, new_connection, link_up, now_ms);
         if (draining && now_ms >= deadline) end.drained = true;
         else end = step(window, now_ms, link_up, v, draining);
         follow_position(now_ms, link_up, v);
@@ -558,14 +566,15 @@ struct Forwarder::Impl {
         log(LogLevel::error, std::string("forwarder: ") + e.what() + "; retrying in 1 s");
         MutexLock guard(mutex);
         shared_stats.last_error = e.what();
-        // Not taken yet: keep it for the next round.
-        if (received && (!received_through || *received > *received_through)) received_through = received;
+        // Perhaps not taken yet: judge them again in the next round (taking
+        // one twice does no harm).
+        received.insert(received.begin(), confirmations.begin(), confirmations.end());
       }
       if (end.drained) break;
 
       lock.lock();
       shared_stats.in_flight = window.in_flight();
-      if (!completions.empty() || wake || received_through) continue;
+      if (!completions.empty() || wake || !received.empty()) continue;
       std::int64_t wake_at = failed ? now_ms + 1000 : end.wake_at_ms;
       if (!failed && position_loaded) {
         if (server_mode && link_up) {
@@ -623,6 +632,7 @@ struct Forwarder::Impl {
   std::int64_t recorded_sent_through = 0;  // in the file when the thread started
   std::size_t unconfirmed = 0;
   std::int64_t confirmed_applied = 0;  // the highest through given to Queue::confirm_through
+  bool resend_on_connect = false;      // a connection came up: resend once the link is seen up
   ConfirmationWait confirm_wait;
   StatusSchedule status_schedule;
   std::optional<wire::StreamStatus> last_status;  // the last published, waiting_ms left out
@@ -641,7 +651,7 @@ struct Forwarder::Impl {
   bool ever_connected GUARDED_BY(mutex) = false;
   std::uint64_t connection_events GUARDED_BY(mutex) = 0;  // wakes the thread on every change
   std::uint64_t connects GUARDED_BY(mutex) = 0;           // connections made
-  std::optional<std::int64_t> received_through GUARDED_BY(mutex);  // the highest confirmation not yet taken
+  std::vector<std::int64_t> received GUARDED_BY(mutex);  // confirmations not yet taken (their through)
   bool status_outstanding GUARDED_BY(mutex) = false;
   MqttVersion version GUARDED_BY(mutex) = MqttVersion::v5;
   ForwarderStats shared_stats GUARDED_BY(mutex);
@@ -652,8 +662,19 @@ struct Forwarder::Impl {
   CommitSubscription subscription;
 };
 
+namespace {
+
+// The defaults, but dead letters reported where the outbox reports evictions.
+OutboxOptions queue_defaults_for(const Outbox& outbox) {
+  OutboxOptions q;
+  q.dropped_event_topic = outbox.dropped_event_topic();
+  return q;
+}
+
+}  // namespace
+
 Forwarder::Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, ForwarderOptions options)
-    : Forwarder(outbox, OutboxOptions{}, std::move(publisher), std::move(options)) {}
+    : Forwarder(outbox, queue_defaults_for(outbox), std::move(publisher), std::move(options)) {}
 
 Forwarder::Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_ptr<Publisher> publisher,
                      ForwarderOptions options) {

@@ -9,8 +9,10 @@
 #include <edge_outbox/error.h>
 
 #include "storage/database.h"
+#include "storage/dropped_events.h"
 #include "storage/outbox_tables.h"
 #include "storage/sqlite_errors.h"
+#include "storage/uuid.h"
 #include "storage/validate.h"
 
 namespace edge_outbox {
@@ -74,9 +76,28 @@ struct Queue::Impl {
     if (options.log) options.log(level, message);
   }
 
+  // Inside a write transaction: moves the pending event to outbox_dead and
+  // reports it (dead range with dead_reason) in the outbox.dropped event,
+  // unless it is itself such a report. Returns whether it reported.
+  bool bury_and_report(std::int64_t sequence, const std::string& reason, std::string_view dead_reason) {
+    const bool report = !tables.is_dropped_report(sequence, options.dropped_event_topic);
+    tables.bury(sequence, reason);
+    if (report) {
+      DroppedNews news;
+      news.dead.push_back({sequence, sequence, std::string(dead_reason)});
+      add_dropped_report(tables, ids, *options.clock, options.dropped_event_topic, news);
+    } else {
+      log(LogLevel::warning, "dead-lettered the outbox.dropped report with sequence " + std::to_string(sequence) +
+                                 " (" + reason + "); it is not reported again: requeue it with edge-outbox-ctl "
+                                 "once its topic is accepted");
+    }
+    return report;
+  }
+
   const QueueOptions options;
   Connection connection;
   OutboxTables tables;
+  UuidV7Generator ids;  // for the outbox.dropped events that report dead letters
   std::uint64_t marks_since_reclaim = 0;
   std::int64_t last_retention_pass = -1;  // monotonic ms
 };
@@ -207,10 +228,10 @@ bool Queue::record_failure(std::int64_t sequence, std::string_view error, bool p
     if (!attempts) return false;  // gone meanwhile: nothing to record
     bool buried = false;
     if (permanent) {
-      d.tables.bury(sequence, "rejected: " + std::string(error));
+      d.bury_and_report(sequence, "rejected: " + std::string(error), wire::dead_reason_refused);
       buried = true;
     } else if (*attempts >= d.options.max_attempts) {
-      d.tables.bury(sequence, "max_attempts: " + std::string(error));
+      d.bury_and_report(sequence, "max_attempts: " + std::string(error), wire::dead_reason_attempts);
       buried = true;
     }
     tx.commit();
@@ -227,14 +248,27 @@ std::size_t Queue::expire_due() {
   auto& d = *impl_;
   std::size_t expired = 0;
   try {
-    const auto due = d.tables.expired(expire_batch);
+    auto due = d.tables.expired(expire_batch);
     const auto now = d.options.clock->monotonic_ms();
     const bool keep = d.options.retention.count() > 0 &&
                       (d.last_retention_pass < 0 || now - d.last_retention_pass >= retention_pass_ms);
     if (keep) d.last_retention_pass = now;
     if (due.empty() && !keep) return 0;
     WriteTransaction tx(d.connection);
-    for (const auto sequence : due) d.tables.bury(sequence, "expired");
+    // Read again under the write lock: another connection may have evicted
+    // some meanwhile, and those must not be reported as expired.
+    if (!due.empty()) due = d.tables.expired(expire_batch);
+    DroppedNews news;
+    for (const auto sequence : due) {
+      if (d.tables.is_dropped_report(sequence, d.options.dropped_event_topic))
+        d.log(LogLevel::warning, "dead-lettered the expired outbox.dropped report with sequence " +
+                                     std::to_string(sequence) + "; it is not reported again");
+      else
+        news.dead.push_back({sequence, sequence, std::string(wire::dead_reason_expired)});
+      d.tables.bury(sequence, "expired");
+    }
+    if (!news.dead.empty())
+      add_dropped_report(d.tables, d.ids, *d.options.clock, d.options.dropped_event_topic, news);
     expired = due.size();
     if (keep) {
       // Rows of an earlier boot are at least this boot's uptime old.

@@ -10,6 +10,7 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
 
@@ -224,4 +225,36 @@ TEST_CASE("record_sent_through only rises; each rise is a commit another connect
   queue.record_sent_through(8);
   CHECK(other.execAndGet("PRAGMA data_version").getInt64() != version);
   CHECK(other.execAndGet("SELECT value FROM outbox_meta WHERE key = 'sent_through'").getInt64() == 8);
+}
+
+TEST_CASE("unconfirmed events count against max_pending_events, and drop_oldest evicts them with a report") {
+  test::TempDir dir;
+  OutboxOptions options;
+  options.max_pending_events = 8;
+  {
+    Outbox outbox(dir / "full.db", options);
+    enqueue(outbox, 8);
+    Queue queue(dir / "full.db", queue_options_from(options));
+    queue.mark_acked(sequences(queue.next_batch(0, 10)));
+    CHECK(outbox.stats().unconfirmed == 8);
+    try {
+      outbox.enqueue(event(9));
+      FAIL("the ninth event fit");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::storage_full);
+    }
+  }
+  options.capacity_policy = CapacityPolicy::drop_oldest;
+  Outbox outbox(dir / "full.db", options);
+  outbox.enqueue(event(9));
+  const auto s = outbox.stats();
+  CHECK(s.dropped_total >= 2);
+  CHECK(s.unconfirmed == 8 - s.dropped_total);
+  Queue queue(dir / "full.db", queue_options_from(options));
+  // Read now: the new event and the report of the evicted unconfirmed ones.
+  const auto unsent = queue.next_batch(0, 10);
+  REQUIRE(unsent.size() == 2);
+  CHECK(unsent[0].payload == "9");
+  CHECK(unsent[1].type == "outbox.dropped");
+  CHECK(unsent[1].payload.find("[[1," + std::to_string(s.dropped_total) + "]]") != std::string::npos);
 }
