@@ -24,7 +24,6 @@
 #pragma once
 
 #include <chrono>
-#include <compare>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -32,14 +31,9 @@
 #include <string>
 #include <vector>
 
-namespace edge_outbox::ingest {
+#include "ingest/stream_key.h"
 
-// A device stream: the CloudEvents source and the outbox's streamid.
-struct StreamKey {
-  std::string source;
-  std::string streamid;
-  auto operator<=>(const StreamKey&) const = default;
-};
+namespace edge_outbox::ingest {
 
 struct ConfirmScheduleOptions {
   std::chrono::milliseconds min_interval{200};
