@@ -115,7 +115,7 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
       failed.emplace(key, std::move(pending));
       continue;
     }
-    device_topics_[key] = pending.device_topic;
+    known_[key] = Known{pending.device_topic, pending.status.floor};
     const auto now = SteadyClock::now();
     std::lock_guard lock(mutex_);
     ++counters_.statuses;
@@ -127,26 +127,27 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
   return failed;
 }
 
-const std::string* Confirmer::device_topic_of(const StreamKey& stream) {
-  auto it = device_topics_.find(stream);
-  if (it != device_topics_.end()) return &it->second;
+const Confirmer::Known* Confirmer::known(const StreamKey& stream) {
+  auto it = known_.find(stream);
+  if (it != known_.end()) return &it->second;
   const auto now = SteadyClock::now();
   if (streams_read_at_ != SteadyClock::time_point{} && now < streams_read_at_ + options_.retry_after) return nullptr;
   streams_read_at_ = now;
   try {
-    for (const auto& row : store_->streams()) device_topics_[StreamKey{row.source, row.streamid}] = row.device_topic;
+    for (const auto& row : store_->streams())
+      known_.try_emplace(StreamKey{row.status.source, row.status.streamid}, Known{row.device_topic, row.status.floor});
   } catch (const std::exception& e) {
     log_failure("reading the streams' statuses", e);
     return nullptr;
   }
-  it = device_topics_.find(stream);
-  return it == device_topics_.end() ? nullptr : &it->second;
+  it = known_.find(stream);
+  return it == known_.end() ? nullptr : &it->second;
 }
 
 void Confirmer::confirm(const std::vector<StreamKey>& due) {
   for (const auto& key : due) {
-    const std::string* device_topic = device_topic_of(key);
-    if (!device_topic) continue;  // no status: the floor is unknown, never confirmed
+    const Known* status = known(key);
+    if (!status) continue;  // no status: the floor is unknown, never confirmed
     std::optional<std::int64_t> through;
     try {
       through = store_->confirmed_through(key.source, key.streamid);
@@ -158,12 +159,12 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
       schedule_.publish_failed(key, SteadyClock::now());
       continue;
     }
-    if (!through) continue;
+    if (!through || *through < status->floor) continue;
     {
       std::lock_guard lock(mutex_);
       if (!schedule_.should_publish(key, *through)) continue;
     }
-    const std::string topic = wire::confirm_topic(*device_topic, key.streamid);
+    const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
     bool handed = false;
     try {
       handed = publish_(topic, wire::encode_confirmation(wire::Confirmation{key.streamid, *through}));

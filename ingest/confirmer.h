@@ -15,7 +15,8 @@
 //
 // A status whose recording fails is kept (the newest per stream) and tried
 // again after a second; so is a lookup that fails. A stream without a
-// recorded status is never confirmed (its floor is unknown).
+// recorded status is never confirmed (its floor is unknown), nor one whose
+// through is below its floor (nothing to confirm).
 //
 // Thread rule: status_received(), status_invalid(), committed() and
 // counters() from any thread; stop() from one thread, once the callers of
@@ -90,10 +91,14 @@ class Confirmer {
   // Returns the statuses whose recording failed.
   std::map<StreamKey, PendingStatus> record_statuses(std::map<StreamKey, PendingStatus> statuses);
   void confirm(const std::vector<StreamKey>& due);
-  // The device topic of a stream from its status: the ones recorded by this
-  // process, else (a status another ingest recorded) the store's, read again
-  // at most every retry_after.
-  const std::string* device_topic_of(const StreamKey& stream);
+  // What a stream's latest status says that a confirmation needs.
+  struct Known {
+    std::string device_topic;
+    std::int64_t floor = 1;
+  };
+  // From the statuses recorded by this process, else (a status another
+  // ingest recorded) from the store's, read again at most every retry_after.
+  const Known* known(const StreamKey& stream);
   void log_failure(const std::string& what, const std::exception& e);
 
   std::unique_ptr<Store> store_;  // the thread's only
@@ -110,7 +115,7 @@ class Confirmer {
   ConfirmerCounters counters_;                     // guarded by mutex_
 
   // The thread's only:
-  std::map<StreamKey, std::string> device_topics_;
+  std::map<StreamKey, Known> known_;
   std::chrono::steady_clock::time_point streams_read_at_{};
   std::chrono::steady_clock::time_point last_failure_log_{};
   std::thread thread_;

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ingest/subscriber.h"
 
-#include "ingest/topic_filter.h"
-
 #include <mqtt/async_client.h>
 
 #include <algorithm>
@@ -11,6 +9,8 @@
 #include <edge_outbox/wire/stream_status.h>
 
 #include <nlohmann/json.hpp>
+
+#include "ingest/topic_filter.h"
 
 namespace edge_outbox::ingest {
 
@@ -68,10 +68,12 @@ Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writ
   for (const auto& f : options_.filters) subscriptions_.push_back(group.empty() ? f : "$share/" + group + "/" + f);
   if (confirmer_) {
     for (const auto& f : options_.filters) {
-      auto status = wire::stream_status_filter_for(without_share_prefix(f));
-      if (!status || std::find(status_filters_.begin(), status_filters_.end(), *status) != status_filters_.end())
-        continue;
-      status_filters_.push_back(*status);
+      // A "$share/..." prefix given in the filter itself is kept.
+      auto status = wire::stream_status_filter_for(f);
+      if (!status) continue;
+      const std::string bare(without_share_prefix(*status));
+      if (std::find(status_filters_.begin(), status_filters_.end(), bare) != status_filters_.end()) continue;
+      status_filters_.push_back(bare);
       subscriptions_.push_back(group.empty() ? *status : "$share/" + group + "/" + *status);
     }
   }
