@@ -45,7 +45,7 @@ class Publisher {
       // a destructor must not throw; the broker drops the connection
     }
   }
-  // Waits for the PUBACK (whatever its reason code: an ACL denial is silent).
+  // Waits for the PUBACK; throws mqtt::exception when its reason code is a refusal.
   void publish(mqtt::message_ptr message) { client_.publish(std::move(message))->wait(); }
   void publish(const std::string& topic, const std::string& payload, bool retained) {
     publish(mqtt::make_message(topic, payload, 1, retained));
@@ -120,16 +120,19 @@ class HandDevice {
   Publisher pub_;
 };
 
-// The `through` of each confirmation received on `topic`, in order.
-std::vector<std::int64_t> throughs(const Subscriber& sub, const std::string& topic) {
+// The `through` of each confirmation on `topic`, in order.
+std::vector<std::int64_t> throughs(const std::vector<ReceivedMessage>& messages, const std::string& topic) {
   std::vector<std::int64_t> out;
-  for (const auto& m : sub.messages()) {
+  for (const auto& m : messages) {
     if (m.topic != topic) continue;
     auto c = wire::decode_confirmation(m.payload);
-    REQUIRE_MESSAGE(c.has_value(), "not a confirmation: " << m.payload);
-    out.push_back(c->through);
+    out.push_back(c ? c->through : -1);  // -1: not a confirmation
   }
   return out;
+}
+
+std::vector<std::int64_t> throughs(const Subscriber& sub, const std::string& topic) {
+  return throughs(sub.messages(), topic);
 }
 
 bool wait_through(Subscriber& sub, const std::string& topic, std::int64_t through) {
@@ -215,7 +218,7 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
   // No status, no floor: never confirmed.
   HandDevice dev3(broker.uri(), "dev-3");
   dev3.events(1, 3);
-  wait_stored(dir, 21);
+  wait_stored(dir, 22);
 
   ingest.kill(SIGTERM);
   REQUIRE(ingest.wait() == 0);
@@ -223,7 +226,7 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
   INFO(counters.dump());
   CHECK(counters["statuses"] == 3);
   CHECK(counters["statuses_invalid"] == 0);
-  CHECK(counters["stored"] == 21);
+  CHECK(counters["stored"] == 22);
   const auto published = counters["confirmations"].get<std::size_t>();
   CHECK(confirms.wait_for_count(published, 10s));
   CHECK(confirms.count() == published);
@@ -259,8 +262,8 @@ TEST_CASE("a retained status from before the start is recorded; a device that la
   // move.
   dev.status(1, 3, std::nullopt);
   REQUIRE(confirms.wait_for(
-      [&](const std::vector<ReceivedMessage>&) {
-        auto t = throughs(confirms, topic);
+      [&](const std::vector<ReceivedMessage>& ms) {
+        auto t = throughs(ms, topic);
         return std::count(t.begin(), t.end(), 3) == 2;
       },
       20s));
@@ -350,9 +353,12 @@ TEST_CASE("the example ACL: the ingest confirms, a device reads only its own con
   REQUIRE(wait_through(dev1_confirms, topic1, 3));
 
   // Forgeries: dev-1 on its own confirm topic, dev-2 on dev-1's. The broker
-  // drops both; dev-1 then sends 4 and gets the ingest's 4.
-  dev1.publish(topic1, wire::encode_confirmation({"stream-1", 1000}), true);
-  dev2.publish(topic1, wire::encode_confirmation({"stream-1", 2000}), true);
+  // refuses both (PUBACK "not authorized"); dev-1 then sends 4 and gets the
+  // ingest's 4, and never a forged value.
+  CHECK_THROWS_WITH(dev1.publish(topic1, wire::encode_confirmation({"stream-1", 1000}), true),
+                    doctest::Contains("Not authorized"));
+  CHECK_THROWS_WITH(dev2.publish(topic1, wire::encode_confirmation({"stream-1", 2000}), true),
+                    doctest::Contains("Not authorized"));
   dev1.status(1, 4);
   dev1.events(4, 4);
   REQUIRE(wait_through(dev1_confirms, topic1, 4));
