@@ -64,12 +64,13 @@ class Publisher {
   mqtt::async_client client_;
 };
 
-// A device in server mode, by hand: what the forwarder publishes.
+// A device in server mode, by hand: what the forwarder publishes, through
+// `pub` (several devices may share one connection where no ACL is on: each
+// Paho client of a process takes a while to connect).
 class HandDevice {
  public:
-  HandDevice(const std::string& uri, std::string device, std::string stream = "stream-1",
-             const std::string& username = {}, const std::string& password = {})
-      : device_(std::move(device)), stream_(std::move(stream)), pub_(uri, username, password) {}
+  HandDevice(Publisher& pub, std::string device, std::string stream = "stream-1")
+      : device_(std::move(device)), stream_(std::move(stream)), pub_(pub) {}
 
   std::string device_topic() const { return "devices/" + device_; }
 
@@ -117,7 +118,7 @@ class HandDevice {
   std::string id(std::int64_t sequence) const { return device_ + "-" + stream_ + "-" + std::to_string(sequence); }
 
   std::string device_, stream_;
-  Publisher pub_;
+  Publisher& pub_;
 };
 
 // The `through` of each confirmation on `topic`, in order.
@@ -149,10 +150,10 @@ bool wait_through(Subscriber& sub, const std::string& topic, std::int64_t throug
 // What the broker holds retained under `filter`, read by a fresh client: a
 // retained marker published before is delivered after them (one SUBSCRIBE,
 // its filters in order), so once it arrived nothing else is on its way.
-std::vector<ReceivedMessage> retained_under(const std::string& uri, const std::string& filter) {
+std::vector<ReceivedMessage> retained_under(const std::string& uri, Publisher& pub, const std::string& filter) {
   static int markers = 0;
   const std::string marker = "test/marker/" + std::to_string(++markers);
-  Publisher(uri).publish(marker, "m", true);
+  pub.publish(marker, "m", true);
   Subscriber sub(uri, {filter, marker});
   REQUIRE(sub.wait_for(
       [&](const std::vector<ReceivedMessage>& ms) {
@@ -191,7 +192,8 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
   const std::string topic1 = "devices/dev-1/confirm/stream-1";
   INFO(ingest.log());
 
-  HandDevice dev1(broker.uri(), "dev-1");
+  Publisher pub(broker.uri());
+  HandDevice dev1(pub, "dev-1");
   dev1.status(1, 10);
   dev1.events(1, 10);
   REQUIRE(wait_through(confirms, topic1, 10));
@@ -210,13 +212,13 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
   for (const auto& m : confirms.messages()) CHECK(m.qos == 1);
 
   // Below its floor a device waits for nothing: 1..4 were settled before.
-  HandDevice dev2(broker.uri(), "dev-2", "s-b");
+  HandDevice dev2(pub, "dev-2", "s-b");
   dev2.status(5, 8);
   dev2.events(5, 8);
   REQUIRE(wait_through(confirms, "devices/dev-2/confirm/s-b", 8));
 
   // No status, no floor: never confirmed.
-  HandDevice dev3(broker.uri(), "dev-3");
+  HandDevice dev3(pub, "dev-3");
   dev3.events(1, 3);
   wait_stored(dir, 22);
 
@@ -233,7 +235,7 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
 
   // The broker keeps the last confirmation of each stream for a device that
   // subscribes later; none for dev-3.
-  auto kept = retained_under(broker.uri(), "devices/+/confirm/#");
+  auto kept = retained_under(broker.uri(), pub, "devices/+/confirm/#");
   REQUIRE(kept.size() == 2);
   for (const auto& m : kept) {
     CHECK(m.retained);
@@ -248,7 +250,8 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
 TEST_CASE("a retained status from before the start is recorded; a device that lacks the confirmation gets it again") {
   Mosquitto broker;
   TempDir dir;
-  HandDevice dev(broker.uri(), "dev-1");
+  Publisher pub(broker.uri());
+  HandDevice dev(pub, "dev-1");
   dev.status(1, 3);  // retained at the broker before the ingest subscribes
   IngestProcess ingest(dir.path(), "ingest", ingest_args(broker, dir, {}));
   ingest.wait_subscribed();
@@ -281,7 +284,8 @@ TEST_CASE("--no-confirm records the statuses and publishes no confirmation") {
   ingest.wait_subscribed();
   Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
   INFO(ingest.log());
-  HandDevice dev(broker.uri(), "dev-1");
+  Publisher pub(broker.uri());
+  HandDevice dev(pub, "dev-1");
   dev.status(1, 5);
   dev.events(1, 5);
   wait_stored(dir, 5);
@@ -294,7 +298,7 @@ TEST_CASE("--no-confirm records the statuses and publishes no confirmation") {
   CHECK(ingest.counters()["statuses"] == 1);
   CHECK(ingest.counters()["confirmations"] == 0);
   CHECK(confirms.count() == 0);
-  CHECK(retained_under(broker.uri(), "devices/+/confirm/#").empty());
+  CHECK(retained_under(broker.uri(), pub, "devices/+/confirm/#").empty());
 }
 
 TEST_CASE("a rejected event and dead letters do not stall the confirmation") {
@@ -304,7 +308,8 @@ TEST_CASE("a rejected event and dead letters do not stall the confirmation") {
   ingest.wait_subscribed();
   Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
   INFO(ingest.log());
-  HandDevice dev(broker.uri(), "dev-1");
+  Publisher pub(broker.uri());
+  HandDevice dev(pub, "dev-1");
   dev.status(1, 9);
   dev.events(1, 3);
   dev.rejected_event(4);
@@ -346,8 +351,10 @@ TEST_CASE("the example ACL: the ingest confirms, a device reads only its own con
   so.password = dev2_secret;
   Subscriber dev2_confirms(so);
 
-  HandDevice dev1(broker.uri(), "dev-1", "stream-1", "dev-1", dev1_secret);
-  HandDevice dev2(broker.uri(), "dev-2", "stream-1", "dev-2", dev2_secret);
+  Publisher pub1(broker.uri(), "dev-1", dev1_secret);
+  Publisher pub2(broker.uri(), "dev-2", dev2_secret);
+  HandDevice dev1(pub1, "dev-1");
+  HandDevice dev2(pub2, "dev-2");
   dev1.status(1, 3);
   dev1.events(1, 3);
   REQUIRE(wait_through(dev1_confirms, topic1, 3));
