@@ -166,9 +166,10 @@ std::vector<ReceivedMessage> retained_under(const std::string& uri, Publisher& p
   return out;
 }
 
-std::vector<std::string> ingest_args(const Mosquitto& broker, const TempDir& dir, std::vector<std::string> extra) {
+std::vector<std::string> ingest_args(const Mosquitto& broker, const TempDir& dir, std::vector<std::string> extra,
+                                     const std::string& client_id = "confirm-ingest") {
   std::vector<std::string> args = {"--broker", broker.uri(), "--store", "sqlite:" + (dir / "events.db").string(),
-                                   "--client-id", "confirm-ingest", "--sqlite-sync", "normal"};
+                                   "--client-id", client_id, "--sqlite-sync", "normal"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -275,6 +276,36 @@ TEST_CASE("a retained status from before the start is recorded; a device that la
   CHECK(ingest.counters()["statuses"] == 2);
   // Nothing to confirm (through below the floor) is never published.
   for (auto t : throughs(confirms, topic)) CHECK(t >= 1);
+}
+
+TEST_CASE("two ingests on a shared subscription and one store agree: the stream is confirmed to its end") {
+  Mosquitto broker;
+  TempDir dir;
+  IngestProcess a(dir.path(), "a", ingest_args(broker, dir, {"--share-group", "g"}, "ingest-a"));
+  a.wait_subscribed();
+  IngestProcess b(dir.path(), "b", ingest_args(broker, dir, {"--share-group", "g"}, "ingest-b"));
+  b.wait_subscribed();
+  Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
+  INFO(a.log());
+  INFO(b.log());
+  Publisher pub(broker.uri());
+  // Two streams: each status goes to one of the two, the events to both.
+  HandDevice s1(pub, "dev-1", "s1");
+  HandDevice s2(pub, "dev-1", "s2");
+  s1.status(1, 200);
+  s2.status(1, 200);
+  s1.events(1, 200);
+  s2.events(1, 200);
+  REQUIRE(wait_through(confirms, "devices/dev-1/confirm/s1", 200));
+  REQUIRE(wait_through(confirms, "devices/dev-1/confirm/s2", 200));
+  a.kill(SIGTERM);
+  b.kill(SIGTERM);
+  REQUIRE(a.wait() == 0);
+  REQUIRE(b.wait() == 0);
+  CHECK(a.counters()["statuses"].get<int>() + b.counters()["statuses"].get<int>() == 2);
+  CHECK(a.counters()["stored"].get<int>() + b.counters()["stored"].get<int>() == 400);
+  CHECK(a.counters()["stored"].get<int>() > 0);
+  CHECK(b.counters()["stored"].get<int>() > 0);
 }
 
 TEST_CASE("--no-confirm records the statuses and publishes no confirmation") {
