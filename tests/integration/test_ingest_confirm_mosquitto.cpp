@@ -6,7 +6,9 @@
 // status gets none; --no-confirm records the statuses and publishes none; a
 // rejected event and dead letters do not stall the confirmation; and the
 // example ACL (examples/mosquitto/acl) lets the ingest confirm while no
-// device can forge a confirmation or read another's.
+// device can forge a confirmation or read another's. Last, the real device:
+// edge-outbox-sim --confirm server drains once the ingest confirms, and
+// keeps its events while an ingest with --no-confirm runs.
 #include <doctest/doctest.h>
 
 #include <edge_outbox/wire/dropped_report.h>
@@ -172,6 +174,38 @@ std::vector<std::string> ingest_args(const Mosquitto& broker, const TempDir& dir
                                    "--client-id", client_id, "--sqlite-sync", "normal"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
+}
+
+struct SimRun {
+  int status = -1;
+  nlohmann::json summary;
+  std::string err;
+};
+
+// Runs edge-outbox-sim to its end; the summary is its last stdout line.
+SimRun run_sim(const TempDir& dir, const std::vector<std::string>& args) {
+  static int runs = 0;
+  const auto name = "sim-" + std::to_string(++runs);
+  auto child = Child::spawn(binary_dir() / "firmware-host" / "edge-outbox-sim", args, dir / (name + ".out"),
+                            dir / (name + ".err"));
+  SimRun r;
+  r.status = child.wait(std::chrono::seconds(120));
+  std::istringstream out(read_text(dir / (name + ".out")));
+  std::string line, last;
+  while (std::getline(out, line))
+    if (!line.empty()) last = line;
+  r.summary = nlohmann::json::parse(last, nullptr, false);
+  r.err = read_text(dir / (name + ".err"));
+  return r;
+}
+
+// Whether this build's edge-outbox-sim has server confirmation.
+bool sim_confirms(const TempDir& dir) {
+  const auto sim = binary_dir() / "firmware-host" / "edge-outbox-sim";
+  if (!std::filesystem::exists(sim)) return false;
+  auto child = Child::spawn(sim, {"--help"}, dir / "sim-help.out", dir / "sim-help.err");
+  child.wait(std::chrono::seconds(30));
+  return read_text(dir / "sim-help.out").find("--confirm") != std::string::npos;
 }
 
 void wait_stored(const TempDir& dir, std::int64_t events) {
@@ -416,4 +450,52 @@ TEST_CASE("the example ACL: the ingest confirms, a device reads only its own con
   ingest.kill(SIGTERM);
   REQUIRE(ingest.wait() == 0);
   CHECK(ingest.counters()["statuses_invalid"] == 0);
+}
+
+TEST_CASE("edge-outbox-sim --confirm server drains once the ingest confirms; with --no-confirm it keeps its events") {
+  TempDir dir;
+  if (!sim_confirms(dir)) {
+    MESSAGE("edge-outbox-sim is not built or has no --confirm: skipped");
+    return;
+  }
+  Mosquitto broker;
+  const std::vector<std::string> sim = {"--db", (dir / "device.db").string(), "--device-id", "gw-1", "--broker",
+                                        broker.uri(), "--rate", "0", "--confirm", "server", "--confirm-timeout", "5s",
+                                        "--exit-when-drained"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto args = sim;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  {
+    // An ingest that does not confirm: the broker acknowledges all 50, the
+    // device keeps them and says so.
+    IngestProcess ingest(dir.path(), "no-confirm", ingest_args(broker, dir, {"--no-confirm"}));
+    ingest.wait_subscribed();
+    INFO(ingest.log());
+    auto r = run_sim(dir, with({"--count", "50", "--drain-timeout", "3s"}));
+    INFO(r.err);
+    CHECK(r.status == 3);  // --drain-timeout passed
+    CHECK(r.summary["unconfirmed"] == 50);
+    wait_stored(dir, 50);
+    ingest.kill(SIGTERM);
+    REQUIRE(ingest.wait() == 0);
+    CHECK(ingest.counters()["confirmations"] == 0);
+  }
+  // A confirming ingest on the same store: the device's retained status
+  // arrives on subscribe, the 50 are confirmed; 150 more flow and are
+  // confirmed as they come. The device ends drained, everything stored once.
+  IngestProcess ingest(dir.path(), "confirm", ingest_args(broker, dir, {}));
+  ingest.wait_subscribed();
+  INFO(ingest.log());
+  auto r = run_sim(dir, with({"--count", "150", "--drain-timeout", "60s"}));
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.summary["unconfirmed"] == 0);
+  CHECK(r.summary["pending"] == 0);
+  CHECK(r.summary["published"] == 200);
+  CHECK(sqlite_scalar(dir / "events.db", "SELECT COUNT(*) FROM events WHERE source = 'gw-1'") == 200);
+  ingest.kill(SIGTERM);
+  REQUIRE(ingest.wait() == 0);
+  CHECK(ingest.counters()["confirmations"].get<int>() >= 1);
 }
