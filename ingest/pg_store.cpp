@@ -624,36 +624,60 @@ class PgStore final : public Store {
   void explain(const EventRow& e) {
     const auto report = wire::decode_dropped_report(e.payload);
     if (!report) return;  // gaps counts it as malformed
-    std::vector<std::int64_t> report_sequences;
+    // The stream's stored reports inside the report's ranges: one statement,
+    // an index range scan per range.
+    std::string firsts = "{", lasts = "{";
     for (const auto& r : wire::merge_ranges(report->ranges)) {
+      if (firsts.size() > 1) {
+        firsts += ',';
+        lasts += ',';
+      }
+      firsts += std::to_string(r.first);
+      lasts += std::to_string(r.last);
+    }
+    std::vector<std::int64_t> report_sequences;
+    if (firsts.size() > 1) {
       Params p;
       p.text(e.source);
       p.text(e.streamid);
-      p.number(r.first);
-      p.number(r.last);
+      p.owned_text(firsts + "}");
+      p.owned_text(lasts + "}");
       p.owned_text(std::string(wire::dropped_report_type));
       Result found = exec_params(
-          "SELECT sequence::text FROM events WHERE source = $1 AND streamid = $2 AND sequence BETWEEN $3::bigint AND "
-          "$4::bigint AND type = $5 ORDER BY events.sequence",
+          "SELECT e.sequence::text FROM unnest($3::text::bigint[], $4::text::bigint[]) AS r(f, l) JOIN events e "
+          "ON e.source = $1 AND e.streamid = $2 AND e.sequence BETWEEN r.f AND r.l WHERE e.type = $5 "
+          "ORDER BY e.sequence",
           p, 1, PGRES_TUPLES_OK, "select superseded reports");
       for (int i = 0; i < PQntuples(found.get()); ++i) report_sequences.push_back(std::stoll(value(found, i, 0)));
     }
     insert_explained(e.source, e.streamid, explained_ranges(*report, report_sequences));
   }
 
+  // Multi-row INSERTs of explained_rows_per_statement rows at most.
   void insert_explained(const std::string& source, const std::string& streamid,
                         const std::vector<ExplainedRange>& ranges) {
-    for (const auto& range : ranges) {
+    constexpr std::size_t explained_rows_per_statement = 1000;  // 5 parameters each
+    for (std::size_t start = 0; start < ranges.size(); start += explained_rows_per_statement) {
+      const std::size_t end = std::min(ranges.size(), start + explained_rows_per_statement);
+      std::string sql = "INSERT INTO explained (source, streamid, first, last, reason) VALUES ";
       Params p;
-      p.text(source);
-      p.text(streamid);
-      p.number(range.first);
-      p.number(range.last);
-      p.text(range.reason);
-      exec_params(
-          "INSERT INTO explained (source, streamid, first, last, reason) VALUES ($1,$2,$3::bigint,$4::bigint,$5) "
-          "ON CONFLICT DO NOTHING",
-          p, 0, PGRES_COMMAND_OK, "insert into explained");
+      for (std::size_t k = start; k < end; ++k) {
+        const std::size_t base = (k - start) * 5;
+        if (k > start) sql += ',';
+        for (std::size_t c = 1; c <= 5; ++c) {
+          sql += c == 1 ? "($" : ",$";
+          sql += std::to_string(base + c);
+          if (c == 3 || c == 4) sql += "::bigint";
+        }
+        sql += ')';
+        p.text(source);
+        p.text(streamid);
+        p.number(ranges[k].first);
+        p.number(ranges[k].last);
+        p.text(ranges[k].reason);
+      }
+      sql += " ON CONFLICT DO NOTHING";
+      exec_params(sql.c_str(), p, 0, PGRES_COMMAND_OK, "insert into explained");
     }
   }
 
@@ -673,7 +697,15 @@ class PgStore final : public Store {
       report.payload = value(r, i, 3);
       reports.push_back(std::move(report));
     }
-    for (const auto& e : explained_by_reports(reports)) insert_explained(e.source, e.streamid, {e.range});
+    const auto rows = explained_by_reports(reports);
+    for (std::size_t i = 0; i < rows.size();) {  // one stream at a time
+      std::vector<ExplainedRange> ranges;
+      std::size_t j = i;
+      for (; j < rows.size() && rows[j].source == rows[i].source && rows[j].streamid == rows[i].streamid; ++j)
+        ranges.push_back(rows[j].range);
+      insert_explained(rows[i].source, rows[i].streamid, ranges);
+      i = j;
+    }
   }
 
   // One stream's rows for the confirmed_through walk (coverage.h).

@@ -28,7 +28,8 @@
 // same rows fail again whatever the wait; a store that cannot be used as
 // configured). The classification tables are in pg_store.cpp and
 // sqlite_store.cpp and in docs/ingest.md "Store errors". Exceptions thrown by the
-// callbacks of for_each_sequence and for_each_event_of_type pass through.
+// callbacks of for_each_sequence, for_each_event_of_type and
+// for_each_rejected_sequence pass through.
 //
 // Thread rule: a Store is used by one thread at a time (the Writer's).
 #pragma once
