@@ -66,6 +66,14 @@ class Publisher {
   mqtt::async_client client_;
 };
 
+// A valid stream status payload.
+std::string status_payload(const std::string& source, const std::string& streamid) {
+  wire::StreamStatus s;
+  s.source = source;
+  s.streamid = streamid;
+  return wire::encode_stream_status(s);
+}
+
 // A device in server mode, by hand: what the forwarder publishes, through
 // `pub` (several devices may share one connection where no ACL is on: each
 // Paho client of a process takes a while to connect).
@@ -252,6 +260,12 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
   dev2.events(5, 8);
   REQUIRE(wait_through(confirms, "devices/dev-2/confirm/s-b", 8));
 
+  // What is not a valid status is ignored (not an event, not a rejection):
+  // not JSON, and a status whose streamid is not its topic's.
+  pub.publish("devices/dev-4/status/s1", "not a status", true);
+  auto other = status_payload("dev-4", "s2");
+  pub.publish("devices/dev-4/status/s1", other, false);
+
   // No status, no floor: never confirmed.
   HandDevice dev3(pub, "dev-3");
   dev3.events(1, 3);
@@ -262,8 +276,11 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
   const auto counters = ingest.counters();
   INFO(counters.dump());
   CHECK(counters["statuses"] == 3);
-  CHECK(counters["statuses_invalid"] == 0);
+  CHECK(counters["statuses_invalid"] == 2);
+  CHECK(counters["rejected"] == 0);
   CHECK(counters["stored"] == 22);
+  CHECK(ingest.log().find("ignoring the message on 'devices/dev-4/status/s1': not a stream status") !=
+        std::string::npos);
   const auto published = counters["confirmations"].get<std::size_t>();
   CHECK(confirms.wait_for_count(published, 10s));
   CHECK(confirms.count() == published);
