@@ -3,7 +3,7 @@
 // sequence in the store and whether it publishes it: the rate limit of the
 // confirmations, without their thread, store or MQTT client. Pure: the
 // owner passes the time (steady clock) and reports what it did. Not
-// thread-safe: the Confirmer's thread only.
+// thread-safe: the Confirmer calls it under its mutex.
 //
 // A stream is touched when a commit stored (or rejected, or explained)
 // something of it, or when its status arrived. A touched stream is due (its
