@@ -391,8 +391,8 @@ class PgStore final : public Store {
     // BY names the table's column: a bare name would be the text output
     // column, and "10" sorts before "9".
     Result r = exec_params(
-        "SELECT id::text, received_at::text, topic, reason, payload, payload_size::text, properties FROM rejected "
-        "WHERE id > $1 ORDER BY rejected.id LIMIT $2",
+        "SELECT id::text, received_at::text, topic, reason, payload, payload_size::text, properties, source, "
+        "streamid, sequence::text FROM rejected WHERE id > $1 ORDER BY rejected.id LIMIT $2",
         p, 1, PGRES_TUPLES_OK, "select rejected");
     std::vector<StoredRejection> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
@@ -404,6 +404,9 @@ class PgStore final : public Store {
       s.row.payload = value(r, i, 4);
       s.row.payload_size = std::stoull(value(r, i, 5));
       s.row.properties = value(r, i, 6);
+      s.row.source = value(r, i, 7);  // NULL reads as ""
+      s.row.streamid = value(r, i, 8);
+      if (!PQgetisnull(r.get(), i, 9)) s.row.sequence = std::stoll(value(r, i, 9));
       out.push_back(std::move(s));
     }
     return out;
@@ -433,6 +436,15 @@ class PgStore final : public Store {
     p.text(reason);
     p.number(id);
     exec_params("UPDATE rejected SET reason = $1 WHERE id = $2", p, 0, PGRES_COMMAND_OK, "update rejected");
+  }
+
+  void update_rejected_position(std::int64_t id, const RejectedRow& position) override {
+    ensure_connected();
+    Params p;
+    add_position(p, position);
+    p.number(id);
+    exec_params("UPDATE rejected SET source = $1, streamid = $2, sequence = $3::bigint WHERE id = $4", p, 0,
+                PGRES_COMMAND_OK, "update rejected");
   }
 
   std::uint64_t rejected_pruned() const override { return pruned_; }
@@ -509,14 +521,8 @@ class PgStore final : public Store {
     return r;
   }
 
-  void insert_rejected(const RejectedRow& row) {
-    Params p;
-    p.number(row.received_at_ms);
-    p.text(row.topic);
-    p.text(row.reason);
-    p.bytes(row.payload);
-    p.number(static_cast<std::int64_t>(row.payload_size));
-    p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
+  // The row's stream position: three NULLs unless it has all three.
+  static void add_position(Params& p, const RejectedRow& row) {
     if (row.source.empty() || row.streamid.empty() || !row.sequence) {
       p.null();
       p.null();
@@ -526,6 +532,17 @@ class PgStore final : public Store {
       p.text(row.streamid);
       p.number(*row.sequence);
     }
+  }
+
+  void insert_rejected(const RejectedRow& row) {
+    Params p;
+    p.number(row.received_at_ms);
+    p.text(row.topic);
+    p.text(row.reason);
+    p.bytes(row.payload);
+    p.number(static_cast<std::int64_t>(row.payload_size));
+    p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
+    add_position(p, row);
     exec_params(
         "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
         "sequence) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9::bigint)",
