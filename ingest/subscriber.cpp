@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ingest/topic_filter.h"
+#include <edge_outbox/wire/topic_filter.h>
 
 namespace edge_outbox::ingest {
 
@@ -71,7 +71,7 @@ Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writ
       // A "$share/..." prefix given in the filter itself is kept.
       auto status = wire::stream_status_filter_for(f);
       if (!status) continue;
-      const std::string bare(without_share_prefix(*status));
+      const std::string bare(wire::without_share_prefix(*status));
       if (std::find(status_filters_.begin(), status_filters_.end(), bare) != status_filters_.end()) continue;
       status_filters_.push_back(bare);
       subscriptions_.push_back(group.empty() ? *status : "$share/" + group + "/" + *status);
@@ -121,7 +121,7 @@ bool Subscriber::first_time(std::set<std::string>& logged, const std::string& to
 
 bool Subscriber::is_status_topic(const std::string& topic) const {
   return std::any_of(status_filters_.begin(), status_filters_.end(),
-                     [&](const std::string& filter) { return topic_matches(filter, topic); });
+                     [&](const std::string& filter) { return wire::topic_matches(filter, topic); });
 }
 
 void Subscriber::on_status(const std::string& topic, const std::string& payload) {

@@ -14,7 +14,6 @@
 #include <edge_outbox/wire/stream_status.h>
 
 #include "common/mutex.h"
-#include "common/topic_filter.h"
 #include "forward/confirmation_wait.h"
 #include "forward/event_wire.h"
 #include "forward/send_window.h"

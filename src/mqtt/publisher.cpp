@@ -19,7 +19,7 @@
 #include <edge_outbox/error.h>
 
 #include "common/mutex.h"
-#include "common/topic_filter.h"
+#include <edge_outbox/wire/topic_filter.h>
 #include "mqtt/broker_uri.h"
 #include "mqtt/connection.h"
 #include "mqtt/protocol.h"
@@ -122,7 +122,7 @@ struct MqttPublisher::Impl {
     in.payload = m->to_string();
     in.retained = m->is_retained();
     for (const auto& s : subscriptions) {
-      if (detail::topic_matches(s.filter, in.topic)) s.handler(in);
+      if (wire::topic_matches(s.filter, in.topic)) s.handler(in);
     }
   }
 
@@ -456,7 +456,7 @@ void MqttPublisher::set_connection_handler(ConnectionHandler handler) {
 }
 
 void MqttPublisher::subscribe(std::string topic_filter, MessageHandler handler) {
-  if (!detail::valid_topic_filter(topic_filter)) {
+  if (!wire::valid_topic_filter(topic_filter)) {
     throw Error(ErrorKind::invalid_argument, "not a valid MQTT topic filter: \"" + topic_filter + "\"");
   }
   if (!handler) throw Error(ErrorKind::invalid_argument, "subscribe needs a message handler");

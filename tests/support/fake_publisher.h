@@ -46,7 +46,7 @@
 #include <edge_outbox/publisher.h>
 
 #include "common/mutex.h"
-#include "common/topic_filter.h"
+#include <edge_outbox/wire/topic_filter.h>
 
 namespace edge_outbox::test {
 
@@ -96,7 +96,7 @@ class FakePublisher final : public Publisher {
     s_->handler = std::move(handler);
   }
   void subscribe(std::string topic_filter, MessageHandler handler) override {
-    if (!detail::valid_topic_filter(topic_filter)) {
+    if (!wire::valid_topic_filter(topic_filter)) {
       throw Error(ErrorKind::invalid_argument, "not a valid MQTT topic filter: " + topic_filter);
     }
     MutexLock l(s_->mutex);
@@ -257,7 +257,7 @@ class FakeBroker {
       MutexLock l(s_->mutex);
       if (!s_->connected || s_->stopped) return 0;
       for (const auto& [filter, handler] : s_->subscriptions) {
-        if (detail::topic_matches(filter, message.topic)) handlers.push_back(handler);
+        if (wire::topic_matches(filter, message.topic)) handlers.push_back(handler);
       }
     }
     for (auto& h : handlers) h(message);

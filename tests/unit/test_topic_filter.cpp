@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// MQTT topic filters: validity and matching, as a publisher hands a
-// delivered message to the subscriptions it matches.
+// MQTT topic filters (wire/topic_filter.h): validity and matching, as a
+// publisher hands a delivered message to the subscriptions it matches and
+// the ingest tells stream statuses from events, and the $share prefix.
 #include <doctest/doctest.h>
 
-#include "common/topic_filter.h"
+#include <edge_outbox/wire/topic_filter.h>
 
-using edge_outbox::detail::topic_matches;
-using edge_outbox::detail::valid_topic_filter;
+using edge_outbox::wire::topic_matches;
+using edge_outbox::wire::valid_topic_filter;
+using edge_outbox::wire::without_share_prefix;
 
 TEST_CASE("valid filters") {
   for (const char* f : {"a", "a/b", "+", "#", "a/+/c", "a/#", "+/+", "/", "a//b", "devices/gw-1/confirm/s-1"}) {
@@ -39,4 +41,41 @@ TEST_CASE("matching") {
   CHECK(!topic_matches("#", "$SYS/x"));
   CHECK(!topic_matches("+/x", "$SYS/x"));
   CHECK(topic_matches("$SYS/#", "$SYS/x"));
+}
+
+TEST_CASE("ingest: '+' matches one level, including an empty one") {
+  CHECK(topic_matches("devices/+/status/+", "devices/dev-1/status/s1"));
+  CHECK(topic_matches("devices/+/status/+", "devices//status/s1"));
+  CHECK_FALSE(topic_matches("devices/+/status/+", "devices/dev-1/status"));
+  CHECK_FALSE(topic_matches("devices/+/status/+", "devices/dev-1/status/s1/x"));
+  CHECK_FALSE(topic_matches("devices/+/status/+", "devices/a/b/status/s1"));
+  CHECK_FALSE(topic_matches("devices/+/status/+", "devices/dev-1/events/s1"));
+}
+
+TEST_CASE("ingest: '#' matches the rest, the parent level included") {
+  CHECK(topic_matches("devices/+/events/#", "devices/dev-1/events/x/y"));
+  CHECK(topic_matches("devices/+/events/#", "devices/dev-1/events"));
+  CHECK_FALSE(topic_matches("devices/+/events/#", "devices/dev-1/status/s1"));
+  CHECK(topic_matches("#", "a/b"));
+}
+
+TEST_CASE("ingest: literal levels match exactly") {
+  CHECK(topic_matches("a/b", "a/b"));
+  CHECK_FALSE(topic_matches("a/b", "a/bc"));
+  CHECK_FALSE(topic_matches("a/b", "a/b/"));
+  CHECK_FALSE(topic_matches("a/b/", "a/b"));
+  CHECK_FALSE(topic_matches("", "a"));
+  CHECK_FALSE(topic_matches("a", ""));
+}
+
+TEST_CASE("ingest: a wildcard first level does not match a $ topic") {
+  CHECK_FALSE(topic_matches("#", "$SYS/broker/uptime"));
+  CHECK_FALSE(topic_matches("+/broker/uptime", "$SYS/broker/uptime"));
+  CHECK(topic_matches("$SYS/#", "$SYS/broker/uptime"));
+}
+
+TEST_CASE("ingest: the $share prefix is not part of the filter") {
+  CHECK(without_share_prefix("$share/ingest/devices/+/events/#") == "devices/+/events/#");
+  CHECK(without_share_prefix("devices/+/events/#") == "devices/+/events/#");
+  CHECK(without_share_prefix("$share/ingest") == "$share/ingest");
 }

@@ -3,16 +3,18 @@
 // name matches it (MQTT 3.1.1 section 4.7, MQTT 5 section 4.7). "+" matches
 // one level, a final "#" the parent level and everything below it; a topic
 // starting with "$" is matched by no filter starting with a wildcard.
-// Publishers use it to hand a delivered message to the handlers of the
-// subscriptions it matches.
+// A publisher uses it to hand a delivered message to the handlers of the
+// subscriptions it matches, the ingest to tell stream statuses from events.
+// A shared subscription's "$share/<group>/" prefix is not part of the
+// filter: strip it first (without_share_prefix).
 //
-// Thread rule: pure functions.
+// Thread rule: pure functions; safe from any thread.
 #pragma once
 
 #include <cstddef>
 #include <string_view>
 
-namespace edge_outbox::detail {
+namespace edge_outbox::wire {
 
 // True when filter is a valid MQTT topic filter: not empty, no NUL, "#"
 // only as the whole last level, "+" only as a whole level.
@@ -56,4 +58,12 @@ inline bool topic_matches(std::string_view filter, std::string_view topic) noexc
   }
 }
 
-}  // namespace edge_outbox::detail
+// "devices/+/events/#" for "$share/g/devices/+/events/#"; other filters as given.
+inline std::string_view without_share_prefix(std::string_view filter) noexcept {
+  constexpr std::string_view share = "$share/";
+  if (!filter.starts_with(share)) return filter;
+  const auto slash = filter.find('/', share.size());
+  return slash == std::string_view::npos ? filter : filter.substr(slash + 1);
+}
+
+}  // namespace edge_outbox::wire
