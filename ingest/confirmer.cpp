@@ -28,25 +28,25 @@ Confirmer::~Confirmer() { stop(); }
 
 void Confirmer::stop() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
+    cv_.notify_all();
   }
-  cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
 void Confirmer::status_received(std::string device_topic, wire::StreamStatus status) {
   StreamKey key{status.source, status.streamid};
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     statuses_.insert_or_assign(std::move(key), PendingStatus{std::move(device_topic), std::move(status)});
     wake_ = true;
+    cv_.notify_all();
   }
-  cv_.notify_all();
 }
 
 void Confirmer::status_invalid() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ++counters_.statuses_invalid;
 }
 
@@ -54,22 +54,22 @@ void Confirmer::committed(const std::vector<StreamKey>& streams) {
   if (streams.empty() || !options_.publish) return;
   const auto now = SteadyClock::now();
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     for (const auto& key : streams) schedule_.touched(key, now);
     wake_ = true;
+    cv_.notify_all();
   }
-  cv_.notify_all();
 }
 
 ConfirmerCounters Confirmer::counters() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return counters_;
 }
 
 void Confirmer::run() {
   std::map<StreamKey, PendingStatus> retry;  // statuses whose recording failed
   SteadyClock::time_point retry_at{};
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (!stopping_) {
     const auto now = SteadyClock::now();
     std::map<StreamKey, PendingStatus> batch = std::move(statuses_);
@@ -97,8 +97,10 @@ void Confirmer::run() {
     if (options_.publish) next = schedule_.next_due();
     if (!retry.empty()) next = next ? std::min(*next, retry_at) : retry_at;
     wake_ = false;
-    if (next) cv_.wait_until(lock, *next, [&] { return stopping_ || wake_; });
-    else cv_.wait(lock, [&] { return stopping_ || wake_; });
+    while (!stopping_ && !wake_) {
+      if (!next) cv_.wait(lock);
+      else if (!cv_.wait_until(lock, *next)) break;  // due
+    }
   }
 }
 
@@ -115,9 +117,10 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
       failed.emplace(key, std::move(pending));
       continue;
     }
-    known_[key] = Known{pending.device_topic, pending.status.floor};
+    known_[key] = Known{pending.device_topic, pending.status.floor,
+                       pending.status.confirmation == wire::StreamStatus::Mode::server};
     const auto now = SteadyClock::now();
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     ++counters_.statuses;
     if (!options_.publish) continue;
     if (pending.status.confirmation == wire::StreamStatus::Mode::server)
@@ -139,7 +142,9 @@ const Confirmer::Known* Confirmer::known(const StreamKey& stream, bool& read_rec
   streams_read_at_ = now;
   try {
     for (const auto& row : store_->streams())
-      known_.try_emplace(StreamKey{row.status.source, row.status.streamid}, Known{row.device_topic, row.status.floor});
+      known_.try_emplace(StreamKey{row.status.source, row.status.streamid},
+                         Known{row.device_topic, row.status.floor,
+                               row.status.confirmation == wire::StreamStatus::Mode::server});
   } catch (const std::exception& e) {
     log_failure("reading the streams' statuses", e);
     return nullptr;
@@ -156,11 +161,12 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
       // No status: the floor is unknown, never confirmed. Unless another
       // ingest recorded it after this one last read the store: look again.
       if (read_recently) {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         schedule_.retry_later(key, SteadyClock::now());
       }
       continue;
     }
+    if (!status->server) continue;  // a device in broker mode does not listen
     std::optional<std::int64_t> through;
     try {
       through = store_->confirmed_through(key.source, key.streamid);
@@ -168,13 +174,13 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
       log_failure("looking up the confirmed sequence of stream '" + printable(key.streamid) + "' of '" +
                       printable(key.source) + "'",
                   e);
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       schedule_.retry_later(key, SteadyClock::now());
       continue;
     }
     if (!through || *through < status->floor) continue;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (!schedule_.should_publish(key, *through)) continue;
     }
     const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
@@ -184,7 +190,7 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
     } catch (const std::exception& e) {
       log_failure("publishing on '" + printable(topic) + "'", e);
     }
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (handed) {
       schedule_.published(key, *through);
       ++counters_.confirmations;

@@ -15,8 +15,9 @@
 //
 // A status whose recording fails is kept (the newest per stream) and tried
 // again after a second; so is a lookup that fails. A stream without a
-// recorded status is never confirmed (its floor is unknown), nor one whose
-// through is below its floor (nothing to confirm).
+// recorded status is never confirmed (its floor is unknown), nor one in
+// broker mode (nobody listens), nor one whose through is below its floor
+// (nothing to confirm).
 //
 // Thread rule: status_received(), status_invalid(), committed() and
 // counters() from any thread; stop() from one thread, once the callers of
@@ -26,18 +27,17 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <edge_outbox/wire/stream_status.h>
 
+#include "common/mutex.h"
 #include "ingest/confirm_schedule.h"
 #include "ingest/store.h"
 #include "ingest/stream_key.h"
@@ -72,29 +72,31 @@ class Confirmer {
   Confirmer& operator=(const Confirmer&) = delete;
 
   // A valid status arrived on wire::stream_status_topic(device_topic, ...).
-  void status_received(std::string device_topic, wire::StreamStatus status);
+  void status_received(std::string device_topic, wire::StreamStatus status) EXCLUDES(mutex_);
   // A message on a status topic was not a valid status.
-  void status_invalid();
+  void status_invalid() EXCLUDES(mutex_);
   // A commit stored, rejected or explained something of these streams.
-  void committed(const std::vector<StreamKey>& streams);
-  ConfirmerCounters counters() const;
+  void committed(const std::vector<StreamKey>& streams) EXCLUDES(mutex_);
+  ConfirmerCounters counters() const EXCLUDES(mutex_);
   // Ends the thread; statuses and confirmations not done by then are
   // dropped (the device's retained status brings them back at the next run).
-  void stop();
+  void stop() EXCLUDES(mutex_);
 
  private:
   struct PendingStatus {
     std::string device_topic;
     wire::StreamStatus status;
   };
-  void run();
+  void run() EXCLUDES(mutex_);
   // Returns the statuses whose recording failed.
-  std::map<StreamKey, PendingStatus> record_statuses(std::map<StreamKey, PendingStatus> statuses);
-  void confirm(const std::vector<StreamKey>& due);
+  std::map<StreamKey, PendingStatus> record_statuses(std::map<StreamKey, PendingStatus> statuses)
+      EXCLUDES(mutex_);
+  void confirm(const std::vector<StreamKey>& due) EXCLUDES(mutex_);
   // What a stream's latest status says that a confirmation needs.
   struct Known {
     std::string device_topic;
     std::int64_t floor = 1;
+    bool server = false;  // the device waits for confirmations (server mode)
   };
   // From the statuses recorded by this process, else (a status another
   // ingest recorded) from the store's, read again at most every retry_after.
@@ -108,13 +110,13 @@ class Confirmer {
   ConfirmPublish publish_;
   Logger log_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  bool wake_ = false;                              // something was queued or touched
-  ConfirmSchedule schedule_;                       // guarded by mutex_
-  std::map<StreamKey, PendingStatus> statuses_;    // guarded by mutex_: to record
-  ConfirmerCounters counters_;                     // guarded by mutex_
+  mutable Mutex mutex_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  bool wake_ GUARDED_BY(mutex_) = false;  // something was queued or touched
+  ConfirmSchedule schedule_ GUARDED_BY(mutex_);
+  std::map<StreamKey, PendingStatus> statuses_ GUARDED_BY(mutex_);  // to record
+  ConfirmerCounters counters_ GUARDED_BY(mutex_);
 
   // The thread's only:
   std::map<StreamKey, Known> known_;
