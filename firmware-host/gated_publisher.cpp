@@ -3,6 +3,8 @@
 
 #include <utility>
 
+#include <edge_outbox/error.h>
+
 namespace edge_outbox::sim {
 
 GatedPublisher::GatedPublisher(Factory factory, std::chrono::milliseconds stop_timeout)
@@ -23,6 +25,15 @@ std::shared_ptr<Publisher> GatedPublisher::make_inner_locked() {
     }
     if (handler) handler(ev);
   });
+  for (const auto& [filter, handler] : subscriptions_) {
+    inner->subscribe(filter, [this, generation, handler = handler](const IncomingMessage& m) {
+      {
+        std::lock_guard lock(mutex_);
+        if (generation != generation_ || !online_ || stopped_) return;
+      }
+      handler(m);
+    });
+  }
   inner_ = inner;
   return inner;
 }
@@ -65,6 +76,12 @@ bool GatedPublisher::online() const {
 void GatedPublisher::set_connection_handler(ConnectionHandler handler) {
   std::lock_guard lock(mutex_);
   handler_ = std::move(handler);
+}
+
+void GatedPublisher::subscribe(std::string topic_filter, MessageHandler handler) {
+  std::lock_guard lock(mutex_);
+  if (started_) throw Error(ErrorKind::invalid_argument, "subscribe must come before start()");
+  subscriptions_.emplace_back(std::move(topic_filter), std::move(handler));
 }
 
 void GatedPublisher::start() {

@@ -13,6 +13,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <edge_outbox/publisher.h>
 
@@ -29,6 +32,8 @@ class GatedPublisher final : public Publisher {
   bool online() const;
 
   void set_connection_handler(ConnectionHandler handler) override;
+  // Passed on to every wrapped publisher it makes. Requires: before start().
+  void subscribe(std::string topic_filter, MessageHandler handler) override;
   void start() override;
   void stop(std::chrono::milliseconds timeout) override;
   void publish(OutgoingMessage message, PublishCallback done) override;
@@ -45,6 +50,7 @@ class GatedPublisher final : public Publisher {
   std::chrono::milliseconds stop_timeout_;
   mutable std::mutex mutex_;
   ConnectionHandler handler_;
+  std::vector<std::pair<std::string, MessageHandler>> subscriptions_;  // set before start()
   std::shared_ptr<Publisher> inner_;
   std::uint64_t generation_ = 0;  // of inner_: events of older ones are ignored
   bool started_ = false;

@@ -115,6 +115,10 @@ const std::vector<Field>& fields() {
        [](SimConfig& c, const SimConfig& f) { c.backoff_max = f.backoff_max; }},
       {"ack-timeout", [](SimConfig& c, const json& v) { c.ack_timeout = want_duration("ack-timeout", v); },
        [](SimConfig& c, const SimConfig& f) { c.ack_timeout = f.ack_timeout; }},
+      EO_STRING_FIELD("confirm", confirm),
+      {"confirm-timeout",
+       [](SimConfig& c, const json& v) { c.confirm_timeout = want_duration("confirm-timeout", v); },
+       [](SimConfig& c, const SimConfig& f) { c.confirm_timeout = f.confirm_timeout; }},
       EO_STRING_FIELD("durability", durability),
       {"max-pending", [](SimConfig& c, const json& v) { c.max_pending = want_count("max-pending", v); },
        [](SimConfig& c, const SimConfig& f) { c.max_pending = f.max_pending; }},
@@ -164,9 +168,9 @@ std::string host_name() {
 
 }  // namespace
 
-std::string SimConfig::topic_for(const std::string& type) const {
-  return topic_prefix + "/" + device_id + "/events/" + type;
-}
+std::string SimConfig::topic_for(const std::string& type) const { return device_topic() + "/events/" + type; }
+
+std::string SimConfig::device_topic() const { return topic_prefix + "/" + device_id; }
 
 void add_options(CLI::App& app, SimConfig& cli) {
   app.add_option("--db", cli.db, "Device database (SQLite), created if missing; required");
@@ -216,6 +220,16 @@ void add_options(CLI::App& app, SimConfig& cli) {
       "--ack-timeout", [&cli](const std::string& s) { cli.ack_timeout = cli_duration("--ack-timeout", s); },
       "With publishes outstanding, drop and re-open the connection when no acknowledgement arrives for this "
       "long (a frozen broker or a dead link that looks open; default 15s; 0: off, only the keepalive notices)");
+  app.add_option_function<std::string>(
+         "--confirm", [&cli](const std::string& s) { cli.confirm = s.empty() ? "server" : s; },
+         "When an event leaves the outbox: broker (at the broker's acknowledgement; default) or server (when "
+         "edge-outbox-ingest confirms it has stored it; --confirm alone means server)")
+      ->expected(0, 1);
+  app.add_option_function<std::string>(
+      "--confirm-timeout",
+      [&cli](const std::string& s) { cli.confirm_timeout = cli_duration("--confirm-timeout", s); },
+      "With --confirm server: send the unconfirmed events again when no confirmation advances for this long "
+      "(default 30s; doubles while nothing is confirmed, up to 8 times)");
   app.add_option("--durability", cli.durability,
                  "full: every reading survives a power loss; normal: a crash, not a power loss")
       ->capture_default_str();
@@ -294,6 +308,10 @@ void validate(SimConfig& c) {
   if (c.durability != "full" && c.durability != "normal") {
     bad("--durability must be full or normal, not \"" + c.durability + "\"");
   }
+  if (c.confirm != "broker" && c.confirm != "server") {
+    bad("--confirm must be broker or server, not \"" + c.confirm + "\"");
+  }
+  if (c.confirm_timeout.count() <= 0) bad("--confirm-timeout must be positive, such as 30s");
   if (c.capacity_policy != "reject_new" && c.capacity_policy != "drop_oldest") {
     bad("--capacity-policy must be reject_new or drop_oldest, not \"" + c.capacity_policy + "\"");
   }

@@ -43,6 +43,8 @@ struct SimConfig {
   std::string key_file;
   std::chrono::milliseconds backoff_max{60'000};  // longest wait between reconnection attempts
   std::chrono::milliseconds ack_timeout{15'000};  // ForwarderOptions::ack_timeout; 0: off
+  std::string confirm = "broker";                 // broker | server (ForwarderOptions::confirmation)
+  std::chrono::milliseconds confirm_timeout{30'000};  // ForwarderOptions::confirm_timeout
   std::string durability = "full";           // full | normal
   std::uint64_t max_pending = 0;             // 0: unbounded
   std::string capacity_policy = "reject_new";  // reject_new | drop_oldest
@@ -52,6 +54,8 @@ struct SimConfig {
 
   // "<prefix>/<device-id>/events/" + type
   std::string topic_for(const std::string& type) const;
+  // "<prefix>/<device-id>" (ForwarderOptions::device_topic)
+  std::string device_topic() const;
 };
 
 // Declares every option on app, bound to cli.

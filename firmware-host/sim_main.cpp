@@ -80,9 +80,11 @@ std::string summary_json(std::uint64_t readings, std::uint64_t enqueued, const e
                                 {"enqueued", enqueued},
                                 {"published", stats.published_total},
                                 {"pending", stats.pending},
+                                {"unconfirmed", stats.unconfirmed},
                                 {"dead", stats.dead},
                                 {"reconnects", forwarder.reconnects},
                                 {"ack_timeouts", forwarder.ack_timeouts},
+                                {"resends", forwarder.resends},
                                 {"backlog_at_reconnect", backlog},
                                 {"drain_ms", drain_ms}}
       .dump();
@@ -121,6 +123,10 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
   edge_outbox::ForwarderOptions fo;
   fo.source = c.device_id;
   fo.ack_timeout = c.ack_timeout;
+  fo.device_topic = c.device_topic();
+  fo.confirmation = c.confirm == "server" ? edge_outbox::ForwarderOptions::Confirmation::server
+                                          : edge_outbox::ForwarderOptions::Confirmation::broker;
+  fo.confirm_timeout = c.confirm_timeout;
   fo.log = log;
   edge_outbox::Forwarder forwarder(outbox, oo, std::move(publisher), fo);
   forwarder.start();
@@ -144,6 +150,7 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
     sim::StatusFigures f;
     f.readings = readings;
     f.pending = stats.pending;
+    if (c.confirm == "server") f.unconfirmed = stats.unconfirmed;
     f.published = stats.published_total;
     f.dead = stats.dead;
     f.rejected = rejected;

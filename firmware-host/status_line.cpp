@@ -4,8 +4,9 @@
 namespace edge_outbox::sim {
 
 std::string format_status(const StatusFigures& f) {
-  std::string s = "readings " + std::to_string(f.readings) + "  pending " + std::to_string(f.pending) +
-                  "  published " + std::to_string(f.published) + "  dead " + std::to_string(f.dead);
+  std::string s = "readings " + std::to_string(f.readings) + "  pending " + std::to_string(f.pending);
+  if (f.unconfirmed) s += "  unconfirmed " + std::to_string(*f.unconfirmed);
+  s += "  published " + std::to_string(f.published) + "  dead " + std::to_string(f.dead);
   if (f.rejected) s += "  rejected " + std::to_string(f.rejected);
   s += f.connected ? "  connected yes" : (f.offline_by_schedule ? "  connected no (scheduled outage)" : "  connected no");
   return s;

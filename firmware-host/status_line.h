@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace edge_outbox::sim {
@@ -16,6 +17,7 @@ namespace edge_outbox::sim {
 struct StatusFigures {
   std::uint64_t readings = 0;
   std::uint64_t pending = 0;
+  std::optional<std::uint64_t> unconfirmed;  // server confirmation: of pending, waiting for the server
   std::uint64_t published = 0;
   std::uint64_t dead = 0;
   std::uint64_t rejected = 0;  // readings refused by a full outbox, this run
@@ -23,7 +25,8 @@ struct StatusFigures {
   bool offline_by_schedule = false;
 };
 
-// "readings 120 pending 3 published 117 dead 0 connected yes"
+// "readings 120  pending 3  published 117  dead 0  connected yes"; with
+// server confirmation "pending 3  unconfirmed 2".
 std::string format_status(const StatusFigures& figures);
 
 class StatusLine {

@@ -12,6 +12,10 @@
 // reader of outbox.dropped data): it returns a report or nothing and throws
 // nothing; a report's ranges hold 0 <= first <= last, and it re-encodes and
 // decodes to the same report.
+// The payload also goes through the confirmation-protocol readers
+// (wire/stream_status.h), a device's and the ingest's: each returns a value
+// or nothing and throws nothing, and what it returns re-encodes and decodes
+// to the same value.
 // Seeds include JSON nested 100,000 levels (the fuzzer reads the first
 // -max_len bytes of it), just over and at the limit, in both modes.
 #include <algorithm>
@@ -24,6 +28,7 @@
 
 #include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/wire/dropped_report.h>
+#include <edge_outbox/wire/stream_status.h>
 
 namespace ce = edge_outbox::cloudevents;
 namespace wire = edge_outbox::wire;
@@ -43,6 +48,15 @@ void check_dropped_report(std::string_view payload) {
   for (const auto& r : report->ranges)
     if (r.first < 0 || r.first > r.last) std::abort();
   if (wire::decode_dropped_report(wire::encode_dropped_report(*report)) != report) std::abort();
+}
+
+void check_confirmation_protocol(std::string_view payload) {
+  if (const auto c = wire::decode_confirmation(payload)) {
+    if (c->through < 0 || wire::decode_confirmation(wire::encode_confirmation(*c)) != c) std::abort();
+  }
+  if (const auto s = wire::decode_stream_status(payload)) {
+    if (s->floor < 1 || wire::decode_stream_status(wire::encode_stream_status(*s)) != s) std::abort();
+  }
 }
 
 }  // namespace
@@ -78,6 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   check_dropped_report(payload);
+  check_confirmation_protocol(payload);
   ce::CloudEvent event;
   try {
     event = ce::decode(payload, content_type, props);

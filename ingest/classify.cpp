@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -45,7 +46,82 @@ RejectedRow rejected_row(const Received& m, const ClassifyOptions& options, std:
   props["retained"] = m.retained;
   // Property bytes that are not UTF-8 must not make the rejection itself fail.
   row.properties = props.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  set_stream_position(row, m, options);
   return row;
+}
+
+namespace {
+
+// Valid UTF-8, no control character, 1 to max_bytes bytes.
+bool attribute_text_ok(const std::string& text, std::size_t max_bytes) {
+  if (text.empty() || text.size() > max_bytes) return false;
+  try {
+    (void)nlohmann::json(text).dump();  // throws on invalid UTF-8
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+  return !cloudevents::find_control_character(text);
+}
+
+// 1-20 decimal digits, from 1 to INT64_MAX.
+std::optional<std::int64_t> sequence_of(std::string_view digits) {
+  if (digits.empty() || digits.size() > 20) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const auto d = static_cast<std::uint64_t>(c - '0');
+    if (v > (static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) - d) / 10) return std::nullopt;
+    v = v * 10 + d;
+  }
+  if (v == 0) return std::nullopt;
+  return static_cast<std::int64_t>(v);
+}
+
+struct Named {
+  std::string source, streamid;
+  std::optional<std::int64_t> sequence;
+};
+
+Named from_user_properties(const cloudevents::UserProperties& properties) {
+  Named n;
+  for (const auto& [name, value] : properties) {
+    if (name == "source") n.source = value;
+    else if (name == "streamid") n.streamid = value;
+    else if (name == "sequence") n.sequence = sequence_of(value);
+  }
+  return n;
+}
+
+Named from_json_members(std::string_view payload) {
+  Named n;
+  // Too large or too deep (the parse would recurse): not read.
+  if (payload.size() > max_attribution_parse_bytes ||
+      cloudevents::json_nesting_depth(payload) > cloudevents::max_json_depth + 1)
+    return n;
+  const auto j = nlohmann::json::parse(payload, nullptr, false);
+  if (!j.is_object()) return n;
+  if (auto it = j.find("source"); it != j.end() && it->is_string()) n.source = it->get<std::string>();
+  if (auto it = j.find("streamid"); it != j.end() && it->is_string()) n.streamid = it->get<std::string>();
+  if (auto it = j.find("sequence"); it != j.end()) {
+    if (it->is_string()) n.sequence = sequence_of(it->get<std::string>());
+    else if (it->is_number_unsigned()) n.sequence = sequence_of(std::to_string(it->get<std::uint64_t>()));
+  }
+  return n;
+}
+
+}  // namespace
+
+void set_stream_position(RejectedRow& row, const Received& m, const ClassifyOptions& options) {
+  const bool binary = std::any_of(m.user_properties.begin(), m.user_properties.end(),
+                                  [](const auto& p) { return p.first == "specversion"; });
+  Named n = binary ? from_user_properties(m.user_properties) : from_json_members(m.payload);
+  if (!n.sequence || !attribute_text_ok(n.source, cloudevents::max_source_bytes) ||
+      !attribute_text_ok(n.streamid, cloudevents::max_streamid_bytes))
+    return;
+  if (options.require_source_match && n.source != topic_device(m.topic)) return;
+  row.source = std::move(n.source);
+  row.streamid = std::move(n.streamid);
+  row.sequence = n.sequence;
 }
 
 Row classify(const Received& m, const ClassifyOptions& options) {

@@ -43,8 +43,27 @@ Row classify(const Received& message, const ClassifyOptions& options);
 inline constexpr std::size_t max_reason_bytes = 1000;
 
 // The rejection of message m: its topic, payload (whole up to
-// options.max_payload_bytes), size and properties, and the reason.
+// options.max_payload_bytes), size and properties, the reason, and the
+// stream position it names when that can be read (see stream_position_of).
 RejectedRow rejected_row(const Received& m, const ClassifyOptions& options, std::string_view reason);
+
+// The (source, streamid, sequence) a message names, read best-effort
+// whatever else is wrong with it, so that its rejection counts as that
+// sequence's outcome (Store::confirmed_through): from the user properties
+// "source", "streamid" and "sequence" when it carries a "specversion" user
+// property (binary mode), else from the members of its JSON object
+// (structured mode; payloads over max_attribution_parse_bytes, or nested
+// deeper than an event may be, are not parsed). Each must be as an event may carry it (cloudevents.h): source
+// and streamid non-empty UTF-8 without control characters, within their
+// lengths; sequence 1-20 decimal digits (a JSON string or integer), from 1
+// to 2^63-1. Under options.require_source_match the source must also be
+// the topic's device segment: a device cannot answer for another's stream.
+// Otherwise, or when one is missing, nothing is set.
+void set_stream_position(RejectedRow& row, const Received& m, const ClassifyOptions& options);
+
+// Structured payloads larger than this are not parsed for a rejection's
+// stream position.
+inline constexpr std::size_t max_attribution_parse_bytes = 16 * 1024 * 1024;
 
 // The device segment of an event topic, <prefix>/<device-id>/events/...,
 // whatever the prefix's depth (none included): the level before the first

@@ -36,6 +36,7 @@
 #include "host/log_sink.h"
 #include "host/read_secret.h"
 #include "host/termination_signals.h"
+#include "ingest/confirmer.h"
 #include "ingest/gaps.h"
 #include "ingest/reprocess.h"
 #include "ingest/store.h"
@@ -65,7 +66,7 @@ struct MqttThreadState {
   bool done GUARDED_BY(mutex) = false;
 };
 
-std::string counters_json(const ingest::Counters& c) {
+std::string counters_json(const ingest::Counters& c, const ingest::ConfirmerCounters& confirm) {
   return nlohmann::json{{"received", c.received},
                         {"stored", c.stored},
                         {"duplicates", c.duplicates},
@@ -76,7 +77,10 @@ std::string counters_json(const ingest::Counters& c) {
                         {"store_refused", c.store_refused},
                         {"invalid_time", c.invalid_time},
                         {"rejected_pruned", c.rejected_pruned},
-                        {"retained_ignored", c.retained_ignored}}
+                        {"retained_ignored", c.retained_ignored},
+                        {"statuses", confirm.statuses},
+                        {"statuses_invalid", confirm.statuses_invalid},
+                        {"confirmations", confirm.confirmations}}
       .dump();
 }
 
@@ -147,6 +151,7 @@ int main(int argc, char** argv) {
   std::size_t max_batch = 512;
   std::uint64_t rejected_max_bytes = ingest::StoreOptions{}.rejected_max_bytes;
   int debug_delay_ms = 0;
+  bool no_confirm = false;
 
   app.add_option("--store", store_spec, "sqlite:PATH or postgresql://user@host:port/db")->capture_default_str();
   app.add_option("--sqlite-sync", sqlite_sync, "SQLite synchronous mode: full (power-loss safe) or normal")
@@ -178,6 +183,8 @@ int main(int argc, char** argv) {
                  "Quota for the rejected messages' payloads; the oldest are deleted beyond it")
       ->check(CLI::Range(std::uint64_t{1024}, std::uint64_t{1} << 50))
       ->capture_default_str();
+  app.add_flag("--no-confirm", no_confirm,
+               "Publish no confirmations (the devices' statuses are still recorded); see docs/ingest.md");
   app.add_option("--stats-interval", stats_interval, "Print counters to stderr every S seconds (0: off)");
   app.add_option("--exit-after-idle", exit_after_idle, "Exit after S seconds without messages (0: never)");
   app.add_option("--log-level", log_level, "error, warn (or warning), info or debug")
@@ -242,8 +249,11 @@ int main(int argc, char** argv) {
   const host::TerminationSignals signals;
 
   // Declared in this order so that the subscriber goes first, then the
-  // writer, then the store.
+  // writer, then the confirmer, then the store. The confirmer publishes
+  // through the subscriber's connection: it is stopped before the
+  // subscriber goes.
   std::unique_ptr<ingest::Store> store;
+  std::optional<ingest::Confirmer> confirmer;
   std::optional<ingest::Writer> writer_holder;
   std::optional<ingest::Subscriber> subscriber;
   try {
@@ -253,17 +263,27 @@ int main(int argc, char** argv) {
     store_options.sqlite_sync = sqlite_sync == "normal" ? ingest::SqliteSync::normal : ingest::SqliteSync::full;
     store_options.rejected_max_bytes = rejected_max_bytes;
     store = ingest::open_store(store_spec, store_options);
+    ingest::ConfirmerOptions confirm_options;
+    confirm_options.publish = !no_confirm;
+    confirmer.emplace(ingest::open_store(store_spec, store_options), confirm_options,
+                      [&subscriber](const std::string& topic, const std::string& payload) {
+                        return subscriber && subscriber->publish_retained(topic, payload);
+                      },
+                      log);
     writer_holder.emplace(*store, max_batch, log);
+    writer_holder->set_commit_observer(
+        [&confirmer](const std::vector<ingest::StreamKey>& streams) { confirmer->committed(streams); });
   } catch (const std::exception& e) {
     log("error", e.what());
     return kExitCannotStart;
   }
   ingest::Writer& writer = *writer_holder;
   try {
-    subscriber.emplace(sub, classify, writer, log);
+    subscriber.emplace(sub, classify, writer, log, &*confirmer);
     std::string filters;
     for (const auto& f : subscriber->subscriptions()) filters += (filters.empty() ? "" : " ") + f;
-    log("info", "storing into " + store->describe() + "; subscribing to " + filters + " at " + sub.broker);
+    log("info", "storing into " + store->describe() + "; subscribing to " + filters + " at " + sub.broker +
+                    (no_confirm ? "; publishing no confirmations (--no-confirm)" : ""));
   } catch (const std::exception& e) {
     log("error", std::string("cannot create the MQTT client: ") + e.what());
     return kExitCannotStart;
@@ -299,7 +319,7 @@ int main(int argc, char** argv) {
     auto now = std::chrono::steady_clock::now();
     if (stats_interval > 0 && now - last_stats >= std::chrono::duration<double>(stats_interval)) {
       last_stats = now;
-      log("info", "stats " + counters_json(writer.counters()));
+      log("info", "stats " + counters_json(writer.counters(), confirmer->counters()));
     }
     if (exit_after_idle > 0 && writer.pending() == 0 &&
         now - std::max(writer.last_submit(), started) >= std::chrono::duration<double>(exit_after_idle)) {
@@ -327,7 +347,7 @@ int main(int argc, char** argv) {
   }
   writer.request_stop();
   bool clean = disconnected && writer.wait_finished(std::chrono::seconds(10)) && writer.abandoned() == 0;
-  std::cout << counters_json(writer.counters()) << std::endl;
+  std::cout << counters_json(writer.counters(), confirmer->counters()) << std::endl;
   if (!clean) {
     // Callbacks hold messages that are not stored: returning from them
     // would acknowledge them. End the process without returning; the store
@@ -340,6 +360,7 @@ int main(int argc, char** argv) {
   }
   mqtt_thread.join();
   writer.stop();
+  confirmer->stop();
   subscriber.reset();
   return 0;
 }

@@ -17,14 +17,17 @@
 #include <stdexcept>
 #include <utility>
 
+#include "ingest/coverage.h"
 #include "ingest/event_content.h"
+#include "ingest/explained.h"
 #include "ingest/store.h"
+#include "ingest/stream_rows.h"
 
 namespace edge_outbox::ingest {
 namespace {
 
-// Schema version 3 (see store_schema_version); see sqlite_store.cpp for what
-// versions 1 and 2 lack. New columns go at the end, so a migrated store and a
+// Schema version 4 (see store_schema_version); see sqlite_store.cpp for what
+// versions 1, 2 and 3 lack and for the tables of version 4. New columns go at the end, so a migrated store and a
 // new one have the same tables.
 constexpr const char* schema = R"sql(
 CREATE TABLE events (
@@ -52,10 +55,38 @@ CREATE TABLE rejected (
   reason       TEXT NOT NULL,
   payload      BYTEA,
   payload_size BIGINT NOT NULL,
-  properties   TEXT NOT NULL DEFAULT '{}'
+  properties   TEXT NOT NULL DEFAULT '{}',
+  source       TEXT,
+  streamid     TEXT,
+  sequence     BIGINT
 );
 CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '3');
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '4');
+)sql";
+
+constexpr const char* stream_tables = R"sql(
+CREATE TABLE streams (
+  source       TEXT NOT NULL,
+  streamid     TEXT NOT NULL,
+  device_topic TEXT NOT NULL,
+  floor        BIGINT NOT NULL,
+  committed    BIGINT NOT NULL,
+  pending      BIGINT NOT NULL,
+  unconfirmed  BIGINT NOT NULL,
+  confirmation TEXT NOT NULL,
+  status       TEXT NOT NULL,
+  updated_at   BIGINT NOT NULL,
+  PRIMARY KEY (source, streamid)
+);
+CREATE TABLE explained (
+  source       TEXT NOT NULL,
+  streamid     TEXT NOT NULL,
+  first        BIGINT NOT NULL,
+  last         BIGINT NOT NULL,
+  reason       TEXT NOT NULL,
+  PRIMARY KEY (source, streamid, last, first, reason)
+);
+CREATE INDEX rejected_stream ON rejected (source, streamid, sequence);
 )sql";
 
 constexpr const char* conflicts_table = R"sql(
@@ -100,6 +131,12 @@ END $$;
 ALTER TABLE events ALTER COLUMN event_id SET NOT NULL;
 ALTER TABLE events ADD PRIMARY KEY (source, event_id);
 UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
+)sql";
+
+// Before stream_tables (which indexes the new columns).
+constexpr const char* migrate_3_to_4 = R"sql(
+ALTER TABLE rejected ADD COLUMN source TEXT, ADD COLUMN streamid TEXT, ADD COLUMN sequence BIGINT;
+UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';
 )sql";
 
 // The columns of an event, in `events` and `conflicts` alike, in the order
@@ -270,16 +307,92 @@ class PgStore final : public Store {
     for (int i = 0; i < PQntuples(r.get()); ++i) fn(value(r, i, 0), value(r, i, 1), value(r, i, 2));
   }
 
+  void record_stream_status(const std::string& device_topic, const wire::StreamStatus& status) override {
+    const std::string json = stream_status_json(described_, device_topic, status);
+    ensure_connected();
+    Params p;
+    p.text(status.source);
+    p.text(status.streamid);
+    p.text(device_topic);
+    p.number(status.floor);
+    p.number(status.committed);
+    p.number(status.pending);
+    p.number(status.unconfirmed);
+    p.owned_text(std::string(wire::to_string(status.confirmation)));
+    p.text(json);
+    p.number(wall_ms());
+    exec_params(
+        "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, confirmation, "
+        "status, updated_at) VALUES ($1,$2,$3,$4::bigint,$5::bigint,$6::bigint,$7::bigint,$8,$9,$10::bigint) "
+        "ON CONFLICT (source, streamid) DO UPDATE SET device_topic = excluded.device_topic, floor = excluded.floor, "
+        "committed = excluded.committed, pending = excluded.pending, unconfirmed = excluded.unconfirmed, "
+        "confirmation = excluded.confirmation, status = excluded.status, updated_at = excluded.updated_at "
+        "WHERE excluded.committed > streams.committed OR "
+        "(excluded.committed = streams.committed AND excluded.floor >= streams.floor)",
+        p, 0, PGRES_COMMAND_OK, "upsert into streams");
+  }
+
+  std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
+    ensure_connected();
+    Params p;
+    p.text(source);
+    p.text(streamid);
+    Result r = exec_params("SELECT floor::text FROM streams WHERE source = $1 AND streamid = $2", p, 1,
+                           PGRES_TUPLES_OK, "select stream floor");
+    if (PQntuples(r.get()) == 0) return std::nullopt;
+    const std::int64_t floor = std::stoll(value(r, 0, 0));
+    Lookups lookups(*this, source, streamid);
+    return confirmed_from_floor(floor, &memos_[{source, streamid}], lookups);
+  }
+
+  std::vector<StreamRow> streams() override {
+    ensure_connected();
+    Params none;
+    Result r = exec_params(
+        "SELECT source, streamid, device_topic, floor::text, committed::text, pending::text, unconfirmed::text, "
+        "confirmation, status, updated_at::text FROM streams ORDER BY source, streamid",
+        none, 1, PGRES_TUPLES_OK, "select streams");
+    std::vector<StreamRow> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      StreamColumns c;
+      c.source = value(r, i, 0);
+      c.streamid = value(r, i, 1);
+      c.device_topic = value(r, i, 2);
+      c.floor = std::stoll(value(r, i, 3));
+      c.committed = std::stoll(value(r, i, 4));
+      c.pending = std::stoll(value(r, i, 5));
+      c.unconfirmed = std::stoll(value(r, i, 6));
+      c.confirmation = value(r, i, 7);
+      c.status = value(r, i, 8);
+      c.updated_at_ms = std::stoll(value(r, i, 9));
+      out.push_back(stream_row(c));
+    }
+    return out;
+  }
+
+  void for_each_rejected_sequence(
+      const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
+    ensure_connected();
+    Params none;
+    Result r = exec_params(
+        "SELECT source, streamid, sequence::text FROM rejected WHERE source IS NOT NULL AND streamid IS NOT NULL "
+        "AND sequence IS NOT NULL ORDER BY source, streamid, rejected.sequence",
+        none, 1, PGRES_TUPLES_OK, "select rejected sequences");
+    for (int i = 0; i < PQntuples(r.get()); ++i) fn(value(r, i, 0), value(r, i, 1), std::stoll(value(r, i, 2)));
+  }
+
   std::vector<StoredRejection> rejected_after(std::int64_t after_id, std::size_t limit) override {
     ensure_connected();
     Params p;
     p.number(after_id);
     p.number(static_cast<std::int64_t>(limit));
     // Binary results: the id, received_at and payload_size come back as
-    // text through the casts, so that one format fits every column.
+    // text through the casts, so that one format fits every column. ORDER
+    // BY names the table's column: a bare name would be the text output
+    // column, and "10" sorts before "9".
     Result r = exec_params(
         "SELECT id::text, received_at::text, topic, reason, payload, payload_size::text, properties FROM rejected "
-        "WHERE id > $1 ORDER BY id LIMIT $2",
+        "WHERE id > $1 ORDER BY rejected.id LIMIT $2",
         p, 1, PGRES_TUPLES_OK, "select rejected");
     std::vector<StoredRejection> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
@@ -354,6 +467,9 @@ class PgStore final : public Store {
       if (version == 1) exec(migrate_1_to_2);
       if (version >= 1 && version < 3) exec(migrate_2_to_3);
       if (version < 3) exec(conflicts_table);
+      if (version >= 1 && version < 4) exec(migrate_3_to_4);
+      if (version < 4) exec(stream_tables);
+      if (version >= 1 && version < 4) explain_stored_reports();
       exec("COMMIT");
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));
@@ -401,9 +517,18 @@ class PgStore final : public Store {
     p.bytes(row.payload);
     p.number(static_cast<std::int64_t>(row.payload_size));
     p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
+    if (row.source.empty() || row.streamid.empty() || !row.sequence) {
+      p.null();
+      p.null();
+      p.null();
+    } else {
+      p.text(row.source);
+      p.text(row.streamid);
+      p.number(*row.sequence);
+    }
     exec_params(
-        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties) "
-        "VALUES ($1,$2,$3,$4,$5,$6)",
+        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
+        "sequence) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9::bigint)",
         p, 0, PGRES_COMMAND_OK, "insert into rejected");
   }
 
@@ -488,7 +613,118 @@ class PgStore final : public Store {
       }
     }
     if (!found_stored.empty()) resolve_stored(rows, found_stored, written);
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t row = index[start + k];
+      const auto& e = std::get<EventRow>(rows[row]);
+      if (written[row] == CommitResult::written && e.type == wire::dropped_report_type) explain(e);
+    }
   }
+
+  // A new outbox.dropped event: the ranges it explains go to `explained`.
+  void explain(const EventRow& e) {
+    const auto report = wire::decode_dropped_report(e.payload);
+    if (!report) return;  // gaps counts it as malformed
+    std::vector<std::int64_t> report_sequences;
+    for (const auto& r : wire::merge_ranges(report->ranges)) {
+      Params p;
+      p.text(e.source);
+      p.text(e.streamid);
+      p.number(r.first);
+      p.number(r.last);
+      p.owned_text(std::string(wire::dropped_report_type));
+      Result found = exec_params(
+          "SELECT sequence::text FROM events WHERE source = $1 AND streamid = $2 AND sequence BETWEEN $3::bigint AND "
+          "$4::bigint AND type = $5 ORDER BY events.sequence",
+          p, 1, PGRES_TUPLES_OK, "select superseded reports");
+      for (int i = 0; i < PQntuples(found.get()); ++i) report_sequences.push_back(std::stoll(value(found, i, 0)));
+    }
+    insert_explained(e.source, e.streamid, explained_ranges(*report, report_sequences));
+  }
+
+  void insert_explained(const std::string& source, const std::string& streamid,
+                        const std::vector<ExplainedRange>& ranges) {
+    for (const auto& range : ranges) {
+      Params p;
+      p.text(source);
+      p.text(streamid);
+      p.number(range.first);
+      p.number(range.last);
+      p.text(range.reason);
+      exec_params(
+          "INSERT INTO explained (source, streamid, first, last, reason) VALUES ($1,$2,$3::bigint,$4::bigint,$5) "
+          "ON CONFLICT DO NOTHING",
+          p, 0, PGRES_COMMAND_OK, "insert into explained");
+    }
+  }
+
+  // Fills `explained` from the outbox.dropped events already stored.
+  void explain_stored_reports() {
+    Params p;
+    p.owned_text(std::string(wire::dropped_report_type));
+    Result r = exec_params(
+        "SELECT source, COALESCE(streamid, ''), sequence::text, payload FROM events WHERE type = $1", p, 1,
+        PGRES_TUPLES_OK, "select outbox.dropped events");
+    std::vector<StoredReport> reports;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      StoredReport report;
+      report.source = value(r, i, 0);
+      report.streamid = value(r, i, 1);
+      if (!PQgetisnull(r.get(), i, 2)) report.sequence = std::stoll(value(r, i, 2));
+      report.payload = value(r, i, 3);
+      reports.push_back(std::move(report));
+    }
+    for (const auto& e : explained_by_reports(reports)) insert_explained(e.source, e.streamid, {e.range});
+  }
+
+  // One stream's rows for the confirmed_through walk (coverage.h).
+  class Lookups final : public CoverageLookups {
+   public:
+    Lookups(PgStore& store, const std::string& source, const std::string& streamid)
+        : store_(store), source_(source), streamid_(streamid) {}
+    std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
+      Params p = key();
+      p.number(sequence);
+      Result r = store_.exec_params(
+          "SELECT MAX(last)::text FROM explained WHERE source = $1 AND streamid = $2 AND last >= $3::bigint AND "
+          "first <= $3::bigint",
+          p, 1, PGRES_TUPLES_OK, "select explained");
+      if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
+      return std::stoll(value(r, 0, 0));
+    }
+    std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
+      return sequences(
+          "SELECT sequence::text FROM events WHERE source = $1 AND streamid = $2 AND sequence >= $3::bigint "
+          "ORDER BY events.sequence LIMIT $4::bigint",
+          from, limit);
+    }
+    std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
+      return sequences(
+          "SELECT sequence::text FROM rejected WHERE source = $1 AND streamid = $2 AND sequence >= $3::bigint "
+          "ORDER BY rejected.sequence LIMIT $4::bigint",
+          from, limit);
+    }
+
+   private:
+    Params key() const {
+      Params p;
+      p.text(source_);
+      p.text(streamid_);
+      return p;
+    }
+    std::vector<std::int64_t> sequences(const char* sql, std::int64_t from, std::size_t limit) {
+      Params p = key();
+      p.number(from);
+      p.number(static_cast<std::int64_t>(limit));
+      Result r = store_.exec_params(sql, p, 1, PGRES_TUPLES_OK, "select sequences");
+      std::vector<std::int64_t> out;
+      out.reserve(static_cast<std::size_t>(PQntuples(r.get())));
+      for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(std::stoll(value(r, i, 0)));
+      return out;
+    }
+    PgStore& store_;
+    const std::string& source_;
+    const std::string& streamid_;
+  };
 
   // Events whose key was already stored: a duplicate or a conflict (see
   // store.h). One statement reads the stored versions; a conflict reads the
@@ -562,6 +798,7 @@ class PgStore final : public Store {
   std::string described_;
   StoreOptions options_;
   std::unique_ptr<PGconn, ConnDeleter> conn_;
+  std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;
 };

@@ -37,6 +37,12 @@ struct RejectedRow {
   // can classify the message again: {"content_type": "...",
   // "user_properties": [["name", "value"], ...], "retained": false}.
   std::string properties = "{}";
+  // The stream position the message names, when it can be read (see
+  // classify.h, rejected_row): the rejection is then that sequence's
+  // outcome. Empty source or streamid, or no sequence: unattributed.
+  std::string source;
+  std::string streamid;
+  std::optional<std::int64_t> sequence;
 };
 
 using Row = std::variant<EventRow, RejectedRow>;

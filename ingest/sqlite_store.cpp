@@ -9,21 +9,27 @@
 
 #include <sqlite3.h>
 
+#include <map>
 #include <optional>
 
+#include "ingest/coverage.h"
 #include "ingest/event_content.h"
+#include "ingest/explained.h"
 #include "ingest/store.h"
+#include "ingest/stream_rows.h"
 
 namespace edge_outbox::ingest {
 namespace {
 
-// Schema version 3 (see store_schema_version). A store made by version 1
+// Schema version 4 (see store_schema_version). A store made by version 1
 // has the same tables without events.time_original, rejected.properties,
-// ingest_meta and conflicts, and events keyed by event_id alone; version 2
-// lacks conflicts and has that key. open_schema() migrates both. New
-// columns go at the end, so a migrated store and a new one have the same
-// tables. `conflicts` has the columns of `events` (the new version in full;
-// received_at is when it arrived) behind its own id.
+// ingest_meta, conflicts, streams, explained and the rejected stream
+// columns, and events keyed by event_id alone; version 2 lacks conflicts
+// and what version 4 adds, and has that key; version 3 lacks what version
+// 4 adds. open_schema() migrates them all. New columns go at the end, so a
+// migrated store and a new one have the same tables. `conflicts` has the
+// columns of `events` (the new version in full; received_at is when it
+// arrived) behind its own id.
 constexpr const char* schema = R"sql(
 CREATE TABLE events (
   event_id     TEXT NOT NULL,
@@ -50,10 +56,13 @@ CREATE TABLE rejected (
   reason       TEXT NOT NULL,
   payload      BLOB,
   payload_size INTEGER NOT NULL,
-  properties   TEXT NOT NULL DEFAULT '{}'
+  properties   TEXT NOT NULL DEFAULT '{}',
+  source       TEXT,
+  streamid     TEXT,
+  sequence     INTEGER
 );
 CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '3');
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '4');
 )sql";
 
 constexpr const char* conflicts_table = R"sql(
@@ -75,6 +84,35 @@ CREATE TABLE conflicts (
   time_original TEXT
 );
 CREATE INDEX conflicts_key ON conflicts (source, event_id);
+)sql";
+
+// Version 4's tables. `streams`: each stream's latest status (status: its
+// JSON). `explained`: ranges [first, last] of a stream's sequences and why
+// the device gave them up (explained.h); its key leads with last, so that
+// the ranges that reach a sequence are one index range scan.
+constexpr const char* stream_tables = R"sql(
+CREATE TABLE streams (
+  source       TEXT NOT NULL,
+  streamid     TEXT NOT NULL,
+  device_topic TEXT NOT NULL,
+  floor        INTEGER NOT NULL,
+  committed    INTEGER NOT NULL,
+  pending      INTEGER NOT NULL,
+  unconfirmed  INTEGER NOT NULL,
+  confirmation TEXT NOT NULL,
+  status       TEXT NOT NULL,
+  updated_at   INTEGER NOT NULL,
+  PRIMARY KEY (source, streamid)
+);
+CREATE TABLE explained (
+  source       TEXT NOT NULL,
+  streamid     TEXT NOT NULL,
+  first        INTEGER NOT NULL,
+  last         INTEGER NOT NULL,
+  reason       TEXT NOT NULL,
+  PRIMARY KEY (source, streamid, last, first, reason)
+);
+CREATE INDEX rejected_stream ON rejected (source, streamid, sequence);
 )sql";
 
 constexpr const char* migrate_1_to_2 = R"sql(
@@ -117,6 +155,14 @@ ALTER TABLE events_v3 RENAME TO events;
 PRAGMA legacy_alter_table = OFF;
 CREATE INDEX events_stream ON events (source, streamid, sequence);
 UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
+)sql";
+
+// Before stream_tables (which indexes the new columns).
+constexpr const char* migrate_3_to_4 = R"sql(
+ALTER TABLE rejected ADD COLUMN source TEXT;
+ALTER TABLE rejected ADD COLUMN streamid TEXT;
+ALTER TABLE rejected ADD COLUMN sequence INTEGER;
+UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';
 )sql";
 
 // The columns of an event, in `events` and `conflicts` alike, in the order
@@ -189,7 +235,31 @@ class SqliteStore final : public Store {
         db_, "SELECT " + columns + " FROM conflicts WHERE source = ? AND event_id = ? ORDER BY id");
     insert_rejected_ = std::make_unique<SQLite::Statement>(
         db_,
-        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties) VALUES (?,?,?,?,?,?)");
+        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
+        "sequence) VALUES (?,?,?,?,?,?,?,?,?)");
+    insert_explained_ = std::make_unique<SQLite::Statement>(
+        db_, "INSERT INTO explained (source, streamid, first, last, reason) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING");
+    select_report_sequences_ = std::make_unique<SQLite::Statement>(
+        db_,
+        "SELECT sequence FROM events WHERE source = ? AND streamid = ? AND sequence BETWEEN ? AND ? AND type = ? "
+        "ORDER BY sequence");
+    explained_reach_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT MAX(last) FROM explained WHERE source = ? AND streamid = ? AND last >= ? AND first <= ?");
+    event_sequences_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT sequence FROM events WHERE source = ? AND streamid = ? AND sequence >= ? ORDER BY sequence LIMIT ?");
+    rejected_sequences_ = std::make_unique<SQLite::Statement>(
+        db_,
+        "SELECT sequence FROM rejected WHERE source = ? AND streamid = ? AND sequence >= ? ORDER BY sequence LIMIT ?");
+    select_floor_ =
+        std::make_unique<SQLite::Statement>(db_, "SELECT floor FROM streams WHERE source = ? AND streamid = ?");
+    upsert_stream_ = std::make_unique<SQLite::Statement>(
+        db_,
+        "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, confirmation, "
+        "status, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (source, streamid) DO UPDATE SET "
+        "device_topic = excluded.device_topic, floor = excluded.floor, committed = excluded.committed, "
+        "pending = excluded.pending, unconfirmed = excluded.unconfirmed, confirmation = excluded.confirmation, "
+        "status = excluded.status, updated_at = excluded.updated_at WHERE excluded.committed > streams.committed OR "
+        "(excluded.committed = streams.committed AND excluded.floor >= streams.floor)");
     rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
   }
 
@@ -238,6 +308,89 @@ class SqliteStore final : public Store {
       SQLite::Statement st(db_, "SELECT source, COALESCE(streamid, ''), payload FROM events WHERE type = ?");
       st.bind(1, std::string(type));
       while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), blob(st.getColumn(2)));
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  void record_stream_status(const std::string& device_topic, const wire::StreamStatus& status) override {
+    const std::string json = stream_status_json(describe(), device_topic, status);
+    try {
+      auto& st = *upsert_stream_;
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, status.source);
+      st.bind(2, status.streamid);
+      st.bind(3, device_topic);
+      st.bind(4, static_cast<std::int64_t>(status.floor));
+      st.bind(5, static_cast<std::int64_t>(status.committed));
+      st.bind(6, static_cast<std::int64_t>(status.pending));
+      st.bind(7, static_cast<std::int64_t>(status.unconfirmed));
+      st.bind(8, std::string(wire::to_string(status.confirmation)));
+      st.bind(9, json);
+      st.bind(10, static_cast<std::int64_t>(wall_ms()));
+      st.exec();
+      st.tryReset();
+    } catch (const SQLite::Exception& e) {
+      upsert_stream_->tryReset();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
+    try {
+      auto& st = *select_floor_;
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, source);
+      st.bind(2, streamid);
+      if (!st.executeStep()) {
+        st.tryReset();
+        return std::nullopt;
+      }
+      const std::int64_t floor = st.getColumn(0).getInt64();
+      st.tryReset();
+      Lookups lookups(*this, source, streamid);
+      return confirmed_from_floor(floor, &memos_[{source, streamid}], lookups);
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::vector<StreamRow> streams() override {
+    try {
+      SQLite::Statement st(db_,
+                           "SELECT source, streamid, device_topic, floor, committed, pending, unconfirmed, "
+                           "confirmation, status, updated_at FROM streams ORDER BY source, streamid");
+      std::vector<StreamRow> out;
+      while (st.executeStep()) {
+        StreamColumns c;
+        c.source = st.getColumn(0).getString();
+        c.streamid = st.getColumn(1).getString();
+        c.device_topic = st.getColumn(2).getString();
+        c.floor = st.getColumn(3).getInt64();
+        c.committed = st.getColumn(4).getInt64();
+        c.pending = st.getColumn(5).getInt64();
+        c.unconfirmed = st.getColumn(6).getInt64();
+        c.confirmation = st.getColumn(7).getString();
+        c.status = st.getColumn(8).getString();
+        c.updated_at_ms = st.getColumn(9).getInt64();
+        out.push_back(stream_row(c));
+      }
+      return out;
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  void for_each_rejected_sequence(
+      const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
+    try {
+      SQLite::Statement st(db_,
+                           "SELECT source, streamid, sequence FROM rejected WHERE source IS NOT NULL AND streamid IS "
+                           "NOT NULL AND sequence IS NOT NULL ORDER BY source, streamid, sequence");
+      while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
     } catch (const SQLite::Exception& e) {
       throw sqlite_error(path_, e);
     }
@@ -323,19 +476,128 @@ class SqliteStore final : public Store {
     if (version == 1) db_.exec(migrate_1_to_2);
     if (version >= 1 && version < 3) db_.exec(migrate_2_to_3);
     if (version < 3) db_.exec(conflicts_table);
+    if (version >= 1 && version < 4) db_.exec(migrate_3_to_4);
+    if (version < 4) db_.exec(stream_tables);
+    if (version >= 1 && version < 4) explain_stored_reports();
     tx.commit();
+  }
+
+  // Fills `explained` from the outbox.dropped events already stored.
+  void explain_stored_reports() {
+    std::vector<StoredReport> reports;
+    SQLite::Statement st(db_, "SELECT source, COALESCE(streamid, ''), sequence, payload FROM events WHERE type = ?");
+    st.bind(1, std::string(wire::dropped_report_type));
+    while (st.executeStep()) {
+      StoredReport r;
+      r.source = st.getColumn(0).getString();
+      r.streamid = st.getColumn(1).getString();
+      if (!st.getColumn(2).isNull()) r.sequence = st.getColumn(2).getInt64();
+      r.payload = blob(st.getColumn(3));
+      reports.push_back(std::move(r));
+    }
+    SQLite::Statement insert(
+        db_, "INSERT INTO explained (source, streamid, first, last, reason) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING");
+    for (const auto& e : explained_by_reports(reports)) {
+      insert.reset();
+      insert.bind(1, e.source);
+      insert.bind(2, e.streamid);
+      insert.bind(3, static_cast<std::int64_t>(e.range.first));
+      insert.bind(4, static_cast<std::int64_t>(e.range.last));
+      insert.bind(5, e.range.reason);
+      insert.exec();
+    }
   }
 
   void reset_statements() {
     for (auto* st : {insert_event_.get(), insert_conflict_.get(), select_stored_.get(), select_conflicts_.get(),
-                     insert_rejected_.get()})
+                     insert_rejected_.get(), insert_explained_.get(), select_report_sequences_.get(),
+                     explained_reach_.get(), event_sequences_.get(), rejected_sequences_.get(), select_floor_.get(),
+                     upsert_stream_.get()})
       st->tryReset();
+  }
+
+  // One stream's rows for the confirmed_through walk (coverage.h).
+  class Lookups final : public CoverageLookups {
+   public:
+    Lookups(SqliteStore& store, const std::string& source, const std::string& streamid)
+        : store_(store), source_(source), streamid_(streamid) {}
+    std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
+      auto& st = bound(*store_.explained_reach_);
+      st.bind(3, static_cast<std::int64_t>(sequence));
+      st.bind(4, static_cast<std::int64_t>(sequence));
+      std::optional<std::int64_t> reach;
+      if (st.executeStep() && !st.getColumn(0).isNull()) reach = st.getColumn(0).getInt64();
+      st.tryReset();
+      return reach;
+    }
+    std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
+      return sequences(*store_.event_sequences_, from, limit);
+    }
+    std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
+      return sequences(*store_.rejected_sequences_, from, limit);
+    }
+
+   private:
+    SQLite::Statement& bound(SQLite::Statement& st) {
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, source_);
+      st.bind(2, streamid_);
+      return st;
+    }
+    std::vector<std::int64_t> sequences(SQLite::Statement& statement, std::int64_t from, std::size_t limit) {
+      auto& st = bound(statement);
+      st.bind(3, static_cast<std::int64_t>(from));
+      st.bind(4, static_cast<std::int64_t>(limit));
+      std::vector<std::int64_t> out;
+      while (st.executeStep()) out.push_back(st.getColumn(0).getInt64());
+      st.tryReset();
+      return out;
+    }
+    SqliteStore& store_;
+    const std::string& source_;
+    const std::string& streamid_;
+  };
+
+  // A new outbox.dropped event: the ranges it explains go to `explained`.
+  void explain(const EventRow& e) {
+    const auto report = wire::decode_dropped_report(e.payload);
+    if (!report) return;  // gaps counts it as malformed
+    std::vector<std::int64_t> report_sequences;
+    auto& st = *select_report_sequences_;
+    for (const auto& r : wire::merge_ranges(report->ranges)) {
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, e.source);
+      st.bind(2, e.streamid);
+      st.bind(3, static_cast<std::int64_t>(r.first));
+      st.bind(4, static_cast<std::int64_t>(r.last));
+      st.bind(5, std::string(wire::dropped_report_type));
+      while (st.executeStep()) report_sequences.push_back(st.getColumn(0).getInt64());
+      st.tryReset();
+    }
+    auto& insert = *insert_explained_;
+    for (const auto& range : explained_ranges(*report, report_sequences)) {
+      insert.tryReset();
+      insert.clearBindings();
+      insert.bind(1, e.source);
+      insert.bind(2, e.streamid);
+      insert.bind(3, static_cast<std::int64_t>(range.first));
+      insert.bind(4, static_cast<std::int64_t>(range.last));
+      insert.bind(5, range.reason);
+      insert.exec();
+      insert.tryReset();
+    }
   }
 
   // Inserts the event; when its key is stored, tells a duplicate from a
   // conflict and keeps a conflict (see store.h).
   CommitResult insert_event(const EventRow& e) {
-    if (bind_event(*insert_event_, e).exec() == 1) return CommitResult::written;
+    if (bind_event(*insert_event_, e).exec() == 1) {
+      insert_event_->tryReset();
+      if (e.type == wire::dropped_report_type) explain(e);
+      return CommitResult::written;
+    }
     insert_event_->tryReset();
     std::optional<EventRow> stored = find_event(*select_stored_, e);
     // Absent only if the row went between the insert and this read, which the
@@ -418,6 +680,15 @@ class SqliteStore final : public Store {
     st.bind(4, r.payload.data(), static_cast<int>(r.payload.size()));
     st.bind(5, static_cast<std::int64_t>(r.payload_size));
     st.bind(6, r.properties.empty() ? std::string("{}") : r.properties);
+    if (r.source.empty() || r.streamid.empty() || !r.sequence) {
+      st.bind(7);
+      st.bind(8);
+      st.bind(9);
+    } else {
+      st.bind(7, r.source);
+      st.bind(8, r.streamid);
+      st.bind(9, static_cast<std::int64_t>(*r.sequence));
+    }
     st.exec();
   }
 
@@ -448,6 +719,14 @@ class SqliteStore final : public Store {
   std::unique_ptr<SQLite::Statement> select_stored_;
   std::unique_ptr<SQLite::Statement> select_conflicts_;
   std::unique_ptr<SQLite::Statement> insert_rejected_;
+  std::unique_ptr<SQLite::Statement> insert_explained_;
+  std::unique_ptr<SQLite::Statement> select_report_sequences_;
+  std::unique_ptr<SQLite::Statement> explained_reach_;
+  std::unique_ptr<SQLite::Statement> event_sequences_;
+  std::unique_ptr<SQLite::Statement> rejected_sequences_;
+  std::unique_ptr<SQLite::Statement> select_floor_;
+  std::unique_ptr<SQLite::Statement> upsert_stream_;
+  std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;
 };

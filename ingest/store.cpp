@@ -5,6 +5,10 @@
 
 namespace edge_outbox::ingest {
 
+void Store::for_each_rejected_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>&) {
+  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot list rejected sequences");
+}
+
 std::vector<StoredRejection> Store::rejected_after(std::int64_t, std::size_t) {
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot list rejected messages");
 }

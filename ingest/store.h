@@ -5,7 +5,10 @@
 // new version in full, with the time it arrived; the stored one stays in
 // `events`), table `rejected` (messages that were not valid events: the
 // whole message up to --max-payload-bytes, its topic, the properties that
-// arrived and the reason) and table `ingest_meta` (the schema version).
+// arrived, the reason, and the stream position it names when readable),
+// table `explained` (sequences a device gave up on purpose, from its
+// outbox.dropped reports), table `streams` (each device stream's latest
+// status) and table `ingest_meta` (the schema version).
 // open_store() creates the schema on first use and migrates a store made by
 // an earlier release (see store_schema_version) in one transaction; it
 // refuses a newer one.
@@ -16,7 +19,8 @@
 // the new event is compared with the stored one (same_content, see
 // event_content.h) and is a duplicate when the content is the same (or the
 // same as a version already in `conflicts`), else a conflict, kept in
-// `conflicts` in the same transaction.
+// `conflicts` in the same transaction. An outbox.dropped event stored as
+// new fills `explained` in the same transaction (see explained.h).
 //
 // Errors: every failure, opening included, is a StoreError (std::bad_alloc
 // aside), transient (the database is unreachable, busy, full, being
@@ -32,10 +36,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <edge_outbox/wire/stream_status.h>
 
 #include "ingest/rows.h"
 
@@ -44,8 +51,10 @@ namespace edge_outbox::ingest {
 // The schema version this build writes. 1: events and rejected as first
 // released (rejected kept 1 KiB of a payload); 2: events.time_original,
 // rejected.properties, table ingest_meta; 3: events keyed by (source,
-// event_id) instead of event_id, table conflicts.
-inline constexpr int store_schema_version = 3;
+// event_id) instead of event_id, table conflicts; 4: tables streams and
+// explained (filled from the outbox.dropped events already stored when
+// migrating), rejected.source, rejected.streamid, rejected.sequence.
+inline constexpr int store_schema_version = 4;
 
 // What a commit did with one row.
 //   written:   a new event stored in `events`, or a rejection kept
@@ -77,6 +86,13 @@ struct StoredRejection {
   RejectedRow row;
 };
 
+// A row of the streams table: a device stream's latest status.
+struct StreamRow {
+  std::string device_topic;   // "<prefix>/<device-id>", from the status topic
+  wire::StreamStatus status;  // source and streamid are the row's key
+  std::int64_t updated_at_ms = 0;  // when it was recorded (wall clock, ms since the epoch)
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -96,6 +112,27 @@ class Store {
       std::string_view type,
       const std::function<void(const std::string& source, const std::string& streamid, const std::string& payload)>&
           fn) = 0;
+
+  // Upserts the stream's row (key: status.source, status.streamid). A
+  // status older than the recorded one (lower committed, or the same
+  // committed and a lower floor: a stale retained or redelivered message)
+  // leaves the row as it is. Commits before it returns.
+  virtual void record_stream_status(const std::string& device_topic, const wire::StreamStatus& status) = 0;
+  // The highest s >= floor - 1 such that every sequence in [floor, s] of
+  // the stream is in `events`, in `rejected` (by source, streamid,
+  // sequence) or in `explained`; floor is the recorded status's (at least
+  // 1). std::nullopt when the stream has no recorded status: its floor is
+  // unknown and nothing may be confirmed. Computed from the store, so that
+  // ingests sharing it agree; index range scans from where the last answer
+  // for the stream stopped (a cache per Store, valid because rows are only
+  // added), stopping at the first hole.
+  virtual std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) = 0;
+  // Every recorded stream status, ordered by source, then streamid.
+  virtual std::vector<StreamRow> streams() = 0;
+  // Every rejected (source, streamid, sequence), ordered by source,
+  // streamid, sequence; rows without all three are left out.
+  virtual void for_each_rejected_sequence(
+      const std::function<void(const std::string& source, const std::string& streamid, std::int64_t sequence)>& fn);
 
   // Rejected rows with id > after_id, oldest first, at most `limit`.
   virtual std::vector<StoredRejection> rejected_after(std::int64_t after_id, std::size_t limit);

@@ -3,9 +3,14 @@
 
 #include <mqtt/async_client.h>
 
+#include <algorithm>
 #include <thread>
 
+#include <edge_outbox/wire/stream_status.h>
+
 #include <nlohmann/json.hpp>
+
+#include "ingest/topic_filter.h"
 
 namespace edge_outbox::ingest {
 
@@ -13,7 +18,20 @@ namespace edge_outbox::ingest {
 class SubscribeListener final : public mqtt::iaction_listener {
  public:
   SubscribeListener(std::string id, Logger log) : id_(std::move(id)), log_(std::move(log)) {}
-  void on_success(const mqtt::token&) override {
+  void on_success(const mqtt::token& tok) override {
+    // A broker may grant some filters and refuse others (an ACL that lets
+    // the ingest read events but not statuses).
+    try {
+      const auto codes = tok.get_subscribe_response().get_reason_codes();
+      const auto* topics = tok.get_topics().get();
+      for (std::size_t i = 0; i < codes.size(); ++i)
+        if (codes[i] >= 0x80 && log_)
+          log_("error", id_ + " the broker refused the subscription to '" +
+                            (topics && i < topics->size() ? (*topics)[i] : std::string("?")) + "' (reason code " +
+                            std::to_string(static_cast<int>(codes[i])) + "): check its ACL (docs/ingest.md)");
+    } catch (const std::exception&) {
+      // no per-filter codes: nothing to add
+    }
     if (log_) log_("info", id_ + " subscribed");
   }
   void on_failure(const mqtt::token& tok) override {
@@ -43,10 +61,22 @@ std::int64_t now_ms() {
 
 }  // namespace
 
-Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log)
-    : options_(std::move(options)), classify_(classify), writer_(writer), log_(std::move(log)) {
+Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log,
+                       Confirmer* confirmer)
+    : options_(std::move(options)), classify_(classify), writer_(writer), log_(std::move(log)), confirmer_(confirmer) {
   const std::string& group = options_.share_group;
   for (const auto& f : options_.filters) subscriptions_.push_back(group.empty() ? f : "$share/" + group + "/" + f);
+  if (confirmer_) {
+    for (const auto& f : options_.filters) {
+      // A "$share/..." prefix given in the filter itself is kept.
+      auto status = wire::stream_status_filter_for(f);
+      if (!status) continue;
+      const std::string bare(without_share_prefix(*status));
+      if (std::find(status_filters_.begin(), status_filters_.end(), bare) != status_filters_.end()) continue;
+      status_filters_.push_back(bare);
+      subscriptions_.push_back(group.empty() ? *status : "$share/" + group + "/" + *status);
+    }
+  }
   {
     auto c = std::make_unique<Connection>();
     c->id = options_.client_id;
@@ -84,16 +114,46 @@ Subscriber::~Subscriber() {
   }
 }
 
+bool Subscriber::first_time(std::set<std::string>& logged, const std::string& topic) {
+  std::lock_guard lock(retained_mutex_);
+  return logged.insert(topic).second;
+}
+
+bool Subscriber::is_status_topic(const std::string& topic) const {
+  return std::any_of(status_filters_.begin(), status_filters_.end(),
+                     [&](const std::string& filter) { return topic_matches(filter, topic); });
+}
+
+void Subscriber::on_status(const std::string& topic, const std::string& payload) {
+  if (payload.empty()) return;  // a retained status cleared
+  std::string problem;
+  auto where = wire::parse_stream_status_topic(topic);
+  auto status = wire::decode_stream_status(payload);
+  if (!where) problem = "not a stream-status topic";
+  else if (!status) problem = "not a stream status";
+  else if (status->streamid != where->streamid) problem = "its streamid is not the topic's";
+  else if (classify_.require_source_match &&
+           status->source != std::string_view(where->device_topic).substr(where->device_topic.rfind('/') + 1))
+    problem = "its source is not the topic's device (--require-source-match)";
+  if (problem.empty()) {
+    confirmer_->status_received(std::move(where->device_topic), std::move(*status));
+    return;
+  }
+  confirmer_->status_invalid();
+  if (first_time(invalid_status_logged_, topic) && log_)
+    log_("warn", "ignoring the message on '" + printable(topic) + "': " + problem + " (logged once per topic)");
+}
+
 void Subscriber::on_message(const std::string& topic, const std::string& payload, const void* properties,
                             bool retained) {
   // Runs on Paho's receive thread; Paho sends the PUBACK when this returns.
+  if (confirmer_ && is_status_topic(topic)) {
+    on_status(topic, payload);
+    return;
+  }
   if (retained) {
     writer_.add_retained_ignored();
-    bool first;
-    {
-      std::lock_guard lock(retained_mutex_);
-      first = retained_topics_logged_.insert(topic).second;
-    }
+    const bool first = first_time(retained_topics_logged_, topic);
     if (first && log_)
       log_("warn", "ignoring the retained message on '" + printable(topic) +
                        "' (sent again on every subscribe; clear it with an empty retained publish)");
@@ -174,6 +234,18 @@ void Subscriber::maintain() {
     }
     c->next_attempt = now + c->backoff;
     c->backoff = std::min(c->backoff * 2, std::chrono::milliseconds(10'000));
+  }
+}
+
+bool Subscriber::publish_retained(const std::string& topic, const std::string& payload) {
+  auto& c = connection_;
+  try {
+    if (!c->client->is_connected()) return false;
+    c->client->publish(mqtt::make_message(topic, payload, 1, true));
+    return true;
+  } catch (const std::exception& e) {
+    if (log_) log_("debug", c->id + " publish on '" + printable(topic) + "' not taken: " + e.what());
+    return false;
   }
 }
 

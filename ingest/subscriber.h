@@ -17,7 +17,17 @@
 // out with processes (--share-group), whose concurrent commits the database
 // groups (PostgreSQL), not with connections.
 //
-// Retained messages: a delivery from the broker's retained store (the
+// Stream statuses: with a Confirmer, the Subscriber also subscribes to the
+// stream-status filter of each events filter (wire::stream_status_filter_for,
+// under the same $share prefix) and hands each valid status to the Confirmer
+// without waiting (retained statuses included: a device's status is state,
+// sent again on every subscribe); an invalid one is logged once per topic
+// and ignored. Valid: wire::decode_stream_status accepts it, its streamid is
+// the topic's and, with --require-source-match, its source is the device
+// topic's last level. publish_retained() is how the Confirmer publishes on
+// this connection.
+//
+// Retained events: a delivery from the broker's retained store (the
 // retain flag set on delivery, which the broker does only for messages it
 // holds as retained, sent again on every subscribe) is ignored and
 // acknowledged: counted as retained_ignored and logged once per topic per
@@ -45,6 +55,7 @@
 #include <vector>
 
 #include "ingest/classify.h"
+#include "ingest/confirmer.h"
 #include "ingest/writer.h"
 
 namespace edge_outbox::ingest {
@@ -67,7 +78,9 @@ struct SubscriberOptions {
 
 class Subscriber {
  public:
-  Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log);
+  // confirmer: where the stream statuses go; nullptr: no status subscription.
+  Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log,
+             Confirmer* confirmer = nullptr);
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
@@ -78,19 +91,30 @@ class Subscriber {
   void maintain();
   // Disconnects; messages in callbacks are committed first.
   void stop(std::chrono::milliseconds timeout);
+  // Hands a QoS 1 retained message to Paho without waiting for its outcome;
+  // false when not connected or Paho refuses it. Never call it from a
+  // message callback.
+  bool publish_retained(const std::string& topic, const std::string& payload);
 
  private:
   struct Connection;
   void on_message(const std::string& topic, const std::string& payload, const void* properties, bool retained);
+  bool is_status_topic(const std::string& topic) const;
+  void on_status(const std::string& topic, const std::string& payload);
+  // True the first time for `topic` (logs once per topic).
+  bool first_time(std::set<std::string>& logged, const std::string& topic);
 
   SubscriberOptions options_;
   ClassifyOptions classify_;
   Writer& writer_;
   Logger log_;
+  Confirmer* confirmer_;
   std::vector<std::string> subscriptions_;
+  std::vector<std::string> status_filters_;  // without the $share prefix
   std::unique_ptr<Connection> connection_;
   std::mutex retained_mutex_;
-  std::set<std::string> retained_topics_logged_;
+  std::set<std::string> retained_topics_logged_;   // guarded by retained_mutex_
+  std::set<std::string> invalid_status_logged_;    // guarded by retained_mutex_
 };
 
 }  // namespace edge_outbox::ingest

@@ -43,6 +43,17 @@ const std::string& topic_of(const Row& row) {
 
 }  // namespace
 
+std::vector<StreamKey> streams_of(const std::vector<Row>& rows) {
+  std::vector<StreamKey> out;
+  for (const auto& row : rows) {
+    const auto* e = std::get_if<EventRow>(&row);
+    if (!e || e->streamid.empty() || !e->sequence) continue;
+    StreamKey key{e->source, e->streamid};
+    if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(std::move(key));
+  }
+  return out;
+}
+
 Writer::Writer(Store& store, std::size_t max_batch, Logger log, std::chrono::milliseconds max_backoff)
     : store_(store),
       max_batch_(std::max<std::size_t>(1, max_batch)),
@@ -114,6 +125,11 @@ std::chrono::steady_clock::time_point Writer::last_submit() const {
 void Writer::add_retained_ignored() {
   std::lock_guard lock(mutex_);
   ++counters_.retained_ignored;
+}
+
+void Writer::set_commit_observer(CommitObserver observer) {
+  std::lock_guard lock(mutex_);
+  observer_ = std::move(observer);
 }
 
 void Writer::run() {
@@ -201,6 +217,7 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
     if (first == done.end()) return true;
     const auto i0 = static_cast<std::size_t>(first - done.begin());
 
+    const CommitObserver observer = observer_;
     lock.unlock();
     std::vector<CommitResult> written;
     std::string error;
@@ -213,6 +230,13 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
       permanent = e.permanent();
     } catch (const std::exception& e) {  // bad_alloc and the like: retry
       error = e.what();
+    }
+    if (error.empty() && observer) {
+      try {
+        observer(one_at_a_time ? streams_of(std::vector<Row>{rows[i0]}) : streams_of(rows));
+      } catch (const std::exception& e) {  // bad_alloc: the confirmation waits for the next commit
+        if (log_) log_("warn", std::string("after a commit: ") + e.what());
+      }
     }
     lock.lock();
 

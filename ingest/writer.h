@@ -19,9 +19,13 @@
 // kept in the store's conflicts table) is counted and logged at warning;
 // like a duplicate, it is committed and its message may be acknowledged.
 //
-// Thread rule: submit(), counters(), pending(), failing() and
-// request_stop() from any thread; one mutex and condition variable guard the
-// queue and the counters.
+// After each commit, the commit observer (if set) is told which streams the
+// committed rows belong to (see streams_of), on the Writer's thread, with no
+// lock of the Writer held: it must be quick (the Confirmer queues them).
+//
+// Thread rule: submit(), counters(), pending(), failing(),
+// set_commit_observer() and request_stop() from any thread; one mutex and
+// condition variable guard the queue, the counters and the observer.
 //
 // Throws: the constructor std::system_error when its thread cannot start;
 // nothing else escapes (store errors are handled as above, never thrown to
@@ -40,6 +44,7 @@
 
 #include "ingest/rows.h"
 #include "ingest/store.h"
+#include "ingest/stream_key.h"
 
 namespace edge_outbox::ingest {
 
@@ -69,6 +74,13 @@ using Logger = std::function<void(const std::string& level, const std::string& m
 // the message as it arrived; `reason` says why.
 using RejectFn = std::function<RejectedRow(const std::string& reason)>;
 
+// Told the streams of each commit's rows.
+using CommitObserver = std::function<void(const std::vector<StreamKey>& streams)>;
+
+// The streams the rows belong to, each once: events with a streamid and a
+// sequence.
+std::vector<StreamKey> streams_of(const std::vector<Row>& rows);
+
 class Writer {
  public:
   Writer(Store& store, std::size_t max_batch, Logger log,
@@ -90,6 +102,8 @@ class Writer {
   bool failing() const;
   std::chrono::steady_clock::time_point last_submit() const;
   void add_retained_ignored();
+  // Replaces the commit observer (see above); empty: none.
+  void set_commit_observer(CommitObserver observer);
   // Asks the thread to end without waiting: queued rows are committed if
   // the store works; while it fails, they end not_committed at once.
   void request_stop();
@@ -127,6 +141,7 @@ class Writer {
   bool failing_ = false;
   std::size_t abandoned_ = 0;
   Counters counters_;
+  CommitObserver observer_;
   std::size_t in_commit_ = 0;
   std::chrono::steady_clock::time_point last_submit_ = std::chrono::steady_clock::now();
   std::thread thread_;

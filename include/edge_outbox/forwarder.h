@@ -8,9 +8,35 @@
 //
 // Durability: an event leaves the outbox (or is kept for
 // OutboxOptions::retention) only in a transaction that commits after its
-// acknowledgement arrived; until then it stays pending in the file, whatever
-// happens to the process. Acknowledgements that arrived before stop()
-// returns are recorded; the events still outstanding then stay pending.
+// acknowledgement arrived (with Confirmation::server: after the server's
+// confirmation covering it arrived); until then it stays pending in the
+// file, whatever happens to the process. Acknowledgements that arrived
+// before stop() returns are recorded; the events still outstanding then stay
+// pending.
+//
+// Durable before send: no event leaves the device before the commit that
+// wrote it is on disk, whatever OutboxOptions::durability says. Before it
+// sends the first event of a batch above the highest sequence it recorded,
+// the forwarder commits that batch's highest sequence (Queue::
+// record_sent_through, synchronous=FULL on its own connection), which in
+// WAL mode makes every earlier commit durable too: a power cut can then
+// lose only events that never left, and no sequence number is ever used
+// twice. It costs one small synchronous commit per batch read.
+//
+// Server confirmation (ForwarderOptions::confirmation): the forwarder
+// subscribes to its confirm topic; an acknowledged event is marked "sent,
+// unconfirmed" (Queue::mark_acked) and leaves the outbox when a
+// confirmation covers it (Queue::confirm_through with the highest through
+// received, kept across restarts). A confirmation for another stream, or
+// beyond the highest sequence ever sent, is ignored. When no confirmation
+// advances for confirm_timeout while events wait, and after every new
+// connection with events waiting, it sends them all again from the oldest
+// (Queue::resend_unconfirmed; ForwarderStats::resends), doubling the wait
+// while nothing gets confirmed.
+//
+// Stream status (ForwarderOptions::publish_stream_status): a retained
+// wire::StreamStatus, so that the server knows the floor it confirms from
+// and sees events missing at the stream's tail.
 //
 // A silent broker: a broker that is frozen (stopped, hung, or a dead link
 // that still looks open) takes publishes without acknowledging them, and the
@@ -97,6 +123,43 @@ struct ForwarderOptions {
   // MQTT keepalive then notices a frozen broker. Requires: >= 0.
   std::chrono::milliseconds ack_timeout{15'000};
   WireMode wire_mode = WireMode::automatic;
+
+  // When an event leaves the outbox.
+  enum class Confirmation {
+    // When the broker acknowledged it (QoS 1 PUBACK). Works with any consumer;
+    // an event the broker loses after acknowledging it is lost.
+    broker,
+    // When the server confirmed it: edge-outbox-ingest publishes a
+    // wire::Confirmation ({"streamid":..,"through":N}) on the stream's confirm
+    // topic after it stored the events. Until then an acknowledged event stays
+    // in the outbox as "sent, unconfirmed" (OutboxStats::unconfirmed) and is
+    // sent again if no confirmation advances for confirm_timeout. Requires a
+    // publisher that can subscribe (MqttPublisher does) and a confirm topic
+    // (device_topic or confirm_topic).
+    server,
+  };
+  Confirmation confirmation = Confirmation::broker;
+  // "<prefix>/<device-id>", the topic levels before "events" in the event
+  // topics (edge_outbox/wire/stream_status.h). The confirm topic and the
+  // stream status topic derive from it. Empty: neither (server confirmation
+  // then needs confirm_topic).
+  std::string device_topic;
+  // Where the server's confirmations arrive. Empty: wire::confirm_topic(
+  // device_topic, the stream id), "<device_topic>/confirm/<streamid>".
+  // Requires: a topic name without wildcards.
+  std::string confirm_topic;
+  // Server confirmation: the longest wait for a confirmation to advance
+  // while acknowledged events wait for one; then they are sent again (the
+  // server drops the duplicates). The wait doubles at each such resend
+  // while nothing is confirmed, up to 8 times this. Requires: > 0.
+  std::chrono::milliseconds confirm_timeout{30'000};
+  // With device_topic set: publish the stream's status (wire::StreamStatus:
+  // floor, committed, pending, unconfirmed, ...) retained with QoS 1 on
+  // wire::stream_status_topic(device_topic, stream id), after each connect,
+  // when it changes (at most once per second) and at stop. The ingest
+  // needs it to confirm (the floor) and to see loss at a stream's tail.
+  bool publish_stream_status = true;
+
   // Where the forwarder reads time: the monotonic time for every interval
   // above, the wall clock for ForwarderStats::last_publish_wall_ms. Tests
   // inject their own. Null: the system clock. The Queue's expiry reads the
@@ -115,6 +178,10 @@ struct ForwarderStats {
   std::uint64_t dead_lettered = 0;    // by refusals, since start
   std::uint64_t reconnects = 0;       // connections made after the first
   std::uint64_t ack_timeouts = 0;     // connections dropped for want of acknowledgements (ack_timeout)
+  // Server confirmation: published_total counts confirmed events instead.
+  std::size_t unconfirmed = 0;        // acknowledged by the broker, waiting for the server
+  std::int64_t confirmed_through = 0; // the highest through received (or recorded before); 0: none
+  std::uint64_t resends = 0;          // times it sent the unconfirmed events again
   std::string last_error;
   std::int64_t last_publish_wall_ms = 0;  // last acknowledgement; 0: none yet
 };

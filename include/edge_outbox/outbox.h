@@ -51,7 +51,8 @@
 namespace edge_outbox {
 
 struct OutboxStats {
-  std::uint64_t pending = 0;
+  std::uint64_t pending = 0;      // not yet settled, unconfirmed included
+  std::uint64_t unconfirmed = 0;  // of those, acknowledged by the broker and waiting for the server's confirmation
   std::optional<std::chrono::milliseconds> oldest_pending_age;
   std::uint64_t dead = 0;
   std::uint64_t published_total = 0;
@@ -59,6 +60,9 @@ struct OutboxStats {
   std::uint64_t database_bytes = 0;  // the database file (page_count * page_size)
   std::uint64_t wal_bytes = 0;       // its -wal file beside it
   int schema_version = 0;
+  // Additive changes within the version (see docs/library.md); 1 for a file
+  // not migrated yet (opened with OpenMode::inspect).
+  int schema_revision = 0;
 };
 
 enum class IntegrityCheck {
@@ -105,7 +109,11 @@ class Outbox {
   const std::filesystem::path& path() const noexcept;
 
   // Inspection and repair (edge-outbox-ctl). Oldest first.
+  // Pending events, unconfirmed ones included.
   std::vector<StoredEvent> pending(std::size_t limit) const;
+  // The pending events the broker acknowledged that wait for the server's
+  // confirmation (server mode; see Queue).
+  std::vector<StoredEvent> unconfirmed(std::size_t limit) const;
   std::vector<DeadEvent> dead(std::size_t limit) const;
   // Moves dead letters back to the queue, with their attempts reset and their
   // original sequence (so order is kept). Returns how many were requeued;

@@ -18,9 +18,21 @@
 // outstanding on it completes (not_sent, unless its acknowledgement arrived
 // first) before the handler hears of the loss.
 //
+// Retained publish: OutgoingMessage::retained asks the broker to keep the
+// message as its topic's retained message (the Forwarder's stream status).
+//
+// Subscriptions: a publisher may also receive. subscribe() registers a topic
+// filter (QoS 1) and a handler; the publisher subscribes to it on every
+// connection it makes, and hands each message the broker delivers on it to
+// the handler (the Forwarder's confirmations, ForwarderOptions::
+// Confirmation::server). A message arrives at least once; a retained one
+// (IncomingMessage::retained) is the broker's stored copy, delivered when the
+// subscription is made. A publisher that cannot receive keeps the default,
+// which refuses.
+//
 // Thread rule: publish(), connected(), version(), notify_connectivity(),
 // drop_connection() and max_buffered_messages() may be called from any
-// thread. Callbacks and the connection handler run on the publisher's threads
+// thread. Callbacks, message handlers and the connection handler run on the publisher's threads
 // (or inside publish() or drop_connection() themselves); they must be quick,
 // must not block and must not call stop() or drop_connection().
 #pragma once
@@ -34,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include <edge_outbox/error.h>
 #include <edge_outbox/wire/mqtt_message.h>
 
 namespace edge_outbox {
@@ -53,6 +66,17 @@ struct PublishResult {
 
 using PublishCallback = std::function<void(PublishResult)>;
 
+// One message the broker delivered on a subscription.
+struct IncomingMessage {
+  std::string topic;
+  std::string payload;
+  bool retained = false;  // the broker's retained copy, sent when the subscription was made
+};
+
+// Runs on the publisher's thread for each message; must be quick and must
+// not block (copy what it needs and hand it to another thread).
+using MessageHandler = std::function<void(const IncomingMessage&)>;
+
 struct ConnectionEvent {
   bool connected = false;
   MqttVersion version = MqttVersion::v5;  // when connected
@@ -67,6 +91,13 @@ class Publisher {
 
   // Requires: called before start().
   virtual void set_connection_handler(ConnectionHandler handler) = 0;
+  // Subscribes (QoS 1) to topic_filter (MQTT wildcards + and # allowed) on
+  // every connection from start() on, and calls handler for each message
+  // delivered on it. A message matching several filters goes to each of
+  // their handlers. The default throws Error(invalid_argument) "this
+  // publisher cannot subscribe".
+  // Requires: called before start(); topic_filter is a valid MQTT filter.
+  virtual void subscribe(std::string topic_filter, MessageHandler handler);
   // Starts connecting in the background; returns at once.
   virtual void start() = 0;
   // Stops retrying and disconnects, waiting at most timeout for a clean
@@ -94,5 +125,9 @@ class Publisher {
   // The default: no limit. Constant for the publisher's life.
   virtual std::size_t max_buffered_messages() const { return SIZE_MAX; }
 };
+
+inline void Publisher::subscribe(std::string, MessageHandler) {
+  throw Error(ErrorKind::invalid_argument, "this publisher cannot subscribe");
+}
 
 }  // namespace edge_outbox

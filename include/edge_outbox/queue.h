@@ -4,8 +4,23 @@
 // may use one directly. It opens a connection of its own, so it can run in
 // another process than the application that writes the events.
 //
-// Durability: mark_published, record_failure and expire_due commit before
-// they return, with the file's synchronous mode.
+// Durability: every method that writes (mark_published, mark_acked,
+// confirm_through, resend_unconfirmed, record_failure, expire_due) commits
+// before it returns, with the connection's synchronous mode;
+// record_sent_through commits with synchronous=FULL whatever the durability.
+//
+// Confirmation. In broker mode an event is settled when the broker
+// acknowledges it (mark_published). In server mode the acknowledged event
+// stays in the outbox, "sent, unconfirmed" (mark_acked), still pending (it
+// counts against the capacity bounds, and drop_oldest may evict it, with its
+// report), until the server's confirmation covers it (confirm_through) or the
+// forwarder gives up waiting and sends it again (resend_unconfirmed).
+//
+// Dead letters are reported upstream like evictions: each dead-lettering adds
+// a "dead" range (reason "refused", "attempts" or "expired") to the pending
+// outbox.dropped event on QueueOptions::dropped_event_topic, in the same
+// transaction. A dead-lettered outbox.dropped event itself is not reported
+// again (that could loop); it stays in outbox_dead with its reason.
 //
 // Thread rule: a Queue is not thread-safe; use it from one thread (the
 // forwarder's). Its write transactions take turns with those of every Outbox
@@ -55,6 +70,10 @@ struct QueueOptions {
   // Failed attempts after which a transiently failing event is dead-lettered.
   // Requires: at least 1.
   int max_attempts = 10;
+  // Topic of the outbox.dropped event that reports dead letters (see
+  // OutboxOptions::dropped_event_topic; use the same one).
+  // Requires: a valid topic (no wildcards).
+  std::string dropped_event_topic = "edge-outbox/dropped";
 
   LogCallback log;
   // Requires: not null.
@@ -63,9 +82,25 @@ struct QueueOptions {
 
 // The QueueOptions that OutboxOptions meant for a Queue before QueueOptions
 // existed: the same durability, busy_timeout, check_on_open, retention,
-// max_attempts, log and clock, and max_wal_bytes capped at a quarter of
+// max_attempts, dropped_event_topic, log and clock, and max_wal_bytes capped at a quarter of
 // max_database_bytes as an Outbox caps it.
 QueueOptions queue_options_from(const OutboxOptions& options);
+
+// Where a stream (the outbox's events) stands, as Queue::position reads it in
+// one snapshot.
+struct StreamPosition {
+  // Every sequence below floor is settled on the device (published in broker
+  // mode, confirmed, evicted or dead-lettered): the lowest sequence still
+  // pending (unconfirmed included), else committed + 1.
+  std::int64_t floor = 1;
+  // The highest sequence ever committed (0: none); sequences are never reused.
+  std::int64_t committed = 0;
+  std::int64_t pending = 0;      // events not yet settled, unconfirmed included
+  std::int64_t unconfirmed = 0;  // of those, acknowledged by the broker and waiting for confirmation
+  std::int64_t confirmed_through = 0;  // the highest through confirm_through was given (0: none)
+  std::int64_t sent_through = 0;       // the highest sequence record_sent_through recorded (0: none)
+  friend bool operator==(const StreamPosition&, const StreamPosition&) = default;
+};
 
 class Queue {
  public:
@@ -81,9 +116,14 @@ class Queue {
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
 
-  // Up to limit pending events with sequence > after_sequence, oldest first,
-  // read with keyset pagination over the pending index (never a scan of the
-  // whole table). Memory is bounded by limit.
+  using StreamPosition = ::edge_outbox::StreamPosition;
+
+  // Up to limit pending events not yet acknowledged (acked_at IS NULL: in
+  // server mode, unconfirmed events are not read again until
+  // resend_unconfirmed) with sequence > after_sequence, oldest first, read
+  // with keyset pagination over the outbox_unsent index (never a scan of the
+  // whole table). Memory is bounded by limit. Dead-letters expired events
+  // first (expire_due).
   std::vector<StoredEvent> next_batch(std::int64_t after_sequence, std::size_t limit);
 
   // Marks these events published in one transaction: deleted at once, or
@@ -91,19 +131,58 @@ class Queue {
   // event may have been requeued or evicted meanwhile).
   void mark_published(std::span<const std::int64_t> sequences);
 
+  // Server mode: the broker acknowledged these events. Those still pending
+  // and not acknowledged before are kept as "sent, unconfirmed" (acked_at =
+  // the wall clock now) in one transaction; next_batch skips them. Unknown
+  // sequences are ignored.
+  void mark_acked(std::span<const std::int64_t> sequences);
+
+  // Server mode: the server confirmed every sequence up to through. The
+  // unconfirmed events with sequence <= through are published (deleted, or
+  // kept for QueueOptions::retention; published_total counts them), and the
+  // recorded confirmed_through rises to through (it never falls). Events not
+  // acknowledged yet are left alone, whatever their sequence. Returns how
+  // many events it published. The caller checks that through is for this
+  // stream and not beyond what it sent.
+  std::size_t confirm_through(std::int64_t through);
+
+  // Server mode: no confirmation came. Every unconfirmed event becomes
+  // unsent again (acked_at = NULL), so next_batch reads it again (restart the
+  // cursor at 0). Returns how many.
+  std::size_t resend_unconfirmed();
+
+  // The durable-before-send barrier: raises the recorded sent_through to
+  // sequence (it never falls) in a transaction committed with
+  // PRAGMA synchronous=FULL on this connection, whatever
+  // QueueOptions::durability (restored afterwards). In WAL mode that commit
+  // syncs every commit before it, of every connection: once it returns, the
+  // events up to sequence (and the application's rows committed with them)
+  // survive a power cut. Call it before sending an event above the last
+  // recorded sent_through, once per batch. A call that does not raise it
+  // writes nothing, hence syncs nothing: every event up to the recorded
+  // sent_through was made durable by the call that recorded it.
+  void record_sent_through(std::int64_t sequence);
+
+  // Where the stream stands (see StreamPosition), read in one snapshot.
+  StreamPosition position();
+
   // Counts a failed attempt with its reason. A permanent failure, or the
-  // max_attempts-th one, moves the event to outbox_dead. Returns true if the
-  // event was dead-lettered.
+  // max_attempts-th one, moves the event to outbox_dead (reason
+  // "rejected: <error>" or "max_attempts: <error>") and reports it in the
+  // outbox.dropped event (a dead range "refused" or "attempts"). Returns true
+  // if the event was dead-lettered.
   bool record_failure(std::int64_t sequence, std::string_view error, bool permanent);
 
-  // Dead-letters pending events whose TTL ran out (reason "expired"), and
-  // deletes published events past their retention. Returns events expired.
+  // Dead-letters pending events (unconfirmed ones too) whose TTL ran out
+  // (reason "expired", reported in the outbox.dropped event), and deletes
+  // published events past their retention. Returns events expired.
   std::size_t expire_due();
 
   // Changes whenever another connection commits to the file (PRAGMA
   // data_version): a cheap way to notice writes from another process.
   std::uint64_t data_version();
 
+  // Whether any event is pending, unconfirmed ones included.
   bool has_pending();
   std::string stream_id() const;
 

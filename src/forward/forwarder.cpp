@@ -2,6 +2,7 @@
 #include <edge_outbox/forwarder.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -10,17 +11,30 @@
 #include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
+#include <edge_outbox/wire/stream_status.h>
 
 #include "common/mutex.h"
+#include "common/topic_filter.h"
+#include "forward/confirmation_wait.h"
 #include "forward/event_wire.h"
 #include "forward/send_window.h"
+#include "forward/status_schedule.h"
 #include "storage/validate.h"
 
 namespace edge_outbox {
 namespace {
 
+using detail::ConfirmationWait;
 using detail::SendAction;
 using detail::SendWindow;
+using detail::StatusSchedule;
+
+// How often the stream's position is read (the status, the unconfirmed count).
+constexpr std::chrono::milliseconds kPositionInterval{1000};
+
+bool is_topic_name(const std::string& topic) {
+  return !topic.empty() && topic.find_first_of("+#") == std::string::npos && topic.find('\0') == std::string::npos;
+}
 
 void validate(const ForwarderOptions& o) {
   if (o.source.empty()) {
@@ -35,6 +49,22 @@ void validate(const ForwarderOptions& o) {
   if (o.ack_timeout.count() < 0) {
     throw Error(ErrorKind::invalid_argument,
                 "ForwarderOptions::ack_timeout must be 0 (off) or a positive time such as 15 s");
+  }
+  if (!o.device_topic.empty() && !is_topic_name(o.device_topic)) {
+    throw Error(ErrorKind::invalid_argument,
+                "ForwarderOptions::device_topic must be a topic name such as devices/gw-1, without + or #");
+  }
+  if (!o.confirm_topic.empty() && !is_topic_name(o.confirm_topic)) {
+    throw Error(ErrorKind::invalid_argument, "ForwarderOptions::confirm_topic must be a topic name, without + or #");
+  }
+  if (o.confirmation == ForwarderOptions::Confirmation::server) {
+    if (o.device_topic.empty() && o.confirm_topic.empty()) {
+      throw Error(ErrorKind::invalid_argument,
+                  "server confirmation needs ForwarderOptions::device_topic (\"<prefix>/<device-id>\") or confirm_topic");
+    }
+    if (o.confirm_timeout.count() <= 0) {
+      throw Error(ErrorKind::invalid_argument, "ForwarderOptions::confirm_timeout must be positive, such as 30 s");
+    }
   }
 }
 
@@ -83,7 +113,17 @@ struct StepEnd {
 struct Forwarder::Impl {
   Impl(std::unique_ptr<Queue> q, std::unique_ptr<Publisher> p, ForwarderOptions o)
       : options(std::move(o)), queue(std::move(q)), publisher(std::move(p)), stream_id(queue->stream_id()),
-        clock(options.clock ? options.clock : system_clock()) {}
+        clock(options.clock ? options.clock : system_clock()),
+        server_mode(options.confirmation == ForwarderOptions::Confirmation::server),
+        confirm_topic(!server_mode                       ? std::string()
+                      : !options.confirm_topic.empty() ? options.confirm_topic
+                                                       : wire::confirm_topic(options.device_topic, stream_id)),
+        status_topic(options.publish_stream_status && !options.device_topic.empty()
+                         ? wire::stream_status_topic(options.device_topic, stream_id)
+                         : std::string()),
+        confirm_wait(options.confirm_timeout.count() > 0 ? options.confirm_timeout : std::chrono::milliseconds(1), 0,
+                     clock->monotonic_ms()),
+        status_schedule(kPositionInterval, clock->monotonic_ms()) {}
 
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
@@ -100,6 +140,7 @@ struct Forwarder::Impl {
   void on_connection(const ConnectionEvent& ev) EXCLUDES(mutex) {
     MutexLock lock(mutex);
     if (ev.connected) {
+      ++connects;
       if (ever_connected) ++shared_stats.reconnects;
       ever_connected = true;
       version = ev.version;
@@ -121,10 +162,214 @@ struct Forwarder::Impl {
     if (completions.size() == 1) cv.notify_all();
   }
 
+  // Server mode: before the publisher starts (Publisher::subscribe's rule).
+  void subscribe_confirmations() {
+    if (!server_mode) return;
+    publisher->subscribe(confirm_topic, [this](const IncomingMessage& m) { on_message(m); });
+  }
+
+  // A message on the confirm topic (the publisher's thread): keep the
+  // highest through for the forwarder thread.
+  void on_message(const IncomingMessage& m) EXCLUDES(mutex) {
+    if (m.topic != confirm_topic) return;
+    auto c = wire::decode_confirmation(m.payload);
+    if (!c) {
+      log(LogLevel::warning, "forwarder: ignoring an unreadable confirmation on " + m.topic);
+      return;
+    }
+    if (c->streamid != stream_id) {
+      log(LogLevel::warning, "forwarder: ignoring a confirmation for stream " + c->streamid + " on " + m.topic +
+                                 " (this outbox's stream is " + stream_id + ")");
+      return;
+    }
+    MutexLock lock(mutex);
+    // Each is judged against what was sent (a forged one beyond it must not
+    // hide a good one): the thread takes them all.
+    received.push_back(c->through);
+    cv.notify_all();
+  }
+
+  void on_status_published(const PublishResult& r) EXCLUDES(mutex) {
+    if (r.status != PublishResult::Status::acknowledged) {
+      log(LogLevel::debug, "forwarder: the stream status did not go out: " + r.reason);
+    }
+    MutexLock lock(mutex);
+    status_outstanding = false;
+  }
+
   // --- the forwarder thread -----------------------------------------------
+
+  std::int64_t sent_through(const SendWindow& window) const { return std::max(recorded_sent_through, window.sent_through()); }
+
+  // Once, before anything else: what earlier runs left in the file.
+  void load_position(std::int64_t now_ms) EXCLUDES(mutex) {
+    auto pos = queue->position();
+    recorded_sent_through = pos.sent_through;
+    confirm_wait = ConfirmationWait(options.confirm_timeout.count() > 0 ? options.confirm_timeout
+                                                                          : std::chrono::milliseconds(1),
+                                    pos.confirmed_through, now_ms);
+    unconfirmed = static_cast<std::size_t>(pos.unconfirmed);
+    confirm_wait.unconfirmed(unconfirmed, now_ms);
+    position_loaded = true;
+    // A run may have ended between an acknowledgement and the confirmation
+    // that covered it.
+    if (server_mode && unconfirmed > 0 && confirm_wait.highest() > 0) confirm(confirm_wait.highest(), now_ms);
+    MutexLock lock(mutex);
+    shared_stats.unconfirmed = unconfirmed;
+    shared_stats.confirmed_through = confirm_wait.highest();
+  }
+
+  // Events acknowledged and waiting, up to through, leave the outbox.
+  void confirm(std::int64_t through, std::int64_t now_ms) EXCLUDES(mutex) {
+    std::size_t n = queue->confirm_through(through);
+    confirmed_applied = std::max(confirmed_applied, through);
+    unconfirmed -= std::min(n, unconfirmed);
+    confirm_wait.unconfirmed(unconfirmed, now_ms);
+    std::int64_t wall = clock->wall_ms();
+    MutexLock lock(mutex);
+    shared_stats.confirmed_through = confirm_wait.highest();
+    shared_stats.unconfirmed = unconfirmed;
+    if (n > 0) {
+      shared_stats.published_total += n;
+      shared_stats.last_publish_wall_ms = wall;
+    }
+  }
+
+  // Server mode, before a step: confirmations that arrived, a new
+  // connection, the confirm timeout.
+  void follow_confirmations(SendWindow& window, const std::vector<std::int64_t>& confirmations, bool new_connection,
+                            bool is_connected, std::int64_t now_ms) EXCLUDES(mutex) {
+    for (std::int64_t through : confirmations) {
+      switch (confirm_wait.received(through, sent_through(window), now_ms)) {
+        case ConfirmationWait::Verdict::advanced:
+        case ConfirmationWait::Verdict::stale:
+          break;
+        case ConfirmationWait::Verdict::beyond_sent:
+          log(LogLevel::warning, "forwarder: ignoring a confirmation through " + std::to_string(through) +
+                                     ": beyond the highest sequence sent (" + std::to_string(sent_through(window)) +
+                                     ")");
+          break;
+      }
+    }
+    if (confirm_wait.highest() > confirmed_applied) confirm(confirm_wait.highest(), now_ms);
+    if (!is_connected) return;
+    if (new_connection && confirm_wait.connected()) {
+      log(LogLevel::info, "forwarder: connected with " + std::to_string(unconfirmed) +
+                              " events waiting for confirmation; sending them again");
+      window.resend_unconfirmed();
+      confirm_wait.resent_after_connect(now_ms);
+      count_resend();
+    } else if (confirm_wait.resend_due(now_ms)) {
+      log(LogLevel::warning, "forwarder: no confirmation from the server for " +
+                                 std::to_string(confirm_wait.current_timeout().count()) + " ms with " +
+                                 std::to_string(unconfirmed) +
+                                 " events waiting (confirm_timeout); sending them again from the confirmed point");
+      window.resend_unconfirmed();
+      confirm_wait.resent(now_ms);
+      count_resend();
+    }
+  }
+
+  void count_resend() EXCLUDES(mutex) {
+    MutexLock lock(mutex);
+    ++shared_stats.resends;
+  }
+
+  // The stream's status as the file says now.
+  wire::StreamStatus read_status(std::int64_t now_ms) {
+    auto pos = queue->position();
+    if (server_mode) {
+      unconfirmed = static_cast<std::size_t>(pos.unconfirmed);
+      confirm_wait.unconfirmed(unconfirmed, now_ms);
+    }
+    wire::StreamStatus st;
+    st.source = options.source;
+    st.streamid = stream_id;
+    st.floor = pos.floor;
+    st.committed = pos.committed;
+    st.pending = pos.pending;
+    st.unconfirmed = pos.unconfirmed;
+    st.confirmation = server_mode ? wire::StreamStatus::Mode::server : wire::StreamStatus::Mode::broker;
+    if (server_mode) {
+      st.confirmed_through = confirm_wait.highest();
+      st.waiting_ms = confirm_wait.waiting_ms(now_ms);
+    }
+    return st;
+  }
+
+  void publish_status(const wire::StreamStatus& st, MqttVersion v) EXCLUDES(mutex) {
+    OutgoingMessage msg;
+    try {
+      msg.payload = wire::encode_stream_status(st);
+    } catch (const std::exception& e) {
+      log(LogLevel::error, std::string("forwarder: cannot encode the stream status: ") + e.what());
+      return;
+    }
+    msg.topic = status_topic;
+    msg.content_type = "application/json";
+    msg.retained = true;
+    msg.encoded_for = v;
+    {
+      MutexLock lock(mutex);
+      status_outstanding = true;
+    }
+    publisher->publish(std::move(msg), [this](PublishResult r) { on_status_published(r); });
+  }
+
+  // Every kPositionInterval: reads the position (the unconfirmed count) and
+  // publishes the status when it changed, or after a connect.
+  void follow_position(std::int64_t now_ms, bool is_connected, MqttVersion v) EXCLUDES(mutex) {
+    if (!server_mode && status_topic.empty()) return;
+    if (!status_schedule.check_due(now_ms)) return;
+    auto st = read_status(now_ms);
+    {
+      MutexLock lock(mutex);
+      shared_stats.unconfirmed = unconfirmed;
+    }
+    if (status_topic.empty()) {
+      status_schedule.checked(false, now_ms);
+      return;
+    }
+    // waiting_ms moves on by itself: a change of it alone is no news, a
+    // resend is.
+    auto key = st;
+    key.waiting_ms.reset();
+    std::uint64_t resends_now;
+    bool outstanding;
+    {
+      MutexLock lock(mutex);
+      resends_now = shared_stats.resends;
+      outstanding = status_outstanding;
+    }
+    bool changed = !last_status || key != *last_status || resends_now != last_status_resends;
+    if (!status_schedule.checked(changed, now_ms)) return;
+    if (!is_connected || outstanding) {
+      status_schedule.not_published();
+      return;
+    }
+    publish_status(st, v);
+    last_status = key;
+    last_status_resends = resends_now;
+  }
+
+  // At stop: the last word, whatever the schedule says.
+  void publish_final_status() EXCLUDES(mutex) {
+    if (status_topic.empty() || !publisher->connected()) return;
+    MqttVersion v;
+    {
+      MutexLock lock(mutex);
+      if (!connected) return;
+      v = version;
+    }
+    publish_status(read_status(clock->monotonic_ms()), v);
+  }
 
   void mark_published(SendWindow& window) EXCLUDES(mutex) {
     auto acks = window.acks();
+    if (server_mode) {
+      mark_acked(window);
+      return;
+    }
     queue->mark_published(acks);
     std::int64_t now_ms = clock->wall_ms();
     MutexLock lock(mutex);
@@ -132,6 +377,25 @@ struct Forwarder::Impl {
     ++shared_stats.ack_transactions;
     shared_stats.last_publish_wall_ms = now_ms;
     window.marked();
+  }
+
+  // Server mode: acknowledged events wait for the server's confirmation; a
+  // confirmation that arrived before their acknowledgement covers them now.
+  void mark_acked(SendWindow& window) EXCLUDES(mutex) {
+    auto acks = window.acks();
+    if (acks.empty()) return;
+    queue->mark_acked(acks);
+    std::int64_t oldest = *std::min_element(acks.begin(), acks.end());
+    std::int64_t now_ms = clock->monotonic_ms();
+    unconfirmed += acks.size();
+    confirm_wait.unconfirmed(unconfirmed, now_ms);
+    window.marked();
+    {
+      MutexLock lock(mutex);
+      ++shared_stats.ack_transactions;
+      shared_stats.unconfirmed = unconfirmed;
+    }
+    if (oldest <= confirm_wait.highest()) confirm(confirm_wait.highest(), now_ms);
   }
 
   void handle(SendWindow& window, std::vector<Completion>& done, std::int64_t now_ms) EXCLUDES(mutex) {
@@ -230,6 +494,20 @@ struct Forwarder::Impl {
         case SendAction::Kind::read:
           window.batch_read(queue->next_batch(a.after, a.limit));
           break;
+        case SendAction::Kind::record_sent:
+          queue->record_sent_through(a.sequence);
+          window.sent_through_recorded(a.sequence);
+          break;
+        case SendAction::Kind::resend: {
+          std::size_t n = queue->resend_unconfirmed();
+          unconfirmed = 0;
+          confirm_wait.unconfirmed(0, now_ms);
+          window.resent();
+          log(LogLevel::info, "forwarder: " + std::to_string(n) + " unconfirmed events are pending again");
+          MutexLock lock(mutex);
+          shared_stats.unconfirmed = 0;
+          break;
+        }
         case SendAction::Kind::send:
           send(window, a.event, v);
           break;
@@ -245,6 +523,8 @@ struct Forwarder::Impl {
   void run() EXCLUDES(mutex) {
     SendWindow window(window_options(options), clock->monotonic_ms());
     std::vector<Completion> done;
+    std::vector<std::int64_t> confirmations;
+    std::uint64_t connects_seen = 0;
     MutexLock lock(mutex);
     while (true) {
       done.swap(completions);
@@ -252,6 +532,10 @@ struct Forwarder::Impl {
       wake = false;
       bool is_connected = connected;
       auto events_seen = connection_events;
+      bool new_connection = connects != connects_seen && connected;
+      if (new_connection) connects_seen = connects;
+      confirmations.clear();
+      confirmations.swap(received);
       MqttVersion v = version;
       bool draining = stopping;
       auto deadline = drain_deadline_ms;
@@ -261,24 +545,38 @@ struct Forwarder::Impl {
       std::int64_t now_ms = clock->monotonic_ms();
       StepEnd end{now_ms, false};
       bool failed = false;
+      // The publisher may have lost the link before its event reached us;
+      // sending then would only bounce as not_sent, again and again.
+      bool link_up = is_connected && publisher->connected();
       try {
+        if (!position_loaded) load_position(now_ms);
+        if (new_connection) status_schedule.connected(now_ms);
         handle(window, done, now_ms);
+        if (server_mode) follow_confirmations(window, confirmations, new_connection, link_up, now_ms);
         if (draining && now_ms >= deadline) end.drained = true;
-        // The publisher may have lost the link before its event reached us;
-        // sending then would only bounce as not_sent, again and again.
-        else end = step(window, now_ms, is_connected && publisher->connected(), v, draining);
+        else end = step(window, now_ms, link_up, v, draining);
+        follow_position(now_ms, link_up, v);
       } catch (const std::exception& e) {
         failed = true;
         log(LogLevel::error, std::string("forwarder: ") + e.what() + "; retrying in 1 s");
         MutexLock guard(mutex);
         shared_stats.last_error = e.what();
+        // Perhaps not taken yet: judge them again in the next round (taking
+        // one twice does no harm).
+        received.insert(received.begin(), confirmations.begin(), confirmations.end());
       }
       if (end.drained) break;
 
       lock.lock();
       shared_stats.in_flight = window.in_flight();
-      if (!completions.empty() || wake) continue;
+      if (!completions.empty() || wake || !received.empty()) continue;
       std::int64_t wake_at = failed ? now_ms + 1000 : end.wake_at_ms;
+      if (!failed && position_loaded) {
+        if (server_mode && link_up) {
+          if (auto due = confirm_wait.deadline()) wake_at = std::min(wake_at, std::max(*due, now_ms + 1));
+        }
+        if (server_mode || !status_topic.empty()) wake_at = std::min(wake_at, status_schedule.next_check_ms());
+      }
       if (stopping) wake_at = std::min(wake_at, drain_deadline_ms);
       std::int64_t wait_ms = wake_at - clock->monotonic_ms();
       // A poll_interval bounds the wait in any case, should the clock stand
@@ -305,6 +603,11 @@ struct Forwarder::Impl {
       log(LogLevel::error, std::string("forwarder: cannot record acknowledgements at stop: ") + e.what() +
                                "; those events will be sent again");
     }
+    try {
+      publish_final_status();
+    } catch (const std::exception& e) {
+      log(LogLevel::warning, std::string("forwarder: no stream status at stop: ") + e.what());
+    }
     lock.lock();
     shared_stats.in_flight = 0;
   }
@@ -315,6 +618,19 @@ struct Forwarder::Impl {
   const std::unique_ptr<Publisher> publisher;
   const std::string stream_id;
   const std::shared_ptr<const Clock> clock;
+  const bool server_mode;
+  const std::string confirm_topic;  // server mode only
+  const std::string status_topic;   // empty: no stream status
+
+  // The forwarder thread's.
+  bool position_loaded = false;
+  std::int64_t recorded_sent_through = 0;  // in the file when the thread started
+  std::size_t unconfirmed = 0;
+  std::int64_t confirmed_applied = 0;  // the highest through given to Queue::confirm_through
+  ConfirmationWait confirm_wait;
+  StatusSchedule status_schedule;
+  std::optional<wire::StreamStatus> last_status;  // the last published, waiting_ms left out
+  std::uint64_t last_status_resends = 0;
 
   // Shared with other threads.
   mutable Mutex mutex;
@@ -328,6 +644,9 @@ struct Forwarder::Impl {
   bool connected GUARDED_BY(mutex) = false;
   bool ever_connected GUARDED_BY(mutex) = false;
   std::uint64_t connection_events GUARDED_BY(mutex) = 0;  // wakes the thread on every change
+  std::uint64_t connects GUARDED_BY(mutex) = 0;           // connections made
+  std::vector<std::int64_t> received GUARDED_BY(mutex);  // confirmations not yet taken (their through)
+  bool status_outstanding GUARDED_BY(mutex) = false;
   MqttVersion version GUARDED_BY(mutex) = MqttVersion::v5;
   ForwarderStats shared_stats GUARDED_BY(mutex);
   std::thread thread GUARDED_BY(mutex);
@@ -346,6 +665,7 @@ Forwarder::Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_pt
   validate(options, publisher.get());
   auto queue = std::make_unique<Queue>(outbox.path(), queue_options_for(std::move(queue_options), options));
   impl_ = std::make_unique<Impl>(std::move(queue), std::move(publisher), std::move(options));
+  impl_->subscribe_confirmations();
   impl_->subscription = outbox.on_commit([impl = impl_.get()] { impl->on_wake(); });
 }
 
@@ -355,6 +675,7 @@ Forwarder::Forwarder(const std::filesystem::path& database, OutboxOptions queue_
   validate(options, publisher.get());
   auto queue = std::make_unique<Queue>(database, queue_options_for(std::move(queue_options), options));
   impl_ = std::make_unique<Impl>(std::move(queue), std::move(publisher), std::move(options));
+  impl_->subscribe_confirmations();
 }
 
 Forwarder::~Forwarder() {

@@ -51,12 +51,18 @@ void SendWindow::batch_read(std::vector<StoredEvent> events) {
     return;
   }
   cursor_ = events.back().sequence;
+  batch_high_ = cursor_;
   buffer_.assign(std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
 }
 
 void SendWindow::sent(std::int64_t sequence, std::int64_t now_ms) {
   ack_timeout_.sent(now_ms, in_flight_.size());
   in_flight_.insert(sequence);
+}
+
+void SendWindow::resend_unconfirmed() noexcept {
+  resend_wanted_ = true;
+  rewind_to_ = std::min<std::int64_t>(rewind_to_, 1);  // then the cursor goes to 0
 }
 
 SendAction SendWindow::mark_published() const {
@@ -100,6 +106,11 @@ SendAction SendWindow::next() {
         if (rewind_to_ != kNone && in_flight_.empty()) {
           // Before re-reading: acknowledged events must not come back.
           if (!acks_.empty()) return mark_published();
+          if (resend_wanted_) {
+            SendAction a;
+            a.kind = Kind::resend;
+            return a;
+          }
           cursor_ = rewind_to_ - 1;
           rewind_to_ = kNone;
           buffer_.clear();
@@ -130,6 +141,12 @@ SendAction SendWindow::next() {
               a.kind = Kind::read;
               a.after = cursor_;
               a.limit = options_.batch_size;
+              return a;
+            }
+            if (buffer_.front().sequence > sent_through_) {
+              SendAction a;
+              a.kind = Kind::record_sent;
+              a.sequence = batch_high_;
               return a;
             }
             SendAction a;

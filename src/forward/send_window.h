@@ -21,6 +21,10 @@
 //               sent until nothing is in flight, then the unmarked
 //               acknowledgements are marked and the cursor moves back to just
 //               before the oldest not_sent sequence: reading, in order, again.
+//   resending   (server confirmation) the unconfirmed events are to be sent
+//               again: like rewinding, to the start; once nothing is in
+//               flight and the acknowledgements are marked, resend (the
+//               owner makes them pending again), then reading from sequence 0.
 // and two wishes, served once caught up with nothing in flight or buffered:
 //   retry       a refused event (not dead-lettered) waits to be sent again;
 //   wrap        the cursor is past 0 when catching up: events requeued from
@@ -39,18 +43,28 @@
 //               or buffered, retry_interval since the
 //               last wrap---------------------------------> reading from sequence 0
 //   any       --completion refused, not dead-lettered----> retry wished
+//   any       --resend_unconfirmed()-------------------------> resending
+//   resending --nothing in flight, acks marked, resend----> reading from sequence 0
 //   any       --publishes in flight and no completion for
 //               ack_timeout------------------------------> drop_connection; its publishes
 //                                                          complete not_sent: rewinding
 // An event whose TTL ran out when read is not sent; the expiry (which
 // dead-letters it) is brought forward to now.
 //
+// Durable before send: before the first event above the highest sequence
+// recorded so far goes out, record_sent asks the owner to record the highest
+// sequence of the batch just read (Queue::record_sent_through: a commit
+// with synchronous=FULL, which makes every commit before it durable too).
+// One such commit per batch, not per event; events read again after a
+// rewind, a wrap or a resend are below it and need none.
+//
 // One step, after the owner reported the completions (completed()):
 // begin_step(), then next() until it returns idle. next() returns, in this
 // order and each at most once unless noted: drop_connection (ack timeout),
 // poll (every poll_interval), expire (every expire_interval), mark_published
-// (before a rewind or a wrap), read and send (repeatedly, while connected and
-// not rewinding, until the window is full or caught up), mark_published
+// (before a rewind, a resend or a wrap), resend (resending), read,
+// record_sent and send (repeatedly, while connected and not rewinding, until
+// the window is full or caught up), mark_published
 // (after refilling the window, so that its commit overlaps the sending),
 // check_drained (draining, and nothing left in the window), and idle with
 // the time to wake: the earliest of the next poll, the next expiry, the next
@@ -60,6 +74,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <deque>
 #include <limits>
 #include <span>
@@ -90,13 +105,16 @@ struct SendAction {
     expire,           // Queue::expire_due(), then expired()
     mark_published,   // Queue::mark_published(acks()), then marked()
     read,             // Queue::next_batch(after, limit), then batch_read()
+    record_sent,      // Queue::record_sent_through(sequence), then sent_through_recorded(sequence)
     send,             // encode and publish `event`: sent() just before publishing;
                       // nothing to report if it cannot be encoded (a permanent failure)
+    resend,           // Queue::resend_unconfirmed(), then resent()
     check_drained,    // Queue::has_pending(): the forwarder is drained when nothing is
     idle,             // the step is over: wait until wake_at_ms or the next wake-up
   };
   Kind kind = Kind::idle;
   std::int64_t after = 0;      // read
+  std::int64_t sequence = 0;   // record_sent: the highest sequence of the batch read
   std::size_t limit = 0;       // read
   StoredEvent event;           // send
   std::int64_t silent_ms = 0;  // drop_connection: how long no publish completed
@@ -129,6 +147,12 @@ class SendWindow {
   void expired() noexcept { next_expire_ms_ = now_ms_ + options_.expire_interval.count(); }
   void marked() noexcept { acks_.clear(); }
   void batch_read(std::vector<StoredEvent> events);
+  void sent_through_recorded(std::int64_t sequence) noexcept { sent_through_ = std::max(sent_through_, sequence); }
+  // Server confirmation: send every unconfirmed event again. Stops sending,
+  // waits until nothing is in flight, marks the acknowledgements, asks for
+  // resend, then reads from sequence 0.
+  void resend_unconfirmed() noexcept;
+  void resent() noexcept { resend_wanted_ = false; }
   // now_ms: when it goes out (starts the ack wait if the window was empty).
   void sent(std::int64_t sequence, std::int64_t now_ms);
 
@@ -136,6 +160,8 @@ class SendWindow {
   std::size_t in_flight() const noexcept { return in_flight_.size(); }
   bool caught_up() const noexcept { return caught_up_; }
   bool rewinding() const noexcept { return rewind_to_ != kNone; }
+  // The highest sequence recorded with record_sent (0: none this run).
+  std::int64_t sent_through() const noexcept { return sent_through_; }
 
  private:
   enum class Phase { ack_timeout, poll, expire, rewind, wrap, dispatch, flush, drained, done };
@@ -155,6 +181,9 @@ class SendWindow {
   bool caught_up_ = false;
   bool wrap_wanted_ = false;
   bool retry_wanted_ = false;
+  bool resend_wanted_ = false;
+  std::int64_t batch_high_ = 0;    // the highest sequence of the last batch read
+  std::int64_t sent_through_ = 0;  // recorded by record_sent
   std::uint64_t last_data_version_ = 0;
   std::int64_t next_poll_ms_;
   std::int64_t next_expire_ms_;

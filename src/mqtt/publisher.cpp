@@ -19,6 +19,7 @@
 #include <edge_outbox/error.h>
 
 #include "common/mutex.h"
+#include "common/topic_filter.h"
 #include "mqtt/broker_uri.h"
 #include "mqtt/connection.h"
 #include "mqtt/protocol.h"
@@ -105,6 +106,39 @@ struct MqttPublisher::Impl {
     PublishCallback done = take(id);
     if (!done) return;  // already completed by a connection loss
     done(mqtt_protocol::publish_result(ok, static_cast<int>(tok.get_reason_code()), tok.get_return_code()));
+  }
+
+  // Paho's callback thread: a message delivered on one of the subscriptions.
+  void on_message(const mqtt::const_message_ptr& m) const {
+    if (!m) return;
+    IncomingMessage in;
+    in.topic = m->get_topic();
+    in.payload = m->to_string();
+    in.retained = m->is_retained();
+    for (const auto& s : subscriptions) {
+      if (detail::topic_matches(s.filter, in.topic)) s.handler(in);
+    }
+  }
+
+  // Subscribes the new connection to every filter, waiting at most the
+  // connect timeout for the broker's answer so that a refusal is logged.
+  void subscribe_all(mqtt::async_client& cli) const {
+    for (const auto& s : subscriptions) {
+      try {
+        auto tok = cli.subscribe(s.filter, 1);
+        if (!tok->wait_for(options.connect_timeout)) {
+          log(LogLevel::warning, "no answer from the broker to the subscription to " + s.filter);
+          continue;
+        }
+        const auto codes = tok->get_subscribe_response().get_reason_codes();
+        if (!codes.empty() && static_cast<int>(codes.front()) >= 0x80) {
+          log(LogLevel::warning, "the broker refused the subscription to " + s.filter + " (reason code " +
+                                     std::to_string(static_cast<int>(codes.front())) + ")");
+        }
+      } catch (const std::exception& e) {
+        log(LogLevel::warning, "cannot subscribe to " + s.filter + ": " + e.what());
+      }
+    }
   }
 
   void on_connection_lost(std::uint64_t gen, const std::string& cause) EXCLUDES(mutex) {
@@ -257,6 +291,9 @@ struct MqttPublisher::Impl {
         cli->set_disconnected_handler([this, gen](const mqtt::properties&, mqtt::ReasonCode code) {
           on_connection_lost(gen, mqtt_protocol::broker_disconnect_text(static_cast<int>(code)));
         });
+        if (!subscriptions.empty()) {
+          cli->set_message_callback([this](mqtt::const_message_ptr m) { on_message(m); });
+        }
         auto copts = make_connect_options(v);
         cli->connect(copts, reinterpret_cast<void*>(static_cast<std::uintptr_t>(gen)), connect_listener);
       } catch (const mqtt::exception& e) {
@@ -314,6 +351,7 @@ struct MqttPublisher::Impl {
     const MqttVersion version = machine.version();
     MutexUnlock unlocked(mutex);
     log(LogLevel::info, "connected to " + options.uri + " with MQTT " + (version == MqttVersion::v5 ? "5" : "3.1.1"));
+    if (cli) subscribe_all(*cli);
     if (!options.status_topic.empty() && cli) {
       try {
         cli->publish(options.status_topic, "online", 6, 1, true);
@@ -357,6 +395,13 @@ struct MqttPublisher::Impl {
   const std::shared_ptr<const Clock> clock;
   const std::string client_id;
   ConnectionHandler handler;  // written before start() (under mutex), then read by the thread only
+  struct Subscription {
+    std::string filter;
+    MessageHandler handler;
+  };
+  // Added before start() (under mutex), then read-only: by the connection
+  // thread and Paho's callback thread.
+  std::vector<Subscription> subscriptions;
   ConnectListener connect_listener{*this};
   PublishListener publish_listener{*this};
 
@@ -389,6 +434,16 @@ void MqttPublisher::set_connection_handler(ConnectionHandler handler) {
   MutexLock lock(impl_->mutex);
   if (impl_->started) throw Error(ErrorKind::invalid_argument, "set_connection_handler must come before start()");
   impl_->handler = std::move(handler);
+}
+
+void MqttPublisher::subscribe(std::string topic_filter, MessageHandler handler) {
+  if (!detail::valid_topic_filter(topic_filter)) {
+    throw Error(ErrorKind::invalid_argument, "not a valid MQTT topic filter: \"" + topic_filter + "\"");
+  }
+  if (!handler) throw Error(ErrorKind::invalid_argument, "subscribe needs a message handler");
+  MutexLock lock(impl_->mutex);
+  if (impl_->started) throw Error(ErrorKind::invalid_argument, "subscribe must come before start()");
+  impl_->subscriptions.push_back({std::move(topic_filter), std::move(handler)});
 }
 
 void MqttPublisher::start() {
@@ -446,7 +501,7 @@ void MqttPublisher::publish(OutgoingMessage message, PublishCallback done) {
   auto cli = impl_->client;
   lock.unlock();
 
-  auto msg = mqtt::make_message(message.topic, std::move(message.payload), impl_->options.qos, false);
+  auto msg = mqtt::make_message(message.topic, std::move(message.payload), impl_->options.qos, message.retained);
   if (version == MqttVersion::v5) {
     mqtt::properties props;
     if (!message.content_type.empty()) props.add({mqtt::property::CONTENT_TYPE, message.content_type});

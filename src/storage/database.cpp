@@ -76,6 +76,25 @@ CREATE TABLE outbox_dead (
 );
 )sql";
 
+// Revision 2 of version 1: additive, so that a release that knows only
+// revision 1 still opens the file and its writes still work (the new column
+// has a NULL default; its INSERT names the columns it knows).
+//   acked_at            server confirmation: when the broker acknowledged a
+//                       pending event that now waits for the server's
+//                       confirmation (wall ms); NULL: not sent yet
+//   outbox_unsent       the forwarder's keyset reads of rows still to send
+//   outbox_unconfirmed  rows waiting for a confirmation
+//   confirmed_through   the highest sequence the server confirmed
+//   sent_through        the highest sequence the forwarder recorded, durably,
+//                       before sending it
+constexpr const char* schema_revision_2 = R"sql(
+ALTER TABLE outbox ADD COLUMN acked_at INTEGER;
+CREATE INDEX outbox_unsent ON outbox(sequence) WHERE published_at IS NULL AND acked_at IS NULL;
+CREATE INDEX outbox_unconfirmed ON outbox(sequence) WHERE published_at IS NULL AND acked_at IS NOT NULL;
+INSERT OR IGNORE INTO outbox_meta(key, value) VALUES ('confirmed_through', 0), ('sent_through', 0);
+INSERT OR REPLACE INTO outbox_meta(key, value) VALUES ('schema_revision', 2);
+)sql";
+
 [[noreturn]] void fail(ErrorKind kind, const std::filesystem::path& path, const std::string& why) {
   throw Error(kind, path.string() + ": " + why);
 }
@@ -194,6 +213,23 @@ int read_schema_version(SQLite::Database& db) {
   return q.executeStep() ? q.getColumn(0).getInt() : 0;
 }
 
+// 1 for a file made before revisions existed.
+int read_schema_revision(SQLite::Database& db) {
+  SQLite::Statement q(db, "SELECT value FROM outbox_meta WHERE key = 'schema_revision'");
+  return q.executeStep() ? q.getColumn(0).getInt() : 1;
+}
+
+// Brings a version-1 file to current_schema_revision, inside the caller's
+// write transaction (all of it commits or none). Returns the revision the
+// file has now.
+int migrate_revisions(SQLite::Database& db, int revision) {
+  if (revision < 2) {
+    db.exec(schema_revision_2);
+    revision = 2;
+  }
+  return revision;
+}
+
 void create_schema(SQLite::Database& db, std::int64_t now_ms) {
   db.exec(schema_v1);
   SQLite::Statement put(db, "INSERT INTO outbox_meta(key, value) VALUES (?, ?)");
@@ -261,6 +297,7 @@ void open_connection(Connection& out, const std::filesystem::path& path, const C
       if (!table_exists(db, "outbox_meta"))
         fail(ErrorKind::invalid_argument, path, "is a SQLite database but not an edge-outbox database (no outbox_meta table)");
       out.schema_version = read_schema_version(db);
+      if (out.schema_version == current_schema_version) out.schema_revision = read_schema_revision(db);
     } else {
       WriteGate::Turn gate(*out.gate, options.busy_timeout);
       SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
@@ -273,8 +310,21 @@ void open_connection(Connection& out, const std::filesystem::path& path, const C
       }
       out.schema_version = read_schema_version(db);
       // Forward migrations from out.schema_version to current_schema_version go here.
+      if (out.schema_version == current_schema_version) {
+        const auto found = read_schema_revision(db);
+        out.schema_revision = migrate_revisions(db, found);
+        if (found < out.schema_revision && options.log)
+          options.log(LogLevel::info, "migrated the outbox schema of " + path.string() + " from revision " +
+                                          std::to_string(found) + " to " + std::to_string(out.schema_revision));
+      }
       tx.commit();
     }
+    if (out.schema_version == current_schema_version && out.schema_revision > current_schema_revision &&
+        options.log)
+      options.log(LogLevel::warning,
+                  path.string() + " has outbox schema revision " + std::to_string(out.schema_revision) +
+                      " but this edge-outbox knows up to " + std::to_string(current_schema_revision) +
+                      ": opened anyway (revisions only add), but what the newer release added is not kept up to date");
     if (out.schema_version > current_schema_version)
       fail(ErrorKind::schema_too_new, path,
            "has outbox schema version " + std::to_string(out.schema_version) + " but this edge-outbox knows up to " +

@@ -26,7 +26,13 @@
 
 namespace edge_outbox {
 
+// schema_version: a file with a higher one is refused (an incompatible
+// change). schema_revision: additive changes within one version (new columns
+// with defaults, indexes, meta keys) that a release knowing an older revision
+// can ignore, so it still opens and writes the file. A file without the key
+// is revision 1.
 inline constexpr int current_schema_version = 1;
+inline constexpr int current_schema_revision = 2;
 
 // The connections of this process to one database file (Outboxes, Queues)
 // write one at a time through this gate, first come first served. SQLite's
@@ -94,6 +100,7 @@ struct Connection {
   std::shared_ptr<WriteGate> gate;  // shared by every connection of this process to the file
   std::string stream_id;
   int schema_version = 0;
+  int schema_revision = 0;  // below 2 only on a read-only connection to a file not yet migrated
   std::uint64_t wal_limit_bytes = 0;  // see limit_wal; 0 for read-only connections
 };
 

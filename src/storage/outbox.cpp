@@ -81,7 +81,7 @@ Outbox::Impl::Impl(const std::filesystem::path& file, OutboxOptions opts)
       options(checked(std::move(opts))),
       boot_id(options.clock->boot_id()),
       connection(path, connection_settings(options)),
-      tables(*connection.db, *options.clock, boot_id),
+      tables(*connection.db, *options.clock, boot_id, connection.schema_revision),
       stream_id(connection.stream_id),
       schema_version(connection.schema_version) {}
 
@@ -139,6 +139,7 @@ OutboxStats Outbox::stats() const {
   try {
     SQLite::Transaction read(*d.connection.db, SQLite::TransactionBehavior::DEFERRED);
     s.pending = d.tables.pending_count();
+    s.unconfirmed = d.tables.unconfirmed_count();
     s.oldest_pending_age = d.tables.oldest_pending_age();
     s.dead = d.tables.dead_count();
     s.published_total = d.tables.published_total();
@@ -146,6 +147,7 @@ OutboxStats Outbox::stats() const {
     s.database_bytes = file_bytes(*d.connection.db);
     s.wal_bytes = wal_bytes(d.path);
     s.schema_version = d.schema_version;
+    s.schema_revision = d.connection.schema_revision;
     read.commit();
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.path, "reading stats");
@@ -160,6 +162,16 @@ std::vector<StoredEvent> Outbox::pending(std::size_t limit) const {
     return d.tables.pending(std::numeric_limits<std::int64_t>::min(), limit);
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.path, "listing pending events");
+  }
+}
+
+std::vector<StoredEvent> Outbox::unconfirmed(std::size_t limit) const {
+  auto& d = *impl_;
+  MutexLock lock(d.mutex);
+  try {
+    return d.tables.unconfirmed(limit);
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.path, "listing unconfirmed events");
   }
 }
 

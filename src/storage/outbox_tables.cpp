@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 #include <SQLiteCpp/Column.h>
 #include <nlohmann/json.hpp>
 
 #include <edge_outbox/error.h>
+#include <edge_outbox/queue.h>
 
 #include "storage/sqlite_errors.h"
 
@@ -68,6 +70,10 @@ const std::string event_columns = join_event_columns();
 // A pending event: not yet published (acknowledged by the broker).
 const std::string pending_row = "published_at IS NULL";
 const std::string published_row = "published_at IS NOT NULL";
+// Pending and not yet acknowledged by the broker: still to send. Revision 2.
+const std::string unsent_row = "published_at IS NULL AND acked_at IS NULL";
+// Pending, acknowledged by the broker, waiting for the server's confirmation.
+const std::string unconfirmed_row = "published_at IS NULL AND acked_at IS NOT NULL";
 // The columns an event keeps when it is requeued from outbox_dead: attempts
 // and last_error start again.
 const std::string requeued_columns =
@@ -80,6 +86,13 @@ const std::string oldest_pending = "SELECT created_boot, created_mono, created_a
                                    " ORDER BY sequence LIMIT 1";
 const std::string select_pending = "SELECT " + event_columns + " FROM outbox WHERE " + pending_row +
                                    " AND sequence > ? ORDER BY sequence LIMIT ?";
+const std::string select_unsent = "SELECT " + event_columns + " FROM outbox WHERE " + unsent_row +
+                                  " AND sequence > ? ORDER BY sequence LIMIT ?";
+const std::string select_unconfirmed = "SELECT " + event_columns + " FROM outbox WHERE " + unconfirmed_row +
+                                       " AND sequence > ? ORDER BY sequence LIMIT ?";
+const std::string count_unconfirmed = "SELECT count(*) FROM outbox WHERE " + unconfirmed_row;
+const std::string lowest_pending = "SELECT min(sequence) FROM outbox WHERE " + pending_row;
+const std::string highest_committed = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'";
 const std::string insert_event =
     "INSERT INTO outbox (event_id, topic, type, content_type, payload, attributes, priority, created_at, "
     "created_boot, created_mono, ttl_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)";
@@ -89,6 +102,23 @@ const std::string select_evictable = "SELECT sequence, priority FROM outbox WHER
 const std::string select_dropped_report = "SELECT sequence, payload FROM outbox WHERE " + pending_row +
                                           " AND priority = 0 AND type = 'outbox.dropped' AND topic = ? AND "
                                           "length(payload) < ? ORDER BY sequence DESC LIMIT 1";
+const std::string select_unsent_dropped_report = "SELECT sequence, payload FROM outbox WHERE " + unsent_row +
+                                                 " AND priority = 0 AND type = 'outbox.dropped' AND topic = ? AND "
+                                                 "length(payload) < ? ORDER BY sequence DESC LIMIT 1";
+const std::string select_is_dropped_report = "SELECT 1 FROM outbox WHERE sequence = ? AND " + pending_row +
+                                             " AND priority = 0 AND type = 'outbox.dropped' AND topic = ?";
+
+const std::string mark_acked_row =
+    "UPDATE outbox SET acked_at = :wall WHERE sequence = :seq AND " + unsent_row;
+const std::string confirm_kept = "UPDATE outbox SET published_at = :wall, published_boot = :boot, "
+                                 "published_mono = :mono WHERE " + unconfirmed_row + " AND sequence <= :through";
+const std::string confirm_deleted = "DELETE FROM outbox WHERE " + unconfirmed_row + " AND sequence <= :through";
+const std::string raise_confirmed_through =
+    "UPDATE outbox_meta SET value = max(value, ?) WHERE key = 'confirmed_through'";
+const std::string clear_all_acks = "UPDATE outbox SET acked_at = NULL WHERE " + unconfirmed_row;
+const std::string raise_sent_through_value =
+    "UPDATE outbox_meta SET value = max(value, ?) WHERE key = 'sent_through'";
+const std::string read_meta_integer = "SELECT value FROM outbox_meta WHERE key = ?";
 
 const std::string mark_kept = "UPDATE outbox SET published_at = :wall, published_boot = :boot, published_mono = :mono "
                               "WHERE sequence = :seq AND " + pending_row;
@@ -146,8 +176,8 @@ std::int64_t age_ms(const std::string& boot, std::int64_t mono, std::int64_t wal
 
 }  // namespace
 
-OutboxTables::OutboxTables(SQLite::Database& db, const Clock& clock, std::string boot_id)
-    : db_(db), clock_(clock), boot_id_(std::move(boot_id)) {}
+OutboxTables::OutboxTables(SQLite::Database& db, const Clock& clock, std::string boot_id, int schema_revision)
+    : db_(db), clock_(clock), boot_id_(std::move(boot_id)), has_acks_(schema_revision >= 2) {}
 
 StoredEvent OutboxTables::read_event(SQLite::Statement& row) const {
   StoredEvent e;
@@ -202,8 +232,17 @@ std::optional<std::chrono::milliseconds> OutboxTables::oldest_pending_age() {
 }
 
 std::vector<StoredEvent> OutboxTables::pending(std::int64_t after_sequence, std::size_t limit) {
-  if (!select_pending_) select_pending_.emplace(db_, select_pending);
-  auto& q = *select_pending_;
+  return read_events(select_pending_, select_pending, after_sequence, limit);
+}
+
+std::vector<StoredEvent> OutboxTables::unsent(std::int64_t after_sequence, std::size_t limit) {
+  return read_events(select_unsent_, select_unsent, after_sequence, limit);
+}
+
+std::vector<StoredEvent> OutboxTables::read_events(std::optional<SQLite::Statement>& cached, const std::string& sql,
+                                                   std::int64_t after_sequence, std::size_t limit) {
+  if (!cached) cached.emplace(db_, sql);
+  auto& q = *cached;
   std::vector<StoredEvent> out;
   try {
     q.reset();
@@ -269,11 +308,87 @@ std::vector<std::pair<std::int64_t, Priority>> OutboxTables::evictable(std::size
 
 std::optional<OutboxTables::DroppedReport> OutboxTables::pending_dropped_report(const std::string& topic,
                                                                                 int max_payload_bytes) {
-  SQLite::Statement q(db_, select_dropped_report);
+  SQLite::Statement q(db_, has_acks_ ? select_unsent_dropped_report : select_dropped_report);
   q.bind(1, topic);
   q.bind(2, max_payload_bytes);
   if (!q.executeStep()) return std::nullopt;
   return DroppedReport{q.getColumn("sequence").getInt64(), q.getColumn("payload").getString()};
+}
+
+bool OutboxTables::is_dropped_report(std::int64_t sequence, const std::string& topic) {
+  SQLite::Statement q(db_, select_is_dropped_report);
+  q.bind(1, sequence);
+  q.bind(2, topic);
+  return q.executeStep();
+}
+
+// --- Server confirmation ----------------------------------------------------
+
+std::uint64_t OutboxTables::unconfirmed_count() {
+  if (!has_acks_) return 0;
+  return static_cast<std::uint64_t>(db_.execAndGet(count_unconfirmed).getInt64());
+}
+
+std::vector<StoredEvent> OutboxTables::unconfirmed(std::size_t limit) {
+  if (!has_acks_) return {};
+  std::optional<SQLite::Statement> once;
+  return read_events(once, select_unconfirmed, std::numeric_limits<std::int64_t>::min(), limit);
+}
+
+std::int64_t OutboxTables::mark_acked(std::span<const std::int64_t> sequences) {
+  SQLite::Statement mark(db_, mark_acked_row);
+  mark.bind(":wall", static_cast<std::int64_t>(clock_.wall_ms()));
+  std::int64_t marked = 0;
+  for (const auto sequence : sequences) {
+    mark.reset();
+    mark.bind(":seq", static_cast<std::int64_t>(sequence));
+    marked += mark.exec();
+  }
+  return marked;
+}
+
+std::int64_t OutboxTables::confirm_through(std::int64_t through, bool keep) {
+  SQLite::Statement confirm(db_, keep ? confirm_kept : confirm_deleted);
+  if (keep) bind_now(confirm);
+  confirm.bind(":through", through);
+  const std::int64_t confirmed = confirm.exec();
+  SQLite::Statement total(db_, add_published_total);
+  total.bind(1, confirmed);
+  total.exec();
+  SQLite::Statement raise(db_, raise_confirmed_through);
+  raise.bind(1, through);
+  raise.exec();
+  return confirmed;
+}
+
+std::int64_t OutboxTables::clear_acks() { return db_.exec(clear_all_acks); }
+
+void OutboxTables::raise_sent_through(std::int64_t sequence) {
+  SQLite::Statement raise(db_, raise_sent_through_value);
+  raise.bind(1, sequence);
+  raise.exec();
+}
+
+StreamPosition OutboxTables::position() {
+  auto meta = [&](const char* key) -> std::int64_t {
+    SQLite::Statement q(db_, read_meta_integer);
+    q.bind(1, key);
+    return q.executeStep() ? q.getColumn(0).getInt64() : 0;
+  };
+  StreamPosition p;
+  {
+    SQLite::Statement q(db_, highest_committed);
+    p.committed = q.executeStep() ? q.getColumn(0).getInt64() : 0;
+  }
+  const auto lowest = db_.execAndGet(lowest_pending);
+  p.floor = lowest.isNull() ? p.committed + 1 : lowest.getInt64();
+  p.pending = static_cast<std::int64_t>(pending_count());
+  p.unconfirmed = static_cast<std::int64_t>(unconfirmed_count());
+  if (has_acks_) {
+    p.confirmed_through = meta("confirmed_through");
+    p.sent_through = meta("sent_through");
+  }
+  return p;
 }
 
 // --- What became of pending events ------------------------------------------

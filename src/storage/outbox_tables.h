@@ -29,10 +29,15 @@
 
 namespace edge_outbox {
 
+// Where a stream stands, as Queue::position reports it (queue.h).
+struct StreamPosition;
+
 class OutboxTables {
  public:
   // `clock` must outlive this object; boot_id is clock.boot_id(), read once.
-  OutboxTables(SQLite::Database& db, const Clock& clock, std::string boot_id);
+  // schema_revision is the file's (Connection::schema_revision): below 2 the
+  // outbox has no acked_at column, and nothing is unconfirmed.
+  OutboxTables(SQLite::Database& db, const Clock& clock, std::string boot_id, int schema_revision);
 
   // --- Pending events -----------------------------------------------------
 
@@ -40,8 +45,13 @@ class OutboxTables {
   bool has_pending();
   std::optional<std::chrono::milliseconds> oldest_pending_age();
   // Up to limit pending events with sequence > after_sequence, oldest first,
-  // by keyset pagination over the pending index.
+  // by keyset pagination over the pending index. Unconfirmed events are
+  // pending too.
   std::vector<StoredEvent> pending(std::int64_t after_sequence, std::size_t limit);
+  // The same for the pending events not yet sent (acked_at IS NULL), over
+  // the outbox_unsent index: what the forwarder reads.
+  // Requires: schema revision 2 or later.
+  std::vector<StoredEvent> unsent(std::int64_t after_sequence, std::size_t limit);
 
   // Inserts a pending event created now. Throws Error(duplicate_id) for an
   // id already in the outbox.
@@ -53,13 +63,37 @@ class OutboxTables {
   // priority first, then oldest: (sequence, priority).
   std::vector<std::pair<std::int64_t, Priority>> evictable(std::size_t count);
 
-  // The newest pending outbox.dropped report on `topic` whose payload is
-  // shorter than max_payload_bytes, if any.
+  // The newest pending outbox.dropped report on `topic`, not yet sent, whose
+  // payload is shorter than max_payload_bytes, if any.
   struct DroppedReport {
     std::int64_t sequence = 0;
     std::string payload;
   };
   std::optional<DroppedReport> pending_dropped_report(const std::string& topic, int max_payload_bytes);
+  // Whether the pending event with this sequence is an outbox.dropped report
+  // on `topic` (as the outbox makes them: critical).
+  bool is_dropped_report(std::int64_t sequence, const std::string& topic);
+
+  // --- Server confirmation (schema revision 2) -----------------------------
+
+  // Pending events the broker acknowledged that wait for the server's
+  // confirmation; 0 and none before revision 2.
+  std::uint64_t unconfirmed_count();
+  std::vector<StoredEvent> unconfirmed(std::size_t limit);
+  // Sets acked_at to the wall clock now on those of `sequences` pending and
+  // not acked yet. Returns how many.
+  std::int64_t mark_acked(std::span<const std::int64_t> sequences);
+  // Marks the acked pending events with sequence <= through as published
+  // (deleted, or kept with the publication time when keep), adds them to
+  // published_total and raises confirmed_through to through. Returns how many.
+  std::int64_t confirm_through(std::int64_t through, bool keep);
+  // acked_at = NULL on every pending event. Returns how many were acked.
+  std::int64_t clear_acks();
+  // Raises the meta key sent_through to sequence. When it does not rise,
+  // SQLite writes no page (an overwrite with the same bytes leaves the page
+  // clean), so the commit has nothing to sync.
+  void raise_sent_through(std::int64_t sequence);
+  StreamPosition position();
 
   // --- What became of pending events --------------------------------------
 
@@ -105,6 +139,8 @@ class OutboxTables {
 
  private:
   StoredEvent read_event(SQLite::Statement& row) const;
+  std::vector<StoredEvent> read_events(std::optional<SQLite::Statement>& cached, const std::string& sql,
+                                       std::int64_t after_sequence, std::size_t limit);
   // Binds :boot, :mono and :wall to the clock's readings now.
   void bind_now(SQLite::Statement& statement) const;
 
@@ -113,7 +149,9 @@ class OutboxTables {
   std::string boot_id_;
   // Prepared once: the forwarder's and the application's hot paths.
   std::optional<SQLite::Statement> select_pending_;
+  std::optional<SQLite::Statement> select_unsent_;
   std::optional<SQLite::Statement> insert_;
+  bool has_acks_;  // the file has the acked_at column (revision 2 or later)
 };
 
 }  // namespace edge_outbox

@@ -4,12 +4,16 @@
 #include <utility>
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Transaction.h>
 
 #include <edge_outbox/error.h>
 
 #include "storage/database.h"
+#include "storage/dropped_events.h"
 #include "storage/outbox_tables.h"
 #include "storage/sqlite_errors.h"
+#include "storage/uuid.h"
+#include "storage/validate.h"
 
 namespace edge_outbox {
 namespace {
@@ -19,6 +23,11 @@ QueueOptions checked(QueueOptions o) {
   if (!o.clock) refuse("clock is null: leave the default system_clock()");
   if (o.busy_timeout.count() < 0) refuse("busy_timeout must not be negative");
   if (o.max_attempts < 1) refuse("max_attempts must be at least 1");
+  try {
+    validate_topic(o.dropped_event_topic);
+  } catch (const Error& e) {
+    refuse(std::string("dropped_event_topic: ") + e.what());
+  }
   return o;
 }
 
@@ -51,6 +60,7 @@ QueueOptions queue_options_from(const OutboxOptions& options) {
   q.check_on_open = options.check_on_open;
   q.retention = options.retention;
   q.max_attempts = options.max_attempts;
+  q.dropped_event_topic = options.dropped_event_topic;
   q.log = options.log;
   q.clock = options.clock;
   return q;
@@ -60,15 +70,34 @@ struct Queue::Impl {
   Impl(const std::filesystem::path& path, QueueOptions opts)
       : options(checked(std::move(opts))),
         connection(path, connection_settings(options)),
-        tables(*connection.db, *options.clock, options.clock->boot_id()) {}
+        tables(*connection.db, *options.clock, options.clock->boot_id(), connection.schema_revision) {}
 
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
   }
 
+  // Inside a write transaction: moves the pending event to outbox_dead and
+  // reports it (dead range with dead_reason) in the outbox.dropped event,
+  // unless it is itself such a report. Returns whether it reported.
+  bool bury_and_report(std::int64_t sequence, const std::string& reason, std::string_view dead_reason) {
+    const bool report = !tables.is_dropped_report(sequence, options.dropped_event_topic);
+    tables.bury(sequence, reason);
+    if (report) {
+      DroppedNews news;
+      news.dead.push_back({sequence, sequence, std::string(dead_reason)});
+      add_dropped_report(tables, ids, *options.clock, options.dropped_event_topic, news);
+    } else {
+      log(LogLevel::warning, "dead-lettered the outbox.dropped report with sequence " + std::to_string(sequence) +
+                                 " (" + reason + "); it is not reported again: requeue it with edge-outbox-ctl "
+                                 "once its topic is accepted");
+    }
+    return report;
+  }
+
   const QueueOptions options;
   Connection connection;
   OutboxTables tables;
+  UuidV7Generator ids;  // for the outbox.dropped events that report dead letters
   std::uint64_t marks_since_reclaim = 0;
   std::int64_t last_retention_pass = -1;  // monotonic ms
 };
@@ -87,7 +116,7 @@ std::vector<StoredEvent> Queue::next_batch(std::int64_t after_sequence, std::siz
   auto& d = *impl_;
   try {
     expire_due();
-    return d.tables.pending(after_sequence, limit);
+    return d.tables.unsent(after_sequence, limit);
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.connection.path, "reading pending events");
   }
@@ -111,6 +140,86 @@ void Queue::mark_published(std::span<const std::int64_t> sequences) {
   }
 }
 
+void Queue::mark_acked(std::span<const std::int64_t> sequences) {
+  if (sequences.empty()) return;
+  auto& d = *impl_;
+  try {
+    WriteTransaction tx(d.connection);
+    d.tables.mark_acked(sequences);
+    tx.commit();
+    d.connection.limit_wal();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "marking events acknowledged");
+  }
+}
+
+std::size_t Queue::confirm_through(std::int64_t through) {
+  auto& d = *impl_;
+  std::int64_t confirmed = 0;
+  try {
+    WriteTransaction tx(d.connection);
+    confirmed = d.tables.confirm_through(through, d.options.retention.count() > 0);
+    tx.commit();
+    d.connection.limit_wal();
+    d.marks_since_reclaim += static_cast<std::uint64_t>(confirmed);
+    if (d.marks_since_reclaim >= marks_per_reclaim) {
+      d.marks_since_reclaim = 0;
+      reclaim_space(*d.connection.db);
+    }
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "recording a confirmation");
+  }
+  return static_cast<std::size_t>(confirmed);
+}
+
+std::size_t Queue::resend_unconfirmed() {
+  auto& d = *impl_;
+  std::int64_t cleared = 0;
+  try {
+    WriteTransaction tx(d.connection);
+    cleared = d.tables.clear_acks();
+    tx.commit();
+    d.connection.limit_wal();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "marking unconfirmed events for sending again");
+  }
+  return static_cast<std::size_t>(cleared);
+}
+
+void Queue::record_sent_through(std::int64_t sequence) {
+  auto& d = *impl_;
+  const bool switch_mode = d.options.durability != Durability::full;
+  try {
+    // The synchronous mode may change only outside a transaction; it is put
+    // back whatever happens to the commit.
+    if (switch_mode) d.connection.db->exec("PRAGMA synchronous = FULL");
+    struct Restore {
+      SQLite::Database* db;
+      ~Restore() {
+        if (db) db->tryExec("PRAGMA synchronous = NORMAL");
+      }
+    } restore{switch_mode ? d.connection.db.get() : nullptr};
+    WriteTransaction tx(d.connection);
+    d.tables.raise_sent_through(sequence);
+    tx.commit();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "recording the sent-through sequence");
+  }
+  d.connection.limit_wal();
+}
+
+StreamPosition Queue::position() {
+  auto& d = *impl_;
+  try {
+    SQLite::Transaction read(*d.connection.db, SQLite::TransactionBehavior::DEFERRED);
+    auto p = d.tables.position();
+    read.commit();
+    return p;
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "reading the stream's position");
+  }
+}
+
 bool Queue::record_failure(std::int64_t sequence, std::string_view error, bool permanent) {
   auto& d = *impl_;
   try {
@@ -119,10 +228,10 @@ bool Queue::record_failure(std::int64_t sequence, std::string_view error, bool p
     if (!attempts) return false;  // gone meanwhile: nothing to record
     bool buried = false;
     if (permanent) {
-      d.tables.bury(sequence, "rejected: " + std::string(error));
+      d.bury_and_report(sequence, "rejected: " + std::string(error), wire::dead_reason_refused);
       buried = true;
     } else if (*attempts >= d.options.max_attempts) {
-      d.tables.bury(sequence, "max_attempts: " + std::string(error));
+      d.bury_and_report(sequence, "max_attempts: " + std::string(error), wire::dead_reason_attempts);
       buried = true;
     }
     tx.commit();
@@ -139,14 +248,27 @@ std::size_t Queue::expire_due() {
   auto& d = *impl_;
   std::size_t expired = 0;
   try {
-    const auto due = d.tables.expired(expire_batch);
+    auto due = d.tables.expired(expire_batch);
     const auto now = d.options.clock->monotonic_ms();
     const bool keep = d.options.retention.count() > 0 &&
                       (d.last_retention_pass < 0 || now - d.last_retention_pass >= retention_pass_ms);
     if (keep) d.last_retention_pass = now;
     if (due.empty() && !keep) return 0;
     WriteTransaction tx(d.connection);
-    for (const auto sequence : due) d.tables.bury(sequence, "expired");
+    // Read again under the write lock: another connection may have evicted
+    // some meanwhile, and those must not be reported as expired.
+    if (!due.empty()) due = d.tables.expired(expire_batch);
+    DroppedNews news;
+    for (const auto sequence : due) {
+      if (d.tables.is_dropped_report(sequence, d.options.dropped_event_topic))
+        d.log(LogLevel::warning, "dead-lettered the expired outbox.dropped report with sequence " +
+                                     std::to_string(sequence) + "; it is not reported again");
+      else
+        news.dead.push_back({sequence, sequence, std::string(wire::dead_reason_expired)});
+      d.tables.bury(sequence, "expired");
+    }
+    if (!news.dead.empty())
+      add_dropped_report(d.tables, d.ids, *d.options.clock, d.options.dropped_event_topic, news);
     expired = due.size();
     if (keep) {
       // Rows of an earlier boot are at least this boot's uptime old.

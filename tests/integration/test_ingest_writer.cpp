@@ -62,6 +62,11 @@ class FakeStore final : public Store {
   void for_each_event_of_type(std::string_view,
                               const std::function<void(const std::string&, const std::string&, const std::string&)>&)
       override {}
+  void record_stream_status(const std::string&, const edge_outbox::wire::StreamStatus&) override {}
+  std::optional<std::int64_t> confirmed_through(const std::string&, const std::string&) override {
+    return std::nullopt;
+  }
+  std::vector<StreamRow> streams() override { return {}; }
   std::string describe() const override { return "fake"; }
 
   std::chrono::milliseconds delay{0};

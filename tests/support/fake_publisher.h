@@ -10,7 +10,9 @@
 // as not_sent, then the connection handler hears of it), and
 // set_max_buffered_messages() sets the publisher's limit. It records every
 // publish (sent()), the deepest the outstanding list got, and the
-// drop_connection() calls. FakePublisher keeps the Publisher contract:
+// drop_connection() calls. It keeps the publishers' subscriptions
+// (subscriptions()); deliver() plays the broker delivering a message to
+// those whose filter matches its topic. FakePublisher keeps the Publisher contract:
 // every publish completes exactly once, stop() completes what is outstanding
 // as not_sent, drop_connection() completes the outstanding publishes before
 // the handler hears of the loss (and the connection stays down until the
@@ -40,9 +42,11 @@
 #include <utility>
 #include <vector>
 
+#include <edge_outbox/error.h>
 #include <edge_outbox/publisher.h>
 
 #include "common/mutex.h"
+#include "common/topic_filter.h"
 
 namespace edge_outbox::test {
 
@@ -74,6 +78,7 @@ struct State {
   int drops GUARDED_BY(mutex) = 0;  // drop_connection() calls that dropped a connection
   std::string drop_reason GUARDED_BY(mutex);
   std::size_t max_buffered GUARDED_BY(mutex) = SIZE_MAX;
+  std::vector<std::pair<std::string, MessageHandler>> subscriptions GUARDED_BY(mutex);
 };
 
 }  // namespace fake_publisher_detail
@@ -89,6 +94,13 @@ class FakePublisher final : public Publisher {
   void set_connection_handler(ConnectionHandler handler) override {
     MutexLock l(s_->mutex);
     s_->handler = std::move(handler);
+  }
+  void subscribe(std::string topic_filter, MessageHandler handler) override {
+    if (!detail::valid_topic_filter(topic_filter)) {
+      throw Error(ErrorKind::invalid_argument, "not a valid MQTT topic filter: " + topic_filter);
+    }
+    MutexLock l(s_->mutex);
+    s_->subscriptions.emplace_back(std::move(topic_filter), std::move(handler));
   }
   void start() override {
     ConnectionHandler handler;
@@ -234,6 +246,29 @@ class FakeBroker {
     ev.version = version;
     ev.reason = up ? "" : "connection lost";
     if (handler) handler(ev);
+  }
+
+  // The broker delivers message to every subscription whose filter matches
+  // its topic (on the calling thread); returns how many handlers ran. Like a
+  // broker, it delivers nothing while disconnected or stopped.
+  std::size_t deliver(const IncomingMessage& message) {
+    std::vector<MessageHandler> handlers;
+    {
+      MutexLock l(s_->mutex);
+      if (!s_->connected || s_->stopped) return 0;
+      for (const auto& [filter, handler] : s_->subscriptions) {
+        if (detail::topic_matches(filter, message.topic)) handlers.push_back(handler);
+      }
+    }
+    for (auto& h : handlers) h(message);
+    return handlers.size();
+  }
+  // The topic filters subscribed to, in order.
+  std::vector<std::string> subscriptions() const {
+    MutexLock l(s_->mutex);
+    std::vector<std::string> filters;
+    for (const auto& entry : s_->subscriptions) filters.push_back(entry.first);
+    return filters;
   }
 
   std::size_t outstanding() const {

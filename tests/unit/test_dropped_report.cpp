@@ -151,3 +151,31 @@ TEST_CASE("the encoder refuses what the decoder would refuse") {
   r.counts = {{"lo\xff", 1}};
   CHECK_THROWS_AS(encode_dropped_report(r), std::invalid_argument);
 }
+
+TEST_CASE("dead letters: [first, last, reason] triples under \"dead\", absent when there are none") {
+  DroppedReport r;
+  r.dead = {{150, 150, "expired"}, {160, 162, "refused"}};
+  const auto text = encode_dropped_report(r);
+  CHECK(text == R"({"counts":{},"dead":[[150,150,"expired"],[160,162,"refused"]],"ranges":[]})");
+  CHECK(decode_dropped_report(text) == r);
+  CHECK(wire::dead_reason_expired == "expired");
+  CHECK(wire::dead_reason_refused == "refused");
+  CHECK(wire::dead_reason_attempts == "attempts");
+}
+
+TEST_CASE("dead letters: a malformed \"dead\" member reads as none, the evictions stay") {
+  for (const std::string& dead : std::vector<std::string>{R"("x")", R"([[1,2]])", R"([[2,1,"expired"]])", R"([[1,2,""]])", R"([[-1,2,"expired"]])",
+                                 R"([[1,2,3]])", R"([[1,2,"expired"],"x"])"}) {
+    CAPTURE(dead);
+    const auto r = decode_dropped_report(R"({"ranges":[[5,6]],"dead":)" + dead + "}");
+    REQUIRE(r.has_value());
+    CHECK(r->dead.empty());
+    CHECK(r->ranges == Ranges{{5, 6}});
+  }
+}
+
+TEST_CASE("dead letters: an inverted dead range cannot be encoded") {
+  DroppedReport r;
+  r.dead = {{5, 4, "expired"}};
+  CHECK_THROWS_AS(encode_dropped_report(r), std::invalid_argument);
+}

@@ -162,16 +162,21 @@ TEST_CASE("a permanent refusal dead-letters the event and the rest flow") {
   Forwarder forwarder(outbox, broker.publisher(), fast_options());
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  // 20, and the outbox.dropped event that reports the dead letter.
   REQUIRE(eventually([&] {
     auto s = forwarder.stats();
-    return s.published_total == 20 && s.dead_lettered == 1;
+    return s.published_total == 21 && s.dead_lettered == 1;
   }));
   auto dead = outbox.dead(10);
   REQUIRE(dead.size() == 1);
   CHECK(dead[0].event.id == bad);
   CHECK(dead[0].reason.find("not authorized") != std::string::npos);
+  const auto sent = broker.sent();
+  REQUIRE(sent.back().topic == "edge-outbox/dropped");
+  CHECK(sent.back().payload.find("[[" + std::to_string(dead[0].event.sequence) + "," +
+                                 std::to_string(dead[0].event.sequence) + ",\"refused\"]]") != std::string::npos);
   auto st = forwarder.stats();
-  CHECK(st.published_total == 20);
+  CHECK(st.published_total == 21);
   CHECK(st.failures == 1);
   CHECK(st.dead_lettered == 1);
   CHECK(st.last_error.find("not authorized") != std::string::npos);
@@ -199,16 +204,17 @@ TEST_CASE("a transiently failing event is retried, then dead-lettered, without b
   Forwarder forwarder(outbox, q, broker.publisher(), fast_options());
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  // 55, and the outbox.dropped event that reports the dead letter.
   REQUIRE(eventually([&] {
     auto s = forwarder.stats();
-    return s.published_total == 55 && s.dead_lettered == 1;
+    return s.published_total == 56 && s.dead_lettered == 1;
   }));
   CHECK(poison_attempts.load() == 3);
   auto dead = outbox.dead(10);
   REQUIRE(dead.size() == 1);
   CHECK(dead[0].event.id == poison);
   CHECK(dead[0].reason.find("max_attempts") != std::string::npos);
-  CHECK(forwarder.stats().published_total == 55);
+  CHECK(forwarder.stats().published_total == 56);
   CHECK(forwarder.stats().failures == 3);
   // The 50 behind the poison went out on the first pass, before any retry.
   auto sent = broker.sent();

@@ -2,6 +2,8 @@
 // classify(): a received MQTT message becomes an event row or a rejection.
 #include <doctest/doctest.h>
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "ingest/classify.h"
@@ -223,4 +225,88 @@ TEST_CASE("hostile structured messages end as rejections with a reason, never a 
   // At the limit: stored, the data as sent.
   Row row = run(ce::MqttMessage{deep(64, true), "", {}});
   REQUIRE(std::holds_alternative<EventRow>(row));
+}
+
+namespace {
+
+// The rejection's stream position as "source/streamid/sequence", or "none".
+std::string position(const Row& row) {
+  REQUIRE(std::holds_alternative<RejectedRow>(row));
+  const auto& r = std::get<RejectedRow>(row);
+  if (r.source.empty() && r.streamid.empty() && !r.sequence) return "none";
+  return r.source + "/" + r.streamid + "/" + (r.sequence ? std::to_string(*r.sequence) : "-");
+}
+
+}  // namespace
+
+TEST_CASE("a rejection names the stream position the message carries, when it can be read") {
+  // Binary mode, attributes in user properties: rejected for its type.
+  auto binary = ce::encode_binary(event());
+  for (auto& [name, value] : binary.user_properties)
+    if (name == "type") name = "kind";
+  CHECK(position(run(binary)) == "dev-1/s/9");
+
+  // Structured mode, JSON members: the sequence as a string or a number.
+  auto structured = nlohmann::json::parse(ce::encode_structured(event()).payload);
+  structured.erase("type");
+  ce::MqttMessage m;
+  m.payload = structured.dump();
+  CHECK(position(run(m)) == "dev-1/s/9");
+  structured["sequence"] = 12;
+  m.payload = structured.dump();
+  CHECK(position(run(m)) == "dev-1/s/12");
+
+  // Too large: the position is still read (structured and binary).
+  ClassifyOptions small;
+  small.max_payload_bytes = 5;
+  CHECK(position(run(m, "devices/dev-1/events/x", small)) == "dev-1/s/12");
+  CHECK(position(run(ce::encode_binary(event()), "devices/dev-1/events/x", small)) == "dev-1/s/9");
+
+  // Unreadable or out of range: no position at all.
+  auto without = [&](const std::function<void(nlohmann::json&)>& change) {
+    auto j = structured;
+    change(j);
+    ce::MqttMessage bad;
+    bad.payload = j.dump();
+    return position(run(bad));
+  };
+  CHECK(without([](auto& j) { j.erase("sequence"); }) == "none");
+  CHECK(without([](auto& j) { j.erase("streamid"); }) == "none");
+  CHECK(without([](auto& j) { j.erase("source"); }) == "none");
+  CHECK(without([](auto& j) { j["sequence"] = "0"; }) == "none");
+  CHECK(without([](auto& j) { j["sequence"] = "-3"; }) == "none");
+  CHECK(without([](auto& j) { j["sequence"] = "9223372036854775808"; }) == "none");  // 2^63
+  CHECK(without([](auto& j) { j["sequence"] = "12a"; }) == "none");
+  CHECK(without([](auto& j) { j["sequence"] = 1.5; }) == "none");
+  CHECK(without([](auto& j) { j["sequence"] = -1; }) == "none");
+  CHECK(without([](auto& j) { j["streamid"] = std::string(65, 's'); }) == "none");
+  CHECK(without([](auto& j) { j["streamid"] = ""; }) == "none");
+  CHECK(without([](auto& j) { j["source"] = "dev\x01"; }) == "none");
+  CHECK(without([](auto& j) { j["source"] = 7; }) == "none");
+  CHECK(without([](auto& j) { j["sequence"] = "9223372036854775807"; }) == "dev-1/s/9223372036854775807");
+  ce::MqttMessage garbage;
+  garbage.payload = "not json {";
+  CHECK(position(run(garbage)) == "none");
+  garbage.payload = std::string(200, '[');
+  CHECK(position(run(garbage)) == "none");
+  // Binary mode reads only the user properties, not a JSON payload.
+  auto binary_json = binary;
+  binary_json.payload = structured.dump();
+  for (auto it = binary_json.user_properties.begin(); it != binary_json.user_properties.end();)
+    it = it->first == "sequence" ? binary_json.user_properties.erase(it) : it + 1;
+  CHECK(position(run(binary_json)) == "none");
+}
+
+TEST_CASE("--require-source-match: a rejection answers only for the topic's own device") {
+  ClassifyOptions strict;
+  strict.require_source_match = true;
+  // The event names dev-1 but came on dev-2's topic: rejected, and no
+  // position (dev-2 cannot settle dev-1's sequence 9).
+  CHECK(position(run(ce::encode_binary(event()), "devices/dev-2/events/x", strict)) == "none");
+  auto binary = ce::encode_binary(event());
+  for (auto& [name, value] : binary.user_properties)
+    if (name == "type") name = "kind";
+  CHECK(position(run(binary, "devices/dev-1/events/x", strict)) == "dev-1/s/9");
+  CHECK(position(run(binary, "devices/dev-2/events/x", strict)) == "none");
+  CHECK(position(run(binary, "devices/dev-2/events/x")) == "dev-1/s/9");  // not asked to check
 }

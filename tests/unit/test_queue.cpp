@@ -109,16 +109,18 @@ TEST_CASE("failures are counted; max_attempts or a permanent failure dead-letter
   CHECK(dead[0].event.attempts == 3);
   CHECK(dead[1].reason == "rejected: not authorized");
   CHECK(outbox.stats().dead == 2);
-  CHECK(outbox.stats().pending == 1);
+  // The one left, and the outbox.dropped event that reports both dead letters.
+  CHECK(outbox.stats().pending == 2);
 
   CHECK(outbox.requeue_dead({dead[1].event.id, "no-such-id"}) == 1);
   auto pending = queue.next_batch(0, 10);
-  REQUIRE(pending.size() == 2);
+  REQUIRE(pending.size() == 3);
   CHECK(pending[0].sequence == batch[1].sequence);
   CHECK(pending[0].attempts == 0);
+  CHECK(pending[2].type == "outbox.dropped");
   CHECK(outbox.requeue_dead({}) == 1);
   CHECK(outbox.stats().dead == 0);
-  CHECK(outbox.stats().pending == 3);
+  CHECK(outbox.stats().pending == 4);
 }
 
 TEST_CASE("purge_dead removes only dead letters older than asked") {
@@ -157,8 +159,9 @@ TEST_CASE("TTL expiry uses monotonic time: wall-clock jumps do not expire or rev
   CHECK(batch[0].remaining_ttl->count() == 5'000);
   clock->advance(5'000);
   batch = queue.next_batch(0, 10);  // expires what is due first
-  REQUIRE(batch.size() == 1);
+  REQUIRE(batch.size() == 2);
   CHECK(batch[0].payload == "2");
+  CHECK(batch[1].type == "outbox.dropped");  // reports the expired one
   auto dead = outbox.dead(10);
   REQUIRE(dead.size() == 1);
   CHECK(dead[0].reason == "expired");
@@ -229,7 +232,8 @@ TEST_CASE("requeue_dead and purge_dead work through more dead letters than one b
   CHECK(outbox.stats().dead == 1234 - (ids.size() - 1));
   CHECK(outbox.purge_dead(std::chrono::milliseconds(0)) == 1234 - (ids.size() - 1));
   CHECK(outbox.stats().dead == 0);
-  CHECK(outbox.stats().pending == ids.size() - 1);
+  // And the outbox.dropped event that reports the dead letters.
+  CHECK(outbox.stats().pending == ids.size() - 1 + 1);
 }
 
 TEST_CASE("QueueOptions: queue_options_from keeps what a Queue reads; nonsense is refused") {

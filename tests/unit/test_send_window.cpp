@@ -32,6 +32,13 @@ struct Rig {
   int expiries = 0;
   int drops = 0;
   std::int64_t last_silent_ms = 0;
+  // Server confirmation: marked events wait here (Queue::mark_acked) until a
+  // resend makes them pending again.
+  bool server = false;
+  std::map<std::int64_t, StoredEvent> acked;
+  int resends = 0;
+  std::vector<std::int64_t> recorded;  // every record_sent, in order
+  std::vector<std::string> log;        // "record 6", "send 4", ... in order
 
   static detail::SendWindowOptions options() {
     detail::SendWindowOptions o;
@@ -85,6 +92,7 @@ struct Rig {
           REQUIRE(!w.acks().empty());
           for (auto s : w.acks()) {
             marked.push_back(s);
+            if (server && pending.count(s)) acked[s] = pending[s];
             pending.erase(s);
           }
           ++mark_transactions;
@@ -100,7 +108,20 @@ struct Rig {
         }
         case Kind::send:
           sent.push_back(a.event.sequence);
+          log.push_back("send " + std::to_string(a.event.sequence));
           w.sent(a.event.sequence, now());
+          break;
+        case Kind::record_sent:
+          recorded.push_back(a.sequence);
+          log.push_back("record " + std::to_string(a.sequence));
+          w.sent_through_recorded(a.sequence);
+          break;
+        case Kind::resend:
+          ++resends;
+          log.push_back("resend");
+          pending.insert(acked.begin(), acked.end());
+          acked.clear();
+          w.resent();
           break;
         case Kind::check_drained:
           if (drained) *drained = pending.empty();
@@ -328,4 +349,78 @@ TEST_CASE("draining: the window asks whether anything is pending once nothing is
   rig.step(w, true, true, nullptr, &drained);
   CHECK(drained);
   CHECK(rig.marked == Seqs{1, 2});
+}
+
+TEST_CASE("durable before send: one record per batch, before the batch's first event goes out") {
+  Rig rig;
+  rig.add(1, 7);  // batches of 3: 1-3, 4-6, 7
+  SendWindow w(Rig::options(), rig.now());
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
+  CHECK(rig.log == std::vector<std::string>{"record 3", "send 1", "send 2", "send 3", "record 6", "send 4"});
+  CHECK(w.sent_through() == 6);
+  rig.complete(w, {1, 2, 3, 4}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{5, 6, 7});
+  CHECK(rig.recorded == Seqs{3, 6, 7});  // 5 and 6 were covered by the second batch's record
+  rig.complete(w, {5, 6, 7}, Outcome::acknowledged);
+  CHECK(rig.step(w).empty());
+  CHECK(rig.pending.empty());
+}
+
+TEST_CASE("durable before send: events sent again after a loss need no new record") {
+  Rig rig;
+  rig.add(1, 3);
+  SendWindow w(Rig::options(), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 2, 3});
+  rig.complete(w, {1, 2, 3}, Outcome::not_sent);
+  CHECK(rig.step(w) == Seqs{1, 2, 3});
+  CHECK(rig.recorded == Seqs{3});
+  rig.add(4, 4);
+  w.queue_changed();
+  rig.complete(w, {1, 2, 3}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{4});
+  CHECK(rig.recorded == Seqs{3, 4});
+}
+
+TEST_CASE("resend: waits for the publishes in flight, marks the acknowledgements, then sends again from 0") {
+  Rig rig;
+  rig.server = true;
+  rig.add(1, 6);
+  SendWindow w(Rig::options(), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 2, 3, 4});
+  rig.complete(w, {1, 2}, Outcome::acknowledged);
+  REQUIRE(rig.step(w) == Seqs{5, 6});
+  REQUIRE(rig.acked.size() == 2);  // 1 and 2 wait for the server's confirmation
+
+  w.resend_unconfirmed();
+  rig.complete(w, {3}, Outcome::acknowledged);
+  CHECK(rig.step(w).empty());  // 4, 5, 6 still in flight: nothing is sent, no resend yet
+  CHECK(rig.resends == 0);
+  rig.complete(w, {4, 5, 6}, Outcome::acknowledged);
+  rig.log.clear();
+  // 3..6 are marked before the resend, so they come back with 1 and 2.
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
+  CHECK(rig.resends == 1);
+  CHECK(rig.log.front() == "resend");
+  CHECK(rig.recorded == Seqs{3, 6});  // nothing new to record: all were sent before
+  rig.complete(w, {1, 2, 3, 4}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{5, 6});
+  rig.complete(w, {5, 6}, Outcome::acknowledged);
+  CHECK(rig.step(w).empty());
+  CHECK(rig.acked.size() == 6);
+  CHECK(rig.resends == 1);
+}
+
+TEST_CASE("resend while disconnected happens at once; the events go out after the connection is back") {
+  Rig rig;
+  rig.server = true;
+  rig.add(1, 2);
+  SendWindow w(Rig::options(), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 2});
+  rig.complete(w, {1, 2}, Outcome::acknowledged);
+  REQUIRE(rig.step(w).empty());
+  w.resend_unconfirmed();
+  CHECK(rig.step(w, false).empty());
+  CHECK(rig.resends == 1);
+  CHECK(rig.pending.size() == 2);
+  CHECK(rig.step(w, true) == Seqs{1, 2});
 }

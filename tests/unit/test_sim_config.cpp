@@ -109,6 +109,14 @@ TEST_CASE("defaults and flags") {
   CHECK(c.backoff_max == 2s);
   CHECK(parse({"--db", "x.db"}).backoff_max == 60s);
 
+  CHECK(parse({"--db", "x.db"}).confirm == "broker");
+  CHECK(parse({"--db", "x.db", "--confirm", "server"}).confirm == "server");
+  CHECK(parse({"--db", "x.db", "--confirm", "broker"}).confirm == "broker");
+  CHECK(parse({"--db", "x.db", "--confirm"}).confirm == "server");  // bare: server
+  CHECK(parse({"--confirm", "--db", "x.db"}).confirm == "server");
+  CHECK(parse({"--db", "x.db"}).confirm_timeout == 30s);
+  CHECK(parse({"--db", "x.db", "--confirm-timeout", "5s"}).confirm_timeout == 5s);
+  CHECK(parse({"--db", "x.db", "--device-id", "gw-7", "--topic-prefix", "site/a"}).device_topic() == "site/a/gw-7");
   CHECK(parse({"--db", "x.db"}).ack_timeout == 15s);
   CHECK(parse({"--db", "x.db", "--ack-timeout", "2s"}).ack_timeout == 2s);
   CHECK(parse({"--db", "x.db", "--ack-timeout", "1500ms"}).ack_timeout == 1500ms);
@@ -145,6 +153,17 @@ TEST_CASE("conflicts and bad values are errors that say what to do") {
       CHECK(std::string(e.what()).find("readings per second, 0 or more") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("--confirm: broker or server, and a positive --confirm-timeout") {
+  CHECK(error_of([] { parse({"--db", "x.db", "--confirm", "always"}); }).find("broker or server") !=
+        std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x.db", "--confirm-timeout", "0"}); }).find("--confirm-timeout") !=
+        std::string::npos);
+  sim::SimConfig c;
+  sim::apply_json(c, json{{"confirm", "server"}, {"confirm_timeout", "10s"}});
+  CHECK(c.confirm == "server");
+  CHECK(c.confirm_timeout == 10s);
 }
 
 TEST_CASE("the JSON config: same keys as the flags, flags override it") {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <edge_outbox/wire/dropped_report.h>
 
-#include <limits>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
+#include "json_numbers.h"
 #include "utf8.h"
 
 namespace edge_outbox::wire {
@@ -14,27 +14,22 @@ namespace {
 
 using nlohmann::json;
 
-// A JSON integer in [0, INT64_MAX].
-std::optional<std::int64_t> sequence_of(const json& value) {
-  if (value.is_number_unsigned()) {
-    const auto n = value.get<std::uint64_t>();
-    if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
-    return static_cast<std::int64_t>(n);
-  }
-  if (value.is_number_integer()) {
-    const auto n = value.get<std::int64_t>();
-    if (n < 0) return std::nullopt;
-    return n;
-  }
-  return std::nullopt;
-}
+using detail::non_negative_int64;
+using detail::non_negative_uint64;
 
-// A JSON integer in [0, UINT64_MAX].
-std::optional<std::uint64_t> count_of(const json& value) {
-  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
-  if (value.is_number_integer() && value.get<std::int64_t>() >= 0)
-    return static_cast<std::uint64_t>(value.get<std::int64_t>());
-  return std::nullopt;
+std::optional<std::vector<DeadRange>> dead_ranges_of(const json& dead) {
+  if (!dead.is_array()) return std::nullopt;
+  std::vector<DeadRange> out;
+  out.reserve(dead.size());
+  for (const auto& d : dead) {
+    if (!d.is_array() || d.size() != 3 || !d[2].is_string()) return std::nullopt;
+    const auto first = non_negative_int64(d[0]);
+    const auto last = non_negative_int64(d[1]);
+    auto reason = d[2].get<std::string>();
+    if (!first || !last || *first > *last || reason.empty()) return std::nullopt;
+    out.push_back({*first, *last, std::move(reason)});
+  }
+  return out;
 }
 
 }  // namespace
@@ -53,8 +48,18 @@ std::string encode_dropped_report(const DroppedReport& report) {
                                   std::to_string(r.last) + "] is not 0 <= first <= last");
     ranges.push_back({r.first, r.last});
   }
+  json dead = json::array();
+  for (const auto& d : report.dead) {
+    if (d.first < 0 || d.first > d.last)
+      throw std::invalid_argument("outbox.dropped report: dead range [" + std::to_string(d.first) + ", " +
+                                  std::to_string(d.last) + "] is not 0 <= first <= last");
+    if (!cloudevents::detail::is_valid_utf8(d.reason))
+      throw std::invalid_argument("outbox.dropped report: a dead reason is not valid UTF-8");
+    dead.push_back({d.first, d.last, d.reason});
+  }
   json doc = json::object();
   doc["counts"] = std::move(counts);
+  if (!dead.empty()) doc["dead"] = std::move(dead);
   if (report.dropped_total) doc["dropped_total"] = *report.dropped_total;
   doc["ranges"] = std::move(ranges);
   return doc.dump();
@@ -72,8 +77,8 @@ std::optional<DroppedReport> decode_dropped_report(std::string_view payload) {
   report.ranges.reserve(ranges->size());
   for (const auto& r : *ranges) {
     if (!r.is_array() || r.size() != 2) return std::nullopt;
-    const auto first = sequence_of(r[0]);
-    const auto last = sequence_of(r[1]);
+    const auto first = non_negative_int64(r[0]);
+    const auto last = non_negative_int64(r[1]);
     if (!first || !last || *first > *last) return std::nullopt;
     report.ranges.push_back({*first, *last});
   }
@@ -81,7 +86,7 @@ std::optional<DroppedReport> decode_dropped_report(std::string_view payload) {
   const auto counts = doc.find("counts");
   if (counts != doc.end() && counts->is_object()) {
     for (const auto& [name, value] : counts->items()) {
-      const auto n = count_of(value);
+      const auto n = non_negative_uint64(value);
       if (!n) {
         report.counts.clear();
         break;
@@ -90,7 +95,9 @@ std::optional<DroppedReport> decode_dropped_report(std::string_view payload) {
     }
   }
   const auto total = doc.find("dropped_total");
-  if (total != doc.end()) report.dropped_total = count_of(*total);
+  if (total != doc.end()) report.dropped_total = non_negative_uint64(*total);
+  if (const auto dead = doc.find("dead"); dead != doc.end())
+    report.dead = dead_ranges_of(*dead).value_or(std::vector<DeadRange>{});
   return report;
 }
 

@@ -9,7 +9,9 @@
 // when the broker refuses version 5. TLS for mqtts:// URIs, with the server
 // certificate and its host name verified by default. A retained status
 // message on status_topic: "online" after each connect, "offline" as the
-// Last Will and at a clean stop. Reconnects with exponential backoff and
+// Last Will and at a clean stop. Messages go out with options.qos, retained
+// when OutgoingMessage::retained says so; subscriptions (subscribe()) are
+// QoS 1 and made again on every connection. Reconnects with exponential backoff and
 // full jitter: before attempt n it waits a random time in
 // [0, min(backoff_max, backoff_initial * 2^n)); n is reset by a successful
 // connection.
@@ -95,6 +97,12 @@ class MqttPublisher final : public Publisher {
   MqttPublisher& operator=(const MqttPublisher&) = delete;
 
   void set_connection_handler(ConnectionHandler handler) override;
+  // Subscribes on each connection before the connection handler hears of
+  // it, waiting at most connect_timeout for the broker's answer; a refused
+  // subscription is logged (warning), the connection kept. Throws
+  // Error(invalid_argument) for a malformed filter, an empty handler, or
+  // after start().
+  void subscribe(std::string topic_filter, MessageHandler handler) override;
   void start() override;
   void stop(std::chrono::milliseconds timeout) override;
   void publish(OutgoingMessage message, PublishCallback done) override;

@@ -31,6 +31,8 @@ struct MqttMessage {
   std::vector<std::pair<std::string, std::string>> user_properties;
   std::string topic{};
   std::optional<std::chrono::seconds> expiry{};  // MQTT 5 message expiry interval; dropped on 3.1.1
+  // The broker keeps it as the topic's retained message (both versions).
+  bool retained = false;
   // The protocol the message was encoded for; a publisher whose connection
   // speaks another version completes it with not_sent.
   MqttVersion encoded_for = MqttVersion::v5;

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// ConfirmSchedule decides when the ingest looks up a stream's confirmed
+// sequence in the store and whether it publishes it: the rate limit of the
+// confirmations, without their thread, store or MQTT client. Pure: the
+// owner passes the time (steady clock) and reports what it did. Not
+// thread-safe: the Confirmer's thread only.
+//
+// A stream is touched when a commit stored (or rejected, or explained)
+// something of it, or when its status arrived. A touched stream is due (its
+// `through` is asked from the store):
+//   - at once when it was last looked up min_interval ago or longer (the
+//     first touch after a quiet spell is answered at once);
+//   - else at its last lookup + min_interval, while commits keep coming: at
+//     most one lookup, so one confirmation, per stream per min_interval;
+//   - at once, whatever the interval, when the backlog is done: no stream was
+//     touched for idle_after (once per touch: a failed publish waits out the
+//     interval). So the last confirmation of a burst does not
+//     wait out the interval; a confirmation is never published for less than
+//     one new commit, so they never outnumber the commits.
+// A looked-up `through` is published only when it is above the last one this
+// process published for the stream, unless the device's status says it holds
+// less than that (device_holds): then that confirmation was lost (a broker
+// that lost its retained messages) and the next lookup publishes again.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ingest/stream_key.h"
+
+namespace edge_outbox::ingest {
+
+struct ConfirmScheduleOptions {
+  std::chrono::milliseconds min_interval{200};
+  std::chrono::milliseconds idle_after{20};
+};
+
+class ConfirmSchedule {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  explicit ConfirmSchedule(ConfirmScheduleOptions options = {});
+
+  // A commit or a status touched the stream: its through may have moved.
+  void touched(const StreamKey& stream, TimePoint now);
+  // The touched streams to look up now, each counted as looked up at `now`
+  // and no longer touched (a later touch, or publish_failed, brings it back).
+  std::vector<StreamKey> due(TimePoint now);
+  // When due() returns something next without a new touch; nullopt when no
+  // stream is touched.
+  std::optional<TimePoint> next_due() const;
+
+  // Whether a looked-up `through` is to be published (see above).
+  bool should_publish(const StreamKey& stream, std::int64_t through) const;
+  // The confirmation was handed to the MQTT client.
+  void published(const StreamKey& stream, std::int64_t through);
+  // The MQTT client refused it (not connected): the stream is touched again,
+  // due min_interval after its lookup.
+  void publish_failed(const StreamKey& stream, TimePoint now);
+  // The device's status says the highest through it received (nullopt: none).
+  void device_holds(const StreamKey& stream, std::optional<std::int64_t> confirmed_through);
+
+  // Streams known (touched once at least).
+  std::size_t streams() const noexcept { return streams_.size(); }
+
+ private:
+  struct State {
+    bool fresh = false;  // touched by a commit or a status since the last lookup
+    std::optional<TimePoint> looked_up_at;
+    std::optional<std::int64_t> published_through;
+  };
+  bool due_now(const State& state, TimePoint now) const;
+
+  ConfirmScheduleOptions options_;
+  std::map<StreamKey, State> streams_;
+  std::set<StreamKey> touched_;  // waiting for a lookup
+  std::optional<TimePoint> last_touch_;
+};
+
+}  // namespace edge_outbox::ingest

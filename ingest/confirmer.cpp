@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ingest/confirmer.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "ingest/classify.h"
+
+namespace edge_outbox::ingest {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+constexpr std::chrono::seconds failure_log_interval{10};
+
+}  // namespace
+
+Confirmer::Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log)
+    : store_(std::move(store)),
+      options_(options),
+      publish_(std::move(publish)),
+      log_(std::move(log)),
+      schedule_(options.schedule) {
+  thread_ = std::thread([this] { run(); });
+}
+
+Confirmer::~Confirmer() { stop(); }
+
+void Confirmer::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Confirmer::status_received(std::string device_topic, wire::StreamStatus status) {
+  StreamKey key{status.source, status.streamid};
+  {
+    std::lock_guard lock(mutex_);
+    statuses_.insert_or_assign(std::move(key), PendingStatus{std::move(device_topic), std::move(status)});
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Confirmer::status_invalid() {
+  std::lock_guard lock(mutex_);
+  ++counters_.statuses_invalid;
+}
+
+void Confirmer::committed(const std::vector<StreamKey>& streams) {
+  if (streams.empty() || !options_.publish) return;
+  const auto now = SteadyClock::now();
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& key : streams) schedule_.touched(key, now);
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
+ConfirmerCounters Confirmer::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+void Confirmer::run() {
+  std::map<StreamKey, PendingStatus> retry;  // statuses whose recording failed
+  SteadyClock::time_point retry_at{};
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    const auto now = SteadyClock::now();
+    std::map<StreamKey, PendingStatus> batch = std::move(statuses_);
+    statuses_.clear();
+    for (const auto& entry : batch) retry.erase(entry.first);  // a newer status replaces a failed one
+    if (!retry.empty() && now >= retry_at) {
+      batch.merge(retry);
+      retry.clear();
+    }
+    std::vector<StreamKey> due;
+    if (options_.publish) due = schedule_.due(now);
+    if (!batch.empty() || !due.empty()) {
+      lock.unlock();
+      auto failed = record_statuses(std::move(batch));
+      confirm(due);
+      lock.lock();
+      if (!failed.empty()) {
+        failed.merge(retry);
+        retry = std::move(failed);
+        retry_at = now + options_.retry_after;
+      }
+      continue;
+    }
+    std::optional<SteadyClock::time_point> next;
+    if (options_.publish) next = schedule_.next_due();
+    if (!retry.empty()) next = next ? std::min(*next, retry_at) : retry_at;
+    wake_ = false;
+    if (next) cv_.wait_until(lock, *next, [&] { return stopping_ || wake_; });
+    else cv_.wait(lock, [&] { return stopping_ || wake_; });
+  }
+}
+
+std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
+    std::map<StreamKey, PendingStatus> statuses) {
+  std::map<StreamKey, PendingStatus> failed;
+  for (auto& [key, pending] : statuses) {
+    try {
+      store_->record_stream_status(pending.device_topic, pending.status);
+    } catch (const std::exception& e) {
+      log_failure("recording the status of stream '" + printable(key.streamid) + "' of '" + printable(key.source) +
+                      "'",
+                  e);
+      failed.emplace(key, std::move(pending));
+      continue;
+    }
+    known_[key] = Known{pending.device_topic, pending.status.floor};
+    const auto now = SteadyClock::now();
+    std::lock_guard lock(mutex_);
+    ++counters_.statuses;
+    if (!options_.publish) continue;
+    if (pending.status.confirmation == wire::StreamStatus::Mode::server)
+      schedule_.device_holds(key, pending.status.confirmed_through);
+    schedule_.touched(key, now);
+  }
+  return failed;
+}
+
+const Confirmer::Known* Confirmer::known(const StreamKey& stream) {
+  auto it = known_.find(stream);
+  if (it != known_.end()) return &it->second;
+  const auto now = SteadyClock::now();
+  if (streams_read_at_ != SteadyClock::time_point{} && now < streams_read_at_ + options_.retry_after) return nullptr;
+  streams_read_at_ = now;
+  try {
+    for (const auto& row : store_->streams())
+      known_.try_emplace(StreamKey{row.status.source, row.status.streamid}, Known{row.device_topic, row.status.floor});
+  } catch (const std::exception& e) {
+    log_failure("reading the streams' statuses", e);
+    return nullptr;
+  }
+  it = known_.find(stream);
+  return it == known_.end() ? nullptr : &it->second;
+}
+
+void Confirmer::confirm(const std::vector<StreamKey>& due) {
+  for (const auto& key : due) {
+    const Known* status = known(key);
+    if (!status) continue;  // no status: the floor is unknown, never confirmed
+    std::optional<std::int64_t> through;
+    try {
+      through = store_->confirmed_through(key.source, key.streamid);
+    } catch (const std::exception& e) {
+      log_failure("looking up the confirmed sequence of stream '" + printable(key.streamid) + "' of '" +
+                      printable(key.source) + "'",
+                  e);
+      std::lock_guard lock(mutex_);
+      schedule_.publish_failed(key, SteadyClock::now());
+      continue;
+    }
+    if (!through || *through < status->floor) continue;
+    {
+      std::lock_guard lock(mutex_);
+      if (!schedule_.should_publish(key, *through)) continue;
+    }
+    const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
+    bool handed = false;
+    try {
+      handed = publish_(topic, wire::encode_confirmation(wire::Confirmation{key.streamid, *through}));
+    } catch (const std::exception& e) {
+      log_failure("publishing on '" + printable(topic) + "'", e);
+    }
+    std::lock_guard lock(mutex_);
+    if (handed) {
+      schedule_.published(key, *through);
+      ++counters_.confirmations;
+    } else {
+      schedule_.publish_failed(key, SteadyClock::now());
+    }
+  }
+}
+
+void Confirmer::log_failure(const std::string& what, const std::exception& e) {
+  const auto now = SteadyClock::now();
+  if (last_failure_log_ != SteadyClock::time_point{} && now < last_failure_log_ + failure_log_interval) return;
+  last_failure_log_ = now;
+  if (log_) log_("warn", what + " failed (retrying; such failures are logged at most every 10 s): " + e.what());
+}
+
+}  // namespace edge_outbox::ingest

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+// Confirmer records the devices' stream statuses in the store and publishes
+// the ingest's confirmations (wire::Confirmation, see
+// docs/ingest.md "Confirmations"): for each stream a commit touched (and
+// after each status), when ConfirmSchedule says so, it asks the store for
+// the stream's confirmed sequence (Store::confirmed_through, computed from
+// the store, so that several ingests agree) and hands it to `publish`
+// (retained, QoS 1, on wire::confirm_topic of the device topic from the
+// stream's status) without waiting for the outcome.
+//
+// It has a thread of its own and a Store connection of its own (the
+// Writer's is the Writer thread's only), so neither Paho's callback thread
+// nor the Writer ever waits on a lookup or a publish: status_received() and
+// committed() only queue and wake it.
+//
+// A status whose recording fails is kept (the newest per stream) and tried
+// again after a second; so is a lookup that fails. A stream without a
+// recorded status is never confirmed (its floor is unknown), nor one whose
+// through is below its floor (nothing to confirm).
+//
+// Thread rule: status_received(), status_invalid(), committed() and
+// counters() from any thread; stop() from one thread, once the callers of
+// status_received() and committed() are gone.
+//
+// Throws: the constructor std::system_error when its thread cannot start.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <edge_outbox/wire/stream_status.h>
+
+#include "ingest/confirm_schedule.h"
+#include "ingest/store.h"
+#include "ingest/stream_key.h"
+#include "ingest/writer.h"
+
+namespace edge_outbox::ingest {
+
+struct ConfirmerOptions {
+  // false (--no-confirm): statuses are recorded, nothing is published.
+  bool publish = true;
+  ConfirmScheduleOptions schedule;
+  // Wait after a failed store call before trying again.
+  std::chrono::milliseconds retry_after{1000};
+};
+
+struct ConfirmerCounters {
+  std::uint64_t statuses = 0;          // stream statuses recorded in the store
+  std::uint64_t statuses_invalid = 0;  // messages on a status topic that were not a valid status, ignored
+  std::uint64_t confirmations = 0;     // confirmations handed to the MQTT client
+};
+
+// Hands a message to the MQTT client (QoS 1, retained) without waiting for
+// its outcome; false when the client cannot take it now (not connected).
+using ConfirmPublish = std::function<bool(const std::string& topic, const std::string& payload)>;
+
+class Confirmer {
+ public:
+  // Requires: `store` is a connection of its own, not the Writer's.
+  Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log);
+  ~Confirmer();
+  Confirmer(const Confirmer&) = delete;
+  Confirmer& operator=(const Confirmer&) = delete;
+
+  // A valid status arrived on wire::stream_status_topic(device_topic, ...).
+  void status_received(std::string device_topic, wire::StreamStatus status);
+  // A message on a status topic was not a valid status.
+  void status_invalid();
+  // A commit stored, rejected or explained something of these streams.
+  void committed(const std::vector<StreamKey>& streams);
+  ConfirmerCounters counters() const;
+  // Ends the thread; statuses and confirmations not done by then are
+  // dropped (the device's retained status brings them back at the next run).
+  void stop();
+
+ private:
+  struct PendingStatus {
+    std::string device_topic;
+    wire::StreamStatus status;
+  };
+  void run();
+  // Returns the statuses whose recording failed.
+  std::map<StreamKey, PendingStatus> record_statuses(std::map<StreamKey, PendingStatus> statuses);
+  void confirm(const std::vector<StreamKey>& due);
+  // What a stream's latest status says that a confirmation needs.
+  struct Known {
+    std::string device_topic;
+    std::int64_t floor = 1;
+  };
+  // From the statuses recorded by this process, else (a status another
+  // ingest recorded) from the store's, read again at most every retry_after.
+  const Known* known(const StreamKey& stream);
+  void log_failure(const std::string& what, const std::exception& e);
+
+  std::unique_ptr<Store> store_;  // the thread's only
+  const ConfirmerOptions options_;
+  ConfirmPublish publish_;
+  Logger log_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool wake_ = false;                              // something was queued or touched
+  ConfirmSchedule schedule_;                       // guarded by mutex_
+  std::map<StreamKey, PendingStatus> statuses_;    // guarded by mutex_: to record
+  ConfirmerCounters counters_;                     // guarded by mutex_
+
+  // The thread's only:
+  std::map<StreamKey, Known> known_;
+  std::chrono::steady_clock::time_point streams_read_at_{};
+  std::chrono::steady_clock::time_point last_failure_log_{};
+  std::thread thread_;
+};
+
+}  // namespace edge_outbox::ingest

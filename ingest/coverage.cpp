@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ingest/coverage.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace edge_outbox::ingest {
+
+namespace {
+
+constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
+// Rows read per range scan; a long run of stored events takes several.
+constexpr std::size_t rows_per_scan = 512;
+
+// Steps `next` over a run of consecutive sequences that `read` finds from
+// it. Returns false when `next` would pass INT64_MAX (everything covered).
+template <typename Read>
+bool step_over_run(std::int64_t& next, Read read) {
+  for (;;) {
+    const std::vector<std::int64_t> rows = read(next, rows_per_scan);
+    for (const std::int64_t s : rows) {
+      if (s < next) continue;  // a repeat
+      if (s > next) return true;  // a hole at next
+      if (next == int64_max) return false;
+      ++next;
+    }
+    if (rows.size() < rows_per_scan) return true;
+  }
+}
+
+}  // namespace
+
+std::int64_t covered_through(std::int64_t from, CoverageLookups& lookups) {
+  std::int64_t next = from;
+  for (;;) {
+    const std::int64_t at = next;
+    while (const auto reach = lookups.explained_reach(next)) {
+      if (*reach == int64_max) return int64_max;
+      next = std::max(next, *reach + 1);
+    }
+    if (!step_over_run(next, [&](std::int64_t f, std::size_t n) { return lookups.event_sequences(f, n); }))
+      return int64_max;
+    if (!step_over_run(next, [&](std::int64_t f, std::size_t n) { return lookups.rejected_sequences(f, n); }))
+      return int64_max;
+    if (next == at) return next - 1;
+  }
+}
+
+std::int64_t confirmed_from_floor(std::int64_t floor, CoverageMemo* memo, CoverageLookups& lookups) {
+  const std::int64_t start = std::max<std::int64_t>(floor, 1);
+  if (memo && memo->through >= memo->floor && memo->floor <= start && start <= memo->through) {
+    if (memo->through == int64_max) return int64_max;
+    memo->through = covered_through(memo->through + 1, lookups);
+    return memo->through;
+  }
+  const std::int64_t through = covered_through(start, lookups);
+  if (memo) *memo = {start, through};
+  return through;
+}
+
+}  // namespace edge_outbox::ingest

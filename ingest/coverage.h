@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// How far a stream's sequences have an outcome in the store, the walk
+// behind Store::confirmed_through: from a starting sequence, step over
+// explained ranges, stored events and attributed rejections, in any mix,
+// until the first sequence that has none. The store supplies the three
+// lookups (each an index range scan); CoverageMemo lets the next walk of
+// the stream start where this one stopped.
+//
+// Thread rule: no state of its own; the lookups are called on the caller's
+// thread. Exceptions thrown by a lookup pass through.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace edge_outbox::ingest {
+
+// One stream's rows, as a store reads them.
+class CoverageLookups {
+ public:
+  virtual ~CoverageLookups() = default;
+  // The highest `last` of the stream's explained ranges with
+  // first <= sequence <= last; nullopt when no range holds it.
+  virtual std::optional<std::int64_t> explained_reach(std::int64_t sequence) = 0;
+  // At most `limit` sequences >= from of the stream's stored events, or of
+  // its attributed rejections, ascending; repeats allowed.
+  virtual std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) = 0;
+  virtual std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) = 0;
+};
+
+// The highest s >= from - 1 such that every sequence of [from, s] is
+// explained, stored or rejected.
+// Requires: from >= 1.
+std::int64_t covered_through(std::int64_t from, CoverageLookups& lookups);
+
+// The last answer for a stream: every sequence of [floor, through] is
+// covered (rows are only ever added, so it stays true). through < floor
+// when nothing was.
+struct CoverageMemo {
+  std::int64_t floor = 1;
+  std::int64_t through = 0;
+};
+
+// covered_through(max(floor, 1)), starting from memo->through + 1 when the
+// memo already covers everything from that floor up to there; then updates
+// *memo. memo may be null (no memo).
+std::int64_t confirmed_from_floor(std::int64_t floor, CoverageMemo* memo, CoverageLookups& lookups);
+
+}  // namespace edge_outbox::ingest

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ingest's confirmations through a real mosquitto: a device in server
+// mode (played by hand here, publishing its retained stream statuses and its
+// events as the forwarder does) gets retained QoS 1 confirmations of what
+// the store holds from its floor, never past a hole; a stream without a
+// status gets none; --no-confirm records the statuses and publishes none; a
+// rejected event and dead letters do not stall the confirmation; and the
+// example ACL (examples/mosquitto/acl) lets the ingest confirm while no
+// device can forge a confirmation or read another's.
+#include <doctest/doctest.h>
+
+#include <edge_outbox/wire/dropped_report.h>
+#include <edge_outbox/wire/stream_status.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+
+#include "support/ingest.h"
+#include "support/mosquitto.h"
+#include "support/subscriber.h"
+#include "support/temp_dir.h"
+
+namespace ce = edge_outbox::cloudevents;
+namespace wire = edge_outbox::wire;
+using namespace edge_outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A QoS 1 publisher with a client id of its own (several live at once here).
+class Publisher {
+ public:
+  explicit Publisher(const std::string& uri, const std::string& username = {}, const std::string& password = {})
+      : client_(uri, "confirm-test-" + std::to_string(::getpid()) + "-" + std::to_string(++clients),
+                mqtt::create_options(MQTTVERSION_5)) {
+    auto builder = mqtt::connect_options_builder().mqtt_version(MQTTVERSION_5).clean_start(true);
+    if (!username.empty()) builder.user_name(username).password(password);
+    client_.connect(builder.finalize())->wait();
+  }
+  ~Publisher() {
+    try {
+      client_.disconnect()->wait();
+    } catch (...) {
+      // a destructor must not throw; the broker drops the connection
+    }
+  }
+  // Waits for the PUBACK (whatever its reason code: an ACL denial is silent).
+  void publish(mqtt::message_ptr message) { client_.publish(std::move(message))->wait(); }
+  void publish(const std::string& topic, const std::string& payload, bool retained) {
+    publish(mqtt::make_message(topic, payload, 1, retained));
+  }
+  void publish(const std::string& topic, const ce::MqttMessage& m) {
+    auto message = mqtt::make_message(topic, m.payload, 1, false);
+    mqtt::properties props;
+    if (!m.content_type.empty()) props.add(mqtt::property(mqtt::property::CONTENT_TYPE, m.content_type));
+    for (const auto& [k, v] : m.user_properties) props.add(mqtt::property(mqtt::property::USER_PROPERTY, k, v));
+    message->set_properties(props);
+    publish(message);
+  }
+
+ private:
+  static inline int clients = 0;
+  mqtt::async_client client_;
+};
+
+// A device in server mode, by hand: what the forwarder publishes.
+class HandDevice {
+ public:
+  HandDevice(const std::string& uri, std::string device, std::string stream = "stream-1",
+             const std::string& username = {}, const std::string& password = {})
+      : device_(std::move(device)), stream_(std::move(stream)), pub_(uri, username, password) {}
+
+  std::string device_topic() const { return "devices/" + device_; }
+
+  // The retained stream status; `committed` is also what is pending (nothing
+  // confirmed yet).
+  void status(std::int64_t floor, std::int64_t committed, std::optional<std::int64_t> confirmed_through = {}) {
+    wire::StreamStatus s;
+    s.source = device_;
+    s.streamid = stream_;
+    s.floor = floor;
+    s.committed = committed;
+    s.pending = committed - floor + 1;
+    s.unconfirmed = s.pending;
+    s.confirmation = wire::StreamStatus::Mode::server;
+    s.confirmed_through = confirmed_through;
+    pub_.publish(wire::stream_status_topic(device_topic(), stream_), wire::encode_stream_status(s), true);
+  }
+  void events(std::int64_t from, std::int64_t to) {
+    for (auto s = from; s <= to; ++s)
+      pub_.publish(device_topic() + "/events/r",
+                   ce::encode_binary(device_event(device_, id(s), static_cast<std::uint64_t>(s), stream_)));
+  }
+  // An event the ingest rejects (structured mode, a specversion it does not
+  // know) but whose stream and sequence it can read.
+  void rejected_event(std::int64_t sequence) {
+    nlohmann::json j = {{"specversion", "0.3"}, {"id", id(sequence)},         {"source", device_},
+                        {"type", "sensor.reading"}, {"streamid", stream_}, {"sequence", std::to_string(sequence)}};
+    pub_.publish(device_topic() + "/events/r", j.dump(), false);
+  }
+  // The outbox.dropped report, itself at `sequence`, of dead letters first..last.
+  void dead_letters(std::int64_t sequence, std::int64_t first, std::int64_t last) {
+    auto e = device_event(device_, id(sequence), static_cast<std::uint64_t>(sequence), stream_);
+    e.type = "outbox.dropped";
+    wire::DroppedReport report;
+    report.dead.push_back(wire::DeadRange{first, last, std::string(wire::dead_reason_expired)});
+    e.data = wire::encode_dropped_report(report);
+    pub_.publish(device_topic() + "/events/outbox.dropped", ce::encode_binary(e));
+  }
+  // Publishes raw bytes on a topic (a forgery, in the ACL test).
+  void publish(const std::string& topic, const std::string& payload, bool retained) {
+    pub_.publish(topic, payload, retained);
+  }
+
+ private:
+  std::string id(std::int64_t sequence) const { return device_ + "-" + stream_ + "-" + std::to_string(sequence); }
+
+  std::string device_, stream_;
+  Publisher pub_;
+};
+
+// The `through` of each confirmation received on `topic`, in order.
+std::vector<std::int64_t> throughs(const Subscriber& sub, const std::string& topic) {
+  std::vector<std::int64_t> out;
+  for (const auto& m : sub.messages()) {
+    if (m.topic != topic) continue;
+    auto c = wire::decode_confirmation(m.payload);
+    REQUIRE_MESSAGE(c.has_value(), "not a confirmation: " << m.payload);
+    out.push_back(c->through);
+  }
+  return out;
+}
+
+bool wait_through(Subscriber& sub, const std::string& topic, std::int64_t through) {
+  return sub.wait_for(
+      [&](const std::vector<ReceivedMessage>& ms) {
+        for (const auto& m : ms)
+          if (m.topic == topic)
+            if (auto c = wire::decode_confirmation(m.payload); c && c->through == through) return true;
+        return false;
+      },
+      20s);
+}
+
+// What the broker holds retained under `filter`, read by a fresh client: a
+// retained marker published before is delivered after them (one SUBSCRIBE,
+// its filters in order), so once it arrived nothing else is on its way.
+std::vector<ReceivedMessage> retained_under(const std::string& uri, const std::string& filter) {
+  static int markers = 0;
+  const std::string marker = "test/marker/" + std::to_string(++markers);
+  Publisher(uri).publish(marker, "m", true);
+  Subscriber sub(uri, {filter, marker});
+  REQUIRE(sub.wait_for(
+      [&](const std::vector<ReceivedMessage>& ms) {
+        return std::any_of(ms.begin(), ms.end(), [&](const ReceivedMessage& m) { return m.topic == marker; });
+      },
+      10s));
+  std::vector<ReceivedMessage> out;
+  for (auto& m : sub.messages())
+    if (m.topic != marker) out.push_back(m);
+  return out;
+}
+
+std::vector<std::string> ingest_args(const Mosquitto& broker, const TempDir& dir, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--broker", broker.uri(), "--store", "sqlite:" + (dir / "events.db").string(),
+                                   "--client-id", "confirm-ingest", "--sqlite-sync", "normal"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+void wait_stored(const TempDir& dir, std::int64_t events) {
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (sqlite_scalar(dir / "events.db", "SELECT COUNT(*) FROM events") < events &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  REQUIRE(sqlite_scalar(dir / "events.db", "SELECT COUNT(*) FROM events") == events);
+}
+
+}  // namespace
+
+TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its floor, never past a hole") {
+  Mosquitto broker;
+  TempDir dir;
+  IngestProcess ingest(dir.path(), "ingest", ingest_args(broker, dir, {}));
+  ingest.wait_subscribed();
+  Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
+  const std::string topic1 = "devices/dev-1/confirm/stream-1";
+  INFO(ingest.log());
+
+  HandDevice dev1(broker.uri(), "dev-1");
+  dev1.status(1, 10);
+  dev1.events(1, 10);
+  REQUIRE(wait_through(confirms, topic1, 10));
+
+  // 11 is missing: nothing past 10 until it arrives, then 15 at once.
+  dev1.status(1, 15, 10);
+  dev1.events(12, 15);
+  wait_stored(dir, 14);
+  dev1.events(11, 11);
+  REQUIRE(wait_through(confirms, topic1, 15));
+  auto seen = throughs(confirms, topic1);
+  INFO("throughs: " << nlohmann::json(seen).dump());
+  CHECK(std::is_sorted(seen.begin(), seen.end()));
+  CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // each published once
+  for (auto t : seen) CHECK((t <= 10 || t == 15));
+  for (const auto& m : confirms.messages()) CHECK(m.qos == 1);
+
+  // Below its floor a device waits for nothing: 1..4 were settled before.
+  HandDevice dev2(broker.uri(), "dev-2", "s-b");
+  dev2.status(5, 8);
+  dev2.events(5, 8);
+  REQUIRE(wait_through(confirms, "devices/dev-2/confirm/s-b", 8));
+
+  // No status, no floor: never confirmed.
+  HandDevice dev3(broker.uri(), "dev-3");
+  dev3.events(1, 3);
+  wait_stored(dir, 21);
+
+  ingest.kill(SIGTERM);
+  REQUIRE(ingest.wait() == 0);
+  const auto counters = ingest.counters();
+  INFO(counters.dump());
+  CHECK(counters["statuses"] == 3);
+  CHECK(counters["statuses_invalid"] == 0);
+  CHECK(counters["stored"] == 21);
+  const auto published = counters["confirmations"].get<std::size_t>();
+  CHECK(confirms.wait_for_count(published, 10s));
+  CHECK(confirms.count() == published);
+
+  // The broker keeps the last confirmation of each stream for a device that
+  // subscribes later; none for dev-3.
+  auto kept = retained_under(broker.uri(), "devices/+/confirm/#");
+  REQUIRE(kept.size() == 2);
+  for (const auto& m : kept) {
+    CHECK(m.retained);
+    auto c = wire::decode_confirmation(m.payload);
+    REQUIRE(c.has_value());
+    if (m.topic == topic1) CHECK(*c == wire::Confirmation{"stream-1", 15});
+    else CHECK(*c == wire::Confirmation{"s-b", 8});
+  }
+  CHECK(throughs(confirms, "devices/dev-3/confirm/stream-1").empty());
+}
+
+TEST_CASE("a retained status from before the start is recorded; a device that lacks the confirmation gets it again") {
+  Mosquitto broker;
+  TempDir dir;
+  HandDevice dev(broker.uri(), "dev-1");
+  dev.status(1, 3);  // retained at the broker before the ingest subscribes
+  IngestProcess ingest(dir.path(), "ingest", ingest_args(broker, dir, {}));
+  ingest.wait_subscribed();
+  Subscriber confirms(broker.uri(), {"devices/dev-1/confirm/#"});
+  const std::string topic = "devices/dev-1/confirm/stream-1";
+  INFO(ingest.log());
+  dev.events(1, 3);
+  REQUIRE(wait_through(confirms, topic, 3));
+  // The device says it holds no confirmation (the broker lost it before
+  // delivering it): the same through is published again although it did not
+  // move.
+  dev.status(1, 3, std::nullopt);
+  REQUIRE(confirms.wait_for(
+      [&](const std::vector<ReceivedMessage>&) {
+        auto t = throughs(confirms, topic);
+        return std::count(t.begin(), t.end(), 3) == 2;
+      },
+      20s));
+  ingest.kill(SIGTERM);
+  REQUIRE(ingest.wait() == 0);
+  CHECK(ingest.counters()["statuses"] == 2);
+  // Nothing to confirm (through below the floor) is never published.
+  for (auto t : throughs(confirms, topic)) CHECK(t >= 1);
+}
+
+TEST_CASE("--no-confirm records the statuses and publishes no confirmation") {
+  Mosquitto broker;
+  TempDir dir;
+  IngestProcess ingest(dir.path(), "ingest", ingest_args(broker, dir, {"--no-confirm"}));
+  ingest.wait_subscribed();
+  Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
+  INFO(ingest.log());
+  HandDevice dev(broker.uri(), "dev-1");
+  dev.status(1, 5);
+  dev.events(1, 5);
+  wait_stored(dir, 5);
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (sqlite_scalar(dir / "events.db", "SELECT COUNT(*) FROM streams") < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  CHECK(sqlite_scalar(dir / "events.db", "SELECT COUNT(*) FROM streams") == 1);
+  ingest.kill(SIGTERM);
+  REQUIRE(ingest.wait() == 0);
+  CHECK(ingest.counters()["statuses"] == 1);
+  CHECK(ingest.counters()["confirmations"] == 0);
+  CHECK(confirms.count() == 0);
+  CHECK(retained_under(broker.uri(), "devices/+/confirm/#").empty());
+}
+
+TEST_CASE("a rejected event and dead letters do not stall the confirmation") {
+  Mosquitto broker;
+  TempDir dir;
+  IngestProcess ingest(dir.path(), "ingest", ingest_args(broker, dir, {}));
+  ingest.wait_subscribed();
+  Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
+  INFO(ingest.log());
+  HandDevice dev(broker.uri(), "dev-1");
+  dev.status(1, 9);
+  dev.events(1, 3);
+  dev.rejected_event(4);
+  dev.events(5, 5);
+  dev.dead_letters(8, 6, 7);  // 6 and 7 expired on the device, reported at 8
+  dev.events(9, 9);
+  REQUIRE(wait_through(confirms, "devices/dev-1/confirm/stream-1", 9));
+  ingest.kill(SIGTERM);
+  REQUIRE(ingest.wait() == 0);
+  CHECK(ingest.counters()["rejected"] == 1);
+}
+
+TEST_CASE("the example ACL: the ingest confirms, a device reads only its own confirmations and cannot forge one") {
+  const std::string ingest_secret = "Ingest-s3cret-Pa55";
+  const std::string dev1_secret = "Dev1-s3cret-Pa55";
+  const std::string dev2_secret = "Dev2-s3cret-Pa55";
+  MosquittoOptions o;
+  o.allow_anonymous = false;
+  o.acl = read_text(std::filesystem::path(EDGE_OUTBOX_EXAMPLES_DIR) / "mosquitto" / "acl");
+  REQUIRE(o.acl.find("topic write devices/+/confirm/+") != std::string::npos);
+  o.users = {{"ingest", ingest_secret}, {"dev-1", dev1_secret}, {"dev-2", dev2_secret}};
+  Mosquitto broker(o);
+  TempDir dir;
+  ::setenv("CONFIRM_TEST_INGEST_PASSWORD", ingest_secret.c_str(), 1);
+  IngestProcess ingest(dir.path(), "ingest",
+                       ingest_args(broker, dir, {"--username", "ingest", "--password-env", "CONFIRM_TEST_INGEST_PASSWORD"}));
+  ingest.wait_subscribed();
+  INFO(ingest.log());
+  const std::string topic1 = "devices/dev-1/confirm/stream-1";
+
+  SubscriberOptions so;
+  so.uri = broker.uri();
+  so.topics = {"devices/dev-1/confirm/+"};
+  so.username = "dev-1";
+  so.password = dev1_secret;
+  Subscriber dev1_confirms(so);
+  so.topics = {"devices/dev-2/confirm/+"};
+  so.username = "dev-2";
+  so.password = dev2_secret;
+  Subscriber dev2_confirms(so);
+
+  HandDevice dev1(broker.uri(), "dev-1", "stream-1", "dev-1", dev1_secret);
+  HandDevice dev2(broker.uri(), "dev-2", "stream-1", "dev-2", dev2_secret);
+  dev1.status(1, 3);
+  dev1.events(1, 3);
+  REQUIRE(wait_through(dev1_confirms, topic1, 3));
+
+  // Forgeries: dev-1 on its own confirm topic, dev-2 on dev-1's. The broker
+  // drops both; dev-1 then sends 4 and gets the ingest's 4.
+  dev1.publish(topic1, wire::encode_confirmation({"stream-1", 1000}), true);
+  dev2.publish(topic1, wire::encode_confirmation({"stream-1", 2000}), true);
+  dev1.status(1, 4);
+  dev1.events(4, 4);
+  REQUIRE(wait_through(dev1_confirms, topic1, 4));
+  for (auto t : throughs(dev1_confirms, topic1)) CHECK(t <= 4);
+
+  // dev-2 reads nothing of dev-1's, even with a wildcard subscription, and
+  // gets its own.
+  so.topics = {"devices/+/confirm/+"};
+  Subscriber dev2_wildcard(so);
+  dev2.status(1, 2);
+  dev2.events(1, 2);
+  REQUIRE(wait_through(dev2_confirms, "devices/dev-2/confirm/stream-1", 2));
+  REQUIRE(wait_through(dev2_wildcard, "devices/dev-2/confirm/stream-1", 2));
+  for (const auto& m : dev2_wildcard.messages()) CHECK(m.topic == "devices/dev-2/confirm/stream-1");
+  CHECK(throughs(dev2_confirms, topic1).empty());
+
+  ingest.kill(SIGTERM);
+  REQUIRE(ingest.wait() == 0);
+  CHECK(ingest.counters()["statuses_invalid"] == 0);
+}

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: Apache-2.0
+// Forwarder in server confirmation mode and its stream status, against a
+// fake Publisher whose broker is the test (it delivers the confirmations):
+// events stay until confirmed, the highest through is kept, confirmations
+// for another stream or beyond what was sent are ignored, resends after
+// confirm_timeout (with backoff) and after a reconnect, the retained stream
+// status, and the durable-before-send record. Through a real broker:
+// test_forwarder_confirm_mosquitto.cpp.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <edge_outbox/error.h>
+#include <edge_outbox/forwarder.h>
+#include <edge_outbox/outbox.h>
+#include <edge_outbox/queue.h>
+#include <edge_outbox/wire/stream_status.h>
+
+#include "support/error_checks.h"
+#include "support/fake_publisher.h"
+#include "support/manual_clock.h"
+#include "support/temp_dir.h"
+
+using namespace edge_outbox;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return condition();
+}
+
+const std::string kDeviceTopic = "devices/gw-1";
+
+ForwarderOptions server_options() {
+  ForwarderOptions o;
+  o.source = "urn:device:gw-1";
+  o.poll_interval = 20ms;
+  o.retry_interval = 10ms;
+  o.confirmation = ForwarderOptions::Confirmation::server;
+  o.device_topic = kDeviceTopic;
+  return o;
+}
+
+void enqueue(Outbox& outbox, int n) {
+  outbox.transact([&](Transaction& tx) {
+    for (int i = 0; i < n; ++i) {
+      Event e;
+      e.topic = kDeviceTopic + "/events/sample";
+      e.type = "com.example.sample";
+      e.payload = "payload-" + std::to_string(i);
+      tx.enqueue(e);
+    }
+  });
+}
+
+IncomingMessage confirmation(const std::string& streamid, std::int64_t through, bool retained = true) {
+  IncomingMessage m;
+  m.topic = wire::confirm_topic(kDeviceTopic, streamid);
+  m.payload = wire::encode_confirmation({streamid, through});
+  m.retained = retained;
+  return m;
+}
+
+// The stream statuses published so far, oldest first.
+std::vector<wire::StreamStatus> statuses(const test::FakeBroker& broker, const std::string& streamid) {
+  std::vector<wire::StreamStatus> out;
+  for (const auto& m : broker.sent()) {
+    if (m.topic != wire::stream_status_topic(kDeviceTopic, streamid)) continue;
+    CHECK(m.retained);
+    auto st = wire::decode_stream_status(m.payload);
+    REQUIRE(st);
+    out.push_back(*st);
+  }
+  return out;
+}
+
+std::size_t event_publishes(const test::FakeBroker& broker) {
+  std::size_t n = 0;
+  for (const auto& m : broker.sent()) n += m.topic.find("/events/") != std::string::npos;
+  return n;
+}
+
+// A Publisher that cannot subscribe (the interface's default).
+class SendOnlyPublisher final : public Publisher {
+ public:
+  void set_connection_handler(ConnectionHandler) override {}
+  void start() override {}
+  void stop(std::chrono::milliseconds) override {}
+  void publish(OutgoingMessage, PublishCallback done) override {
+    done(PublishResult{PublishResult::Status::not_sent, false, "send-only"});
+  }
+  bool connected() const override { return false; }
+  MqttVersion version() const override { return MqttVersion::v5; }
+  void notify_connectivity() override {}
+  void drop_connection(const std::string&) override {}
+};
+
+}  // namespace
+
+TEST_CASE("server mode: acknowledged events stay until a confirmation covers them; the highest through is kept") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 20);
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), server_options());
+  CHECK(broker.subscriptions() == std::vector<std::string>{wire::confirm_topic(kDeviceTopic, stream)});
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 20; }));
+  CHECK(outbox.stats().pending == 20);  // acknowledged by the broker, still in the outbox
+  CHECK(forwarder.stats().published_total == 0);
+  REQUIRE(eventually([&] { return forwarder.stats().unconfirmed == 20; }));
+
+  REQUIRE(broker.deliver(confirmation(stream, 12)) == 1);
+  REQUIRE(eventually([&] { return outbox.stats().pending == 8; }));
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 12; }));
+  CHECK(forwarder.stats().confirmed_through == 12);
+
+  // A retained confirmation from before: values can go backwards.
+  broker.deliver(confirmation(stream, 5));
+  // Another stream's and one beyond what was sent: ignored.
+  broker.deliver(confirmation("another-stream", 20));
+  broker.deliver(confirmation(stream, 21));
+  // A confirmation that counts, after the ignored ones: once it has been
+  // applied, those before it were seen too.
+  broker.deliver(confirmation(stream, 15));
+  REQUIRE(eventually([&] { return outbox.stats().pending == 5; }));
+  CHECK(forwarder.stats().confirmed_through == 15);
+  CHECK(outbox.stats().unconfirmed == 5);
+
+  broker.deliver(confirmation(stream, 20));
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  CHECK(forwarder.stats().published_total == 20);
+  CHECK(event_publishes(broker) == 20);  // no resend was needed
+  forwarder.stop();
+  CHECK(Queue(dir / "app.db").position().confirmed_through == 20);
+}
+
+TEST_CASE("server mode: a confirmation that arrives before the acknowledgements covers them once they arrive") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 5);
+  test::FakeBroker broker;
+  broker.hold_all();
+  auto o = server_options();
+  o.publish_stream_status = false;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 5; }));
+  broker.deliver(confirmation(stream, 5));  // the ingest was faster than the PUBACKs
+  REQUIRE(eventually([&] { return forwarder.stats().confirmed_through == 5; }));
+  CHECK(outbox.stats().pending == 5);  // not acknowledged yet: left alone
+  broker.complete_outstanding();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  forwarder.stop();
+}
+
+TEST_CASE("server mode: no confirmation for confirm_timeout sends the events again, with backoff") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 10);
+  auto clock = std::make_shared<test::ManualClock>();
+  test::FakeBroker broker;
+  auto o = server_options();
+  o.clock = clock;
+  o.confirm_timeout = 1s;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 10; }));
+  REQUIRE(eventually([&] { return forwarder.stats().unconfirmed == 10; }));
+  CHECK(event_publishes(broker) == 10);
+
+  clock->advance(999);
+  std::this_thread::sleep_for(100ms);  // five poll intervals: time to act, were it due
+  CHECK(forwarder.stats().resends == 0);
+  clock->advance(1);
+  REQUIRE(eventually([&] { return forwarder.stats().resends == 1; }));
+  REQUIRE(eventually([&] { return event_publishes(broker) == 20 && outbox.stats().unconfirmed == 10; }));
+
+  // Still nothing confirmed: the next wait is twice as long.
+  clock->advance(1500);
+  std::this_thread::sleep_for(100ms);
+  CHECK(forwarder.stats().resends == 1);
+  clock->advance(500);
+  REQUIRE(eventually([&] { return forwarder.stats().resends == 2; }));
+  REQUIRE(eventually([&] { return event_publishes(broker) == 30 && outbox.stats().unconfirmed == 10; }));
+
+  // The server confirms: done, and the wait is back to confirm_timeout.
+  broker.deliver(confirmation(stream, 10));
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  clock->advance(10'000);
+  std::this_thread::sleep_for(100ms);
+  CHECK(forwarder.stats().resends == 2);
+  forwarder.stop();
+}
+
+TEST_CASE("server mode: a reconnect with unconfirmed events sends them again") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 6);
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), server_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 6; }));
+  broker.deliver(confirmation(stream, 2));
+  REQUIRE(eventually([&] { return outbox.stats().pending == 4; }));
+
+  broker.set_connected(false);
+  REQUIRE(eventually([&] { return !forwarder.stats().connected; }));
+  broker.set_connected(true);
+  REQUIRE(eventually([&] { return forwarder.stats().resends == 1; }));
+  // 3..6 again, in order, after the first six.
+  REQUIRE(eventually([&] { return event_publishes(broker) == 10 && outbox.stats().unconfirmed == 4; }));
+  std::vector<long long> again;
+  auto sent = broker.sent();
+  for (const auto& m : sent) {
+    if (m.topic.find("/events/") == std::string::npos) continue;
+    for (const auto& [k, v] : m.user_properties)
+      if (k == "sequence") again.push_back(std::stoll(v));
+  }
+  CHECK(again == std::vector<long long>{1, 2, 3, 4, 5, 6, 3, 4, 5, 6});
+  forwarder.stop();
+}
+
+TEST_CASE("a forwarder restarted with unconfirmed events sends them again and keeps the recorded through") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 4);
+  {
+    test::FakeBroker broker;
+    Forwarder forwarder(outbox, broker.publisher(), server_options());
+    forwarder.start();
+    REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 4; }));
+    broker.deliver(confirmation(stream, 1));
+    REQUIRE(eventually([&] { return outbox.stats().pending == 3; }));
+    forwarder.stop();
+  }
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), server_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return event_publishes(broker) == 3 && outbox.stats().unconfirmed == 3; }));
+  CHECK(forwarder.stats().confirmed_through == 1);
+  broker.deliver(confirmation(stream, 1));  // the broker's retained copy: nothing new
+  broker.deliver(confirmation(stream, 4));
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  forwarder.stop();
+}
+
+TEST_CASE("stream status: retained on <device_topic>/status/<streamid> after connecting, on changes and at stop") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  test::FakeBroker broker;
+  broker.hold_all();
+  ForwarderOptions o = server_options();
+  o.confirmation = ForwarderOptions::Confirmation::broker;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  CHECK(broker.subscriptions().empty());  // broker mode: nothing to subscribe to
+  forwarder.start();
+  REQUIRE(eventually([&] { return statuses(broker, stream).size() == 1; }));
+  broker.complete_outstanding();  // the status itself
+  auto first = statuses(broker, stream).front();
+  CHECK(first.source == "urn:device:gw-1");
+  CHECK(first.streamid == stream);
+  CHECK(first.floor == 1);
+  CHECK(first.committed == 0);
+  CHECK(first.pending == 0);
+  CHECK(first.confirmation == wire::StreamStatus::Mode::broker);
+  CHECK(!first.confirmed_through);
+
+  enqueue(outbox, 3);
+  REQUIRE(eventually([&] {
+    auto all = statuses(broker, stream);
+    return all.back().committed == 3 && all.back().pending == 3;
+  }));
+  broker.ack_all_later();
+  broker.complete_outstanding();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  REQUIRE(eventually([&] {
+    auto all = statuses(broker, stream);
+    return all.back().pending == 0 && all.back().floor == 4 && all.back().committed == 3;
+  }));
+  auto before_stop = statuses(broker, stream).size();
+  forwarder.stop();
+  auto all = statuses(broker, stream);
+  CHECK(all.size() == before_stop + 1);  // the last word at stop
+  CHECK(all.back().floor == 4);
+}
+
+TEST_CASE("stream status in server mode: unconfirmed, confirmed_through and how long events wait") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 5);
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), server_options());
+  forwarder.start();
+  REQUIRE(eventually([&] {
+    auto all = statuses(broker, stream);
+    return !all.empty() && all.back().unconfirmed == 5;
+  }));
+  auto st = statuses(broker, stream).back();
+  CHECK(st.confirmation == wire::StreamStatus::Mode::server);
+  CHECK(st.pending == 5);
+  CHECK(st.floor == 1);
+  CHECK(st.confirmed_through == 0);
+  CHECK(st.waiting_ms);
+  broker.deliver(confirmation(stream, 3));
+  REQUIRE(eventually([&] {
+    auto last = statuses(broker, stream).back();
+    return last.confirmed_through == 3 && last.floor == 4 && last.unconfirmed == 2;
+  }));
+  forwarder.stop();
+}
+
+TEST_CASE("no stream status without device_topic or with publish_stream_status off") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue(outbox, 3);
+  for (bool with_topic : {false, true}) {
+    test::FakeBroker broker;
+    ForwarderOptions o;
+    o.source = "urn:device:gw-1";
+    o.poll_interval = 20ms;
+    if (with_topic) {
+      o.device_topic = kDeviceTopic;
+      o.publish_stream_status = false;
+    }
+    Forwarder forwarder(outbox, broker.publisher(), o);
+    forwarder.start();
+    if (!with_topic) REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+    std::this_thread::sleep_for(100ms);
+    forwarder.stop();
+    CHECK(broker.sent_count() == (with_topic ? 0u : 3u));
+  }
+}
+
+TEST_CASE("durable before send: the highest sequence of each batch is recorded before it goes out") {
+  test::TempDir dir;
+  OutboxOptions oo;
+  oo.durability = Durability::normal;
+  Outbox outbox(dir / "app.db", oo);
+  enqueue(outbox, 10);
+  test::FakeBroker broker;
+  broker.hold_all();
+  ForwarderOptions o;
+  o.source = "urn:device:gw-1";
+  o.poll_interval = 20ms;
+  o.batch_size = 4;
+  o.max_in_flight = 2;
+  Forwarder forwarder(outbox, oo, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 2; }));
+  CHECK(Queue(dir / "app.db").position().sent_through == 4);  // the first batch: 1..4
+  broker.ack_all_later();
+  broker.complete_outstanding();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  forwarder.stop();
+  CHECK(Queue(dir / "app.db").position().sent_through == 10);
+}
+
+TEST_CASE("server mode options are checked") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  test::FakeBroker broker;
+  auto o = server_options();
+  o.device_topic.clear();
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Forwarder(outbox, broker.publisher(), o));
+  o.confirm_topic = "devices/gw-1/confirm/mine";
+  CHECK_NOTHROW(Forwarder(outbox, broker.publisher(), o));
+  CHECK(broker.subscriptions().back() == "devices/gw-1/confirm/mine");
+  o.confirm_topic = "devices/+/confirm/mine";
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Forwarder(outbox, broker.publisher(), o));
+  o = server_options();
+  o.confirm_timeout = 0ms;
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Forwarder(outbox, broker.publisher(), o));
+  o = server_options();
+  o.device_topic = "devices/#";
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, Forwarder(outbox, broker.publisher(), o));
+  // A publisher that cannot subscribe cannot serve server mode.
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument,
+                     Forwarder(outbox, std::make_unique<SendOnlyPublisher>(), server_options()));
+  auto broker_mode = server_options();
+  broker_mode.confirmation = ForwarderOptions::Confirmation::broker;
+  CHECK_NOTHROW(Forwarder(outbox, std::make_unique<SendOnlyPublisher>(), broker_mode));
+}

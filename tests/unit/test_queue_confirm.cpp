@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: Apache-2.0
+// Server confirmation on the Queue: mark_acked, confirm_through,
+// resend_unconfirmed, record_sent_through and position, on real SQLite files.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <edge_outbox/error.h>
+#include <edge_outbox/outbox.h>
+#include <edge_outbox/queue.h>
+
+#include "support/manual_clock.h"
+#include "support/temp_dir.h"
+
+using namespace edge_outbox;
+
+namespace {
+
+Event event(int n) {
+  Event e;
+  e.topic = "devices/gw1/events/x";
+  e.type = "x";
+  e.payload = std::to_string(n);
+  return e;
+}
+
+std::vector<std::int64_t> sequences(const std::vector<StoredEvent>& events) {
+  std::vector<std::int64_t> out;
+  for (const auto& e : events) out.push_back(e.sequence);
+  return out;
+}
+
+void enqueue(Outbox& outbox, int n) {
+  outbox.transact([n](Transaction& tx) {
+    for (int i = 0; i < n; ++i) tx.enqueue(event(i));
+  });
+}
+
+std::int64_t count(const std::filesystem::path& file, const std::string& where) {
+  SQLite::Database db(file.string());
+  return db.execAndGet("SELECT count(*) FROM outbox WHERE " + where).getInt64();
+}
+
+}  // namespace
+
+TEST_CASE("mark_acked keeps events as sent, unconfirmed: still pending, no longer read by next_batch") {
+  test::TempDir dir;
+  auto clock = std::make_shared<test::ManualClock>();
+  OutboxOptions options;
+  options.clock = clock;
+  Outbox outbox(dir / "a.db", options);
+  enqueue(outbox, 5);
+  Queue queue(dir / "a.db", queue_options_from(options));
+  auto batch = queue.next_batch(0, 10);
+  REQUIRE(batch.size() == 5);
+  const std::vector<std::int64_t> first_three{batch[0].sequence, batch[1].sequence, batch[2].sequence};
+  queue.mark_acked(first_three);
+  queue.mark_acked(std::vector<std::int64_t>{batch[0].sequence, 999});  // again, and unknown: harmless
+
+  // From the start again: only the two not acknowledged.
+  const auto unsent = queue.next_batch(0, 10);
+  CHECK(sequences(unsent) == std::vector<std::int64_t>{batch[3].sequence, batch[4].sequence});
+
+  const auto stats = outbox.stats();
+  CHECK(stats.pending == 5);
+  CHECK(stats.unconfirmed == 3);
+  CHECK(stats.published_total == 0);
+  CHECK(sequences(outbox.unconfirmed(10)) == first_three);
+  CHECK(sequences(outbox.unconfirmed(2)).size() == 2);
+  CHECK(outbox.pending(10).size() == 5);
+  CHECK(queue.has_pending());
+  // acked_at is the wall clock when the broker acknowledged.
+  CHECK(count(dir / "a.db", "acked_at = " + std::to_string(clock->wall_ms())) == 3);
+}
+
+TEST_CASE("confirm_through publishes the unconfirmed events up to through, never unsent ones, and keeps the highest") {
+  test::TempDir dir;
+  Outbox outbox(dir / "c.db");
+  enqueue(outbox, 6);
+  Queue queue(dir / "c.db");
+  const auto all = sequences(queue.next_batch(0, 10));
+  REQUIRE(all.size() == 6);
+  // 1..4 acknowledged; 5 and 6 not sent yet.
+  queue.mark_acked(std::span(all).first(4));
+
+  CHECK(queue.confirm_through(all[1]) == 2);
+  auto p = queue.position();
+  CHECK(p.confirmed_through == all[1]);
+  CHECK(p.unconfirmed == 2);
+  CHECK(p.pending == 4);
+  CHECK(outbox.stats().published_total == 2);
+
+  // A retained confirmation read again later may be lower: nothing moves back.
+  CHECK(queue.confirm_through(all[0]) == 0);
+  CHECK(queue.position().confirmed_through == all[1]);
+
+  // Past the unsent ones: only acknowledged events are published.
+  CHECK(queue.confirm_through(all[5]) == 2);
+  p = queue.position();
+  CHECK(p.confirmed_through == all[5]);
+  CHECK(p.unconfirmed == 0);
+  CHECK(p.pending == 2);
+  CHECK(sequences(queue.next_batch(0, 10)) == std::vector<std::int64_t>{all[4], all[5]});
+  CHECK(outbox.stats().published_total == 4);
+  CHECK(count(dir / "c.db", "1") == 2);  // deleted at once without retention
+}
+
+TEST_CASE("confirm_through keeps confirmed events for the retention time, like mark_published") {
+  test::TempDir dir;
+  auto clock = std::make_shared<test::ManualClock>();
+  OutboxOptions options;
+  options.clock = clock;
+  options.retention = std::chrono::seconds(60);
+  Outbox outbox(dir / "r.db", options);
+  enqueue(outbox, 3);
+  Queue queue(dir / "r.db", queue_options_from(options));
+  const auto all = sequences(queue.next_batch(0, 10));
+  queue.mark_acked(all);
+  CHECK(queue.confirm_through(all.back()) == 3);
+  CHECK(count(dir / "r.db", "published_at IS NOT NULL") == 3);
+  CHECK(outbox.stats().pending == 0);
+  CHECK(outbox.stats().unconfirmed == 0);
+  clock->advance(61'000);
+  queue.expire_due();
+  CHECK(count(dir / "r.db", "1") == 0);
+}
+
+TEST_CASE("resend_unconfirmed makes every unconfirmed event unsent again, in order") {
+  test::TempDir dir;
+  Outbox outbox(dir / "s.db");
+  enqueue(outbox, 4);
+  Queue queue(dir / "s.db");
+  const auto all = sequences(queue.next_batch(0, 10));
+  queue.mark_acked(std::span(all).first(3));
+  CHECK(queue.next_batch(0, 10).size() == 1);
+  CHECK(queue.resend_unconfirmed() == 3);
+  CHECK(queue.resend_unconfirmed() == 0);
+  CHECK(sequences(queue.next_batch(0, 10)) == all);
+  CHECK(outbox.stats().unconfirmed == 0);
+  CHECK(outbox.stats().pending == 4);
+  CHECK(queue.position().confirmed_through == 0);
+  // Acknowledged again after the resend, then confirmed.
+  queue.mark_acked(all);
+  CHECK(queue.confirm_through(all.back()) == 4);
+  CHECK_FALSE(queue.has_pending());
+}
+
+TEST_CASE("next_batch reads unsent rows through the outbox_unsent index") {
+  test::TempDir dir;
+  { Outbox outbox(dir / "i.db"); }
+  SQLite::Database db((dir / "i.db").string());
+  SQLite::Statement plan(db,
+                         "EXPLAIN QUERY PLAN SELECT sequence FROM outbox WHERE published_at IS NULL AND acked_at IS "
+                         "NULL AND sequence > 0 ORDER BY sequence LIMIT 10");
+  std::string detail;
+  while (plan.executeStep()) detail += plan.getColumn(3).getString() + ";";
+  CHECK(detail.find("outbox_unsent") != std::string::npos);
+  SQLite::Statement confirm_plan(db,
+                                 "EXPLAIN QUERY PLAN DELETE FROM outbox WHERE published_at IS NULL AND acked_at IS "
+                                 "NOT NULL AND sequence <= 10");
+  detail.clear();
+  while (confirm_plan.executeStep()) detail += confirm_plan.getColumn(3).getString() + ";";
+  CHECK(detail.find("outbox_unconfirmed") != std::string::npos);
+}
+
+TEST_CASE("position: floor, committed (never reused), pending, unconfirmed, confirmed and sent through") {
+  test::TempDir dir;
+  Outbox outbox(dir / "p.db");
+  Queue queue(dir / "p.db");
+  CHECK(queue.position() == StreamPosition{1, 0, 0, 0, 0, 0});
+
+  enqueue(outbox, 5);
+  const auto all = sequences(queue.next_batch(0, 10));
+  REQUIRE(all.size() == 5);
+  auto p = queue.position();
+  CHECK(p.floor == all[0]);
+  CHECK(p.committed == all[4]);
+  CHECK(p.pending == 5);
+
+  queue.mark_published(std::span(all).first(2));  // broker mode for the first two
+  queue.mark_acked(std::span(all).subspan(2, 2));
+  queue.record_sent_through(all[3]);
+  p = queue.position();
+  CHECK(p.floor == all[2]);
+  CHECK(p.pending == 3);
+  CHECK(p.unconfirmed == 2);
+  CHECK(p.sent_through == all[3]);
+
+  // Everything settled: the floor is past the highest committed sequence.
+  queue.mark_published(std::span(all).subspan(4));
+  queue.confirm_through(all[3]);
+  p = queue.position();
+  CHECK(p == StreamPosition{all[4] + 1, all[4], 0, 0, all[3], all[3]});
+
+  // The highest committed sequence stays when its row is gone: a new event
+  // never takes an old sequence.
+  enqueue(outbox, 1);
+  const auto next = queue.next_batch(0, 10);
+  REQUIRE(next.size() == 1);
+  CHECK(next[0].sequence == all[4] + 1);
+  CHECK(queue.position().committed == all[4] + 1);
+  CHECK(queue.position().floor == all[4] + 1);
+}
+
+TEST_CASE("record_sent_through only rises; each rise is a commit another connection sees") {
+  test::TempDir dir;
+  QueueOptions options;
+  options.durability = Durability::normal;
+  { Outbox outbox(dir / "t.db"); }
+  Queue queue(dir / "t.db", options);
+  SQLite::Database other((dir / "t.db").string());
+  auto version = other.execAndGet("PRAGMA data_version").getInt64();
+  queue.record_sent_through(7);
+  CHECK(queue.position().sent_through == 7);
+  // The commit wrote a page: its WAL frame is what the FULL sync covers.
+  CHECK(other.execAndGet("PRAGMA data_version").getInt64() != version);
+  queue.record_sent_through(3);
+  CHECK(queue.position().sent_through == 7);
+  version = other.execAndGet("PRAGMA data_version").getInt64();
+  queue.record_sent_through(8);
+  CHECK(other.execAndGet("PRAGMA data_version").getInt64() != version);
+  CHECK(other.execAndGet("SELECT value FROM outbox_meta WHERE key = 'sent_through'").getInt64() == 8);
+}
+
+TEST_CASE("unconfirmed events count against max_pending_events, and drop_oldest evicts them with a report") {
+  test::TempDir dir;
+  OutboxOptions options;
+  options.max_pending_events = 8;
+  {
+    Outbox outbox(dir / "full.db", options);
+    enqueue(outbox, 8);
+    Queue queue(dir / "full.db", queue_options_from(options));
+    queue.mark_acked(sequences(queue.next_batch(0, 10)));
+    CHECK(outbox.stats().unconfirmed == 8);
+    try {
+      outbox.enqueue(event(9));
+      FAIL("the ninth event fit");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::storage_full);
+    }
+  }
+  options.capacity_policy = CapacityPolicy::drop_oldest;
+  Outbox outbox(dir / "full.db", options);
+  outbox.enqueue(event(9));
+  const auto s = outbox.stats();
+  CHECK(s.dropped_total >= 2);
+  CHECK(s.unconfirmed == 8 - s.dropped_total);
+  Queue queue(dir / "full.db", queue_options_from(options));
+  // Read now: the new event and the report of the evicted unconfirmed ones.
+  const auto unsent = queue.next_batch(0, 10);
+  REQUIRE(unsent.size() == 2);
+  CHECK(unsent[0].payload == "9");
+  CHECK(unsent[1].type == "outbox.dropped");
+  CHECK(unsent[1].payload.find("[[1," + std::to_string(s.dropped_total) + "]]") != std::string::npos);
+}

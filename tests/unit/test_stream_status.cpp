@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// End-to-end confirmation on the wire (wire/stream_status.h): the topics a
+// device and the ingest derive from each other's, and the two payloads,
+// which each side reads back as the other wrote them and refuses, without
+// an exception, when malformed.
+#include <doctest/doctest.h>
+
+#include <edge_outbox/wire/stream_status.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace wire = edge_outbox::wire;
+
+TEST_CASE("topics: confirm and status hang under the device topic, beside its events") {
+  CHECK(wire::confirm_topic("devices/gw-1", "s1") == "devices/gw-1/confirm/s1");
+  CHECK(wire::stream_status_topic("org/site/gw-1", "s1") == "org/site/gw-1/status/s1");
+}
+
+TEST_CASE("topics: the device topic is everything before the first events level") {
+  CHECK(wire::device_topic_of_events("devices/gw-1/events/reading") == "devices/gw-1");
+  CHECK(wire::device_topic_of_events("org/site/gw-1/events/a/events/b") == "org/site/gw-1");
+  CHECK(wire::device_topic_of_events("gw-1/events") == "gw-1");
+  CHECK_FALSE(wire::device_topic_of_events("events/reading").has_value());
+  CHECK_FALSE(wire::device_topic_of_events("devices/gw-1/readings").has_value());
+  CHECK_FALSE(wire::device_topic_of_events("devices/gw-1/eventsx/r").has_value());
+}
+
+TEST_CASE("topics: the status filter of an events filter, shared subscriptions kept") {
+  CHECK(wire::stream_status_filter_for("devices/+/events/#") == "devices/+/status/+");
+  CHECK(wire::stream_status_filter_for("org/+/+/events/#") == "org/+/+/status/+");
+  CHECK(wire::stream_status_filter_for("$share/ingest/devices/+/events/#") == "$share/ingest/devices/+/status/+");
+  CHECK_FALSE(wire::stream_status_filter_for("#").has_value());
+  CHECK_FALSE(wire::stream_status_filter_for("events/#").has_value());
+  CHECK_FALSE(wire::stream_status_filter_for("$share/ingest/events/#").has_value());
+}
+
+TEST_CASE("topics: a status topic splits into device topic and stream id") {
+  auto t = wire::parse_stream_status_topic("devices/gw-1/status/s1");
+  REQUIRE(t.has_value());
+  CHECK(t->device_topic == "devices/gw-1");
+  CHECK(t->streamid == "s1");
+  // The device's online/offline status topic has no stream.
+  CHECK_FALSE(wire::parse_stream_status_topic("devices/gw-1/status").has_value());
+  CHECK_FALSE(wire::parse_stream_status_topic("status/s1").has_value());
+  CHECK_FALSE(wire::parse_stream_status_topic("devices/gw-1/status/").has_value());
+  CHECK_FALSE(wire::parse_stream_status_topic("devices/gw-1/confirm/s1").has_value());
+}
+
+TEST_CASE("a confirmation: streamid and through, and back") {
+  wire::Confirmation c{"s1", 42};
+  CHECK(wire::encode_confirmation(c) == R"({"streamid":"s1","through":42})");
+  CHECK(wire::decode_confirmation(wire::encode_confirmation(c)) == c);
+  CHECK(wire::decode_confirmation(R"({"through":0,"streamid":"x","extra":true})") == wire::Confirmation{"x", 0});
+  CHECK_THROWS_AS(wire::encode_confirmation({"s1", -1}), std::invalid_argument);
+}
+
+TEST_CASE("a malformed confirmation is refused without an exception") {
+  for (const std::string& p : std::vector<std::string>{"", "[]", "null", R"({"streamid":"s1"})", R"({"through":3})", R"({"streamid":"","through":3})",
+                              R"({"streamid":"s1","through":-1})", R"({"streamid":"s1","through":1.5})",
+                              R"({"streamid":"s1","through":"3"})", R"({"streamid":"s1","through":18446744073709551615})",
+                              std::string("{\"streamid\":\"s1\",\"through\":3}\0garbage", 36)}) {
+    CAPTURE(p);
+    std::optional<wire::Confirmation> c;
+    CHECK_NOTHROW(c = wire::decode_confirmation(p));
+    CHECK_FALSE(c.has_value());
+  }
+}
+
+TEST_CASE("a stream status: every member, and back") {
+  wire::StreamStatus s{.source = "gw-1", .streamid = "s1", .floor = 11, .committed = 20, .pending = 10, .unconfirmed = 4,
+                        .confirmation = wire::StreamStatus::Mode::broker, .confirmed_through = {}, .waiting_ms = {}};
+  CHECK(wire::encode_stream_status(s) ==
+        R"({"committed":20,"confirmation":"broker","floor":11,"pending":10,"source":"gw-1","streamid":"s1","unconfirmed":4})");
+  CHECK(wire::decode_stream_status(wire::encode_stream_status(s)) == s);
+  s.confirmation = wire::StreamStatus::Mode::server;
+  s.confirmed_through = 10;
+  s.waiting_ms = 31'000;
+  CHECK(wire::decode_stream_status(wire::encode_stream_status(s)) == s);
+}
+
+TEST_CASE("a stream status from a device that sends less: defaults for what is optional") {
+  auto s = wire::decode_stream_status(R"({"source":"a","streamid":"b","floor":1,"committed":0,"pending":0})");
+  REQUIRE(s.has_value());
+  CHECK(s->unconfirmed == 0);
+  CHECK(s->confirmation == wire::StreamStatus::Mode::broker);
+  CHECK_FALSE(s->confirmed_through.has_value());
+  CHECK_FALSE(s->waiting_ms.has_value());
+}
+
+TEST_CASE("a malformed stream status is refused without an exception") {
+  const std::string ok_head = R"({"source":"a","streamid":"b",)";
+  for (const std::string& p : std::vector<std::string>{std::string("online"), std::string("offline"), std::string("{}"), ok_head + R"("floor":0,"committed":0,"pending":0})",
+        ok_head + R"("floor":1,"committed":-1,"pending":0})", ok_head + R"("floor":1,"committed":0})",
+        ok_head + R"("floor":1,"committed":0,"pending":0,"confirmation":"maybe"})",
+        ok_head + R"("floor":1,"committed":0,"pending":0,"unconfirmed":-2})",
+        std::string(R"({"source":"","streamid":"b","floor":1,"committed":0,"pending":0})")}) {
+    CAPTURE(p);
+    std::optional<wire::StreamStatus> s;
+    CHECK_NOTHROW(s = wire::decode_stream_status(p));
+    CHECK_FALSE(s.has_value());
+  }
+}
+
+TEST_CASE("a stream status that breaks its requirements cannot be encoded") {
+  wire::StreamStatus s{.source = "a", .streamid = "b", .floor = 0, .committed = 0, .pending = 0, .unconfirmed = 0,
+                        .confirmation = wire::StreamStatus::Mode::broker, .confirmed_through = {}, .waiting_ms = {}};
+  CHECK_THROWS_AS(wire::encode_stream_status(s), std::invalid_argument);
+  s.floor = 1;
+  s.pending = -1;
+  CHECK_THROWS_AS(wire::encode_stream_status(s), std::invalid_argument);
+}

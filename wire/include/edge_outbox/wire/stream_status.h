@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+// End-to-end confirmation on the wire: the topics and payloads a device and
+// the ingest exchange beside the events, so that the device keeps an event
+// until the server has it (ForwarderOptions::Confirmation::server).
+//
+// Topics. A device's topics share a prefix, device_topic =
+// "<prefix>/<device-id>" (the levels before the first "events" level of its
+// event topics):
+//   <device_topic>/events/...            the events (device -> server)
+//   <device_topic>/status/<streamid>     StreamStatus, retained (device -> server)
+//   <device_topic>/confirm/<streamid>    Confirmation, retained (server -> device)
+// The confirm and status topics never match an events filter such as
+// "devices/+/events/#".
+//
+// Payloads are compact JSON objects; members other than those below are
+// ignored when read, so either side may add some.
+//   Confirmation  {"streamid":"...","through":N}
+//     every sequence of the stream from the device's floor up to `through`
+//     has an outcome at the server: stored, rejected, or explained by an
+//     outbox.dropped report (evicted or dead-lettered on the device).
+//   StreamStatus  {"source":"...","streamid":"...","floor":N,"committed":N,
+//                  "pending":N,"unconfirmed":N,"confirmation":"broker"|"server",
+//                  "confirmed_through":N,"waiting_ms":N}
+//     the last two only when known (server mode).
+//
+// Thread rule: plain values and pure functions; safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace edge_outbox::wire {
+
+// device_topic + "/confirm/" + streamid.
+std::string confirm_topic(std::string_view device_topic, std::string_view streamid);
+// device_topic + "/status/" + streamid.
+std::string stream_status_topic(std::string_view device_topic, std::string_view streamid);
+
+// From "<prefix>/<device>/events/...": "<prefix>/<device>", the levels
+// before the first "events" level; nullopt when there is no "events" level
+// or none before it.
+std::optional<std::string> device_topic_of_events(std::string_view event_topic);
+
+// From an events filter such as "devices/+/events/#" (a "$share/<group>/"
+// prefix is kept): the matching stream-status filter, "devices/+/status/+",
+// the levels before the first "events" level and "/status/+"; nullopt when
+// there is no "events" level or none before it.
+std::optional<std::string> stream_status_filter_for(std::string_view events_filter);
+
+struct StatusTopic {
+  std::string device_topic;
+  std::string streamid;
+};
+// From "<device_topic>/status/<streamid>": its two parts; nullopt when the
+// last-but-one level is not "status", or device_topic or streamid is empty.
+std::optional<StatusTopic> parse_stream_status_topic(std::string_view topic);
+
+struct Confirmation {
+  std::string streamid;
+  std::int64_t through = 0;  // >= 0
+  friend bool operator==(const Confirmation&, const Confirmation&) = default;
+};
+
+// Requires: through >= 0; streamid is valid UTF-8. Throws
+// std::invalid_argument otherwise.
+std::string encode_confirmation(const Confirmation& confirmation);
+// nullopt unless the payload is a JSON object with a non-empty string
+// "streamid" and an integer "through" in [0, INT64_MAX]. Throws nothing
+// (short of std::bad_alloc).
+std::optional<Confirmation> decode_confirmation(std::string_view payload);
+
+struct StreamStatus {
+  enum class Mode { broker, server };
+
+  std::string source;  // the CloudEvents source of the stream's events
+  std::string streamid;
+  // Every sequence below floor is settled on the device (published in broker
+  // mode, confirmed, evicted or dead-lettered): it waits for no confirmation
+  // of them. The lowest sequence still in the outbox, else committed + 1.
+  std::int64_t floor = 1;
+  std::int64_t committed = 0;    // the highest sequence ever committed (0: none)
+  std::int64_t pending = 0;      // in the outbox and not settled, unconfirmed included
+  std::int64_t unconfirmed = 0;  // of those: acknowledged by the broker, waiting for confirmation
+  Mode confirmation = Mode::broker;
+  // Server mode: the highest `through` received.
+  std::optional<std::int64_t> confirmed_through;
+  // Server mode: events wait and no confirmation advanced for this long.
+  std::optional<std::int64_t> waiting_ms;
+  friend bool operator==(const StreamStatus&, const StreamStatus&) = default;
+};
+
+std::string_view to_string(StreamStatus::Mode mode) noexcept;
+
+// Requires: the numbers are >= 0 and floor >= 1; source and streamid are
+// valid UTF-8. Throws std::invalid_argument otherwise.
+std::string encode_stream_status(const StreamStatus& status);
+// nullopt unless the payload is a JSON object with non-empty strings
+// "source" and "streamid", integers "floor" >= 1 and "committed",
+// "pending", "unconfirmed" >= 0 (each up to INT64_MAX; "unconfirmed"
+// absent reads as 0) and "confirmation" "broker" or "server" (absent:
+// broker). "confirmed_through" and "waiting_ms" are read when they are
+// such integers, else left empty. Throws nothing (short of std::bad_alloc).
+std::optional<StreamStatus> decode_stream_status(std::string_view payload);
+
+}  // namespace edge_outbox::wire
