@@ -151,8 +151,10 @@ ConfirmOutcome run_scenario(const std::string& name, const ConfirmScenario& s) {
     test::Subscriber probe(broker.uri(), {"devices/dev-01/events/#"});
     ingest.kill();
     const auto at_kill = count_readings(db);
-    REQUIRE_MESSAGE(eventually([&] { return count_readings(db) >= at_kill + s.overflow_readings || !sim.running(); }, 30s),
-                    "edge-outbox-sim did not record " << s.overflow_readings << " readings: " << sim_log());
+    const bool recorded =
+        eventually([&] { return count_readings(db) >= at_kill + s.overflow_readings || !sim.running(); }, 30s);
+    REQUIRE_MESSAGE(sim.running(), "edge-outbox-sim exited: " << sim_log());
+    REQUIRE_MESSAGE(recorded, "edge-outbox-sim did not record " << s.overflow_readings << " readings: " << sim_log());
     REQUIRE_MESSAGE(eventually([&] { return probe.count() >= 1'000 + s.overflow_readings / 5; }, 30s),
                     "the broker accepted only " << probe.count() << " events while the ingest was down");
     ingest.start();
