@@ -56,6 +56,13 @@ class TimingStore final : public ig::Store {
       const std::function<void(const std::string&, const std::string&, const std::string&)>& fn) override {
     inner_->for_each_event_of_type(type, fn);
   }
+  void record_stream_status(const std::string& device_topic, const edge_outbox::wire::StreamStatus& status) override {
+    inner_->record_stream_status(device_topic, status);
+  }
+  std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
+    return inner_->confirmed_through(source, streamid);
+  }
+  std::vector<ig::StreamRow> streams() override { return inner_->streams(); }
   std::string describe() const override { return inner_->describe(); }
 
   std::optional<b::SteadyClock::time_point> stored_at(const std::string& id) const {

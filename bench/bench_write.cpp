@@ -9,6 +9,17 @@
 //   bytes_written_per_event_txn /proc/self/io write_bytes per event, one event
 //   bytes_written_per_event_group  per transaction / 100 per transaction
 //                               (synchronous=FULL, 120-byte payloads)
+//   send_pipeline_*_events_per_s   the durable-before-send barrier's cost, side
+//                               by side: a writer (one reading + one event per
+//                               transaction, as fast as it goes) and, on
+//                               another thread, what the forwarder does to
+//                               the file per batch (Queue::next_batch, then
+//                               mark_published), in events per second through
+//                               both: _normal synchronous=NORMAL without the
+//                               barrier, _barrier NORMAL with
+//                               Queue::record_sent_through before each batch
+//                               (what the Forwarder does), _full FULL with it
+//   durable_before_send_cost    1 - barrier / normal
 //
 // Each repetition runs the raw loop and the library back to back on fresh
 // files, each after sync(), in alternating order; figures are medians of 3
@@ -19,14 +30,17 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
+#include <atomic>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <SQLiteCpp/Statement.h>
 
 #include <edge_outbox/event.h>
 #include <edge_outbox/outbox.h>
+#include <edge_outbox/queue.h>
 #include <edge_outbox/transaction.h>
 
 #include "bench_util.h"
@@ -181,6 +195,59 @@ double run_outbox(const std::filesystem::path& file, eo::Durability durability, 
   return transactions * records / s;
 }
 
+// The writer and the forwarder's storage work on one file at once: events
+// per second from the first write to the last event marked published.
+// barrier: record_sent_through before each batch, as the Forwarder does.
+double run_pipeline(const std::filesystem::path& file, eo::Durability durability, bool barrier, int events) {
+  fresh_file(file, durability);
+  const auto payload = b::payload_of(payload_bytes);
+  eo::OutboxOptions o;
+  o.durability = durability;
+  eo::Outbox outbox(file, o);
+  eo::QueueOptions qo;
+  qo.durability = durability;
+  eo::Queue queue(file, qo);
+  ::sync();
+  std::atomic<bool> failed{false};
+  const auto t0 = b::SteadyClock::now();
+  std::thread writer([&] {
+    try {
+      for (int i = 0; i < events; ++i) {
+        outbox.transact([&](eo::Transaction& tx) {
+          SQLite::Statement reading(tx.db(), reading_insert);
+          reading.bind(1, "t1");
+          reading.bind(2, 21.5);
+          reading.bind(3, static_cast<std::int64_t>(i));
+          reading.exec();
+          tx.enqueue(make_event(payload));
+        });
+      }
+    } catch (const std::exception& e) {
+      b::note("writer failed: %s", e.what());
+      failed = true;
+    }
+  });
+  int done = 0;
+  std::int64_t cursor = 0;
+  std::vector<std::int64_t> sequences;
+  while (done < events && !failed) {
+    auto batch = queue.next_batch(cursor, 256);
+    if (batch.empty()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    cursor = batch.back().sequence;
+    if (barrier) queue.record_sent_through(cursor);
+    sequences.clear();
+    for (const auto& e : batch) sequences.push_back(e.sequence);
+    queue.mark_published(sequences);
+    done += static_cast<int>(batch.size());
+  }
+  writer.join();
+  if (failed) throw std::runtime_error("the pipeline's writer failed");
+  return events / b::seconds_since(t0);
+}
+
 struct Pair {
   std::vector<double> raw, outbox;
 };
@@ -251,6 +318,22 @@ int main(int argc, char** argv) try {
   b::figure("bytes_written_per_event_group", b::median(group_bytes));
   b::figure("bytes_written_per_event_txn_raw", b::median(raw_txn));
   b::figure("bytes_written_per_event_group_raw", b::median(raw_group));
+
+  b::note("bench_write: durable before send: writer + the forwarder's storage work, NORMAL, NORMAL + barrier, FULL");
+  std::vector<double> plain, barrier, full_barrier;
+  const int pipeline_events = 20'000 / scale;
+  for (int i = 0; i < reps; ++i) {
+    plain.push_back(run_pipeline(file, eo::Durability::normal, false, pipeline_events));
+    barrier.push_back(run_pipeline(file, eo::Durability::normal, true, pipeline_events));
+    full_barrier.push_back(run_pipeline(file, eo::Durability::full, true, pipeline_events / 10));
+    b::note("  rep %d: normal %.0f, normal + barrier %.0f, full %.0f events/s", i + 1, plain.back(), barrier.back(),
+            full_barrier.back());
+  }
+  b::figure("send_pipeline_events", pipeline_events);
+  b::figure("send_pipeline_normal_events_per_s", b::median(plain));
+  b::figure("send_pipeline_barrier_events_per_s", b::median(barrier));
+  b::figure("send_pipeline_full_events_per_s", b::median(full_barrier));
+  b::figure("durable_before_send_cost", 1 - b::median(barrier) / b::median(plain));
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_write: %s\n", e.what());

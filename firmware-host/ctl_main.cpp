@@ -92,7 +92,9 @@ int cmd_status(const std::string& db, bool as_json) {
            {"stream_id", outbox.stream_id()},
            {"schema_version", s.schema_version},
            {"quick_check", "ok"},
+           {"schema_revision", s.schema_revision},
            {"pending", s.pending},
+           {"unconfirmed", s.unconfirmed},
            {"dead", s.dead},
            {"published_total", s.published_total},
            {"dropped_total", s.dropped_total},
@@ -103,9 +105,10 @@ int cmd_status(const std::string& db, bool as_json) {
     return 0;
   }
   std::cout << "database         " << db << '\n'
-            << "schema version   " << s.schema_version << '\n'
+            << "schema version   " << s.schema_version << " (revision " << s.schema_revision << ")\n"
             << "stream id        " << outbox.stream_id() << '\n'
             << "pending          " << s.pending << '\n'
+            << "unconfirmed      " << s.unconfirmed << " (sent, waiting for the server's confirmation)\n"
             << "oldest pending   " << (s.oldest_pending_age ? host::format_duration(*s.oldest_pending_age) : "-")
             << '\n'
             << "dead letters     " << s.dead << '\n'
@@ -149,6 +152,25 @@ int cmd_pending(const std::string& db, std::size_t limit, bool as_json) {
   }
   std::printf("%zu shown; %llu pending in all\n", events.size(),
               static_cast<unsigned long long>(outbox.stats().pending));
+  return 0;
+}
+
+int cmd_unconfirmed(const std::string& db, std::size_t limit, bool as_json) {
+  auto outbox = open_outbox(db, edge_outbox::OpenMode::inspect);
+  auto events = outbox.unconfirmed(limit);
+  if (as_json) {
+    json list = json::array();
+    for (const auto& e : events) list.push_back(event_json(e));
+    std::cout << list.dump() << '\n';
+    return 0;
+  }
+  std::printf("%-10s %-36s %-8s %s\n", "SEQUENCE", "ID", "AGE", "TOPIC");
+  for (const auto& e : events) {
+    std::printf("%-10lld %-36s %-8s %s\n", static_cast<long long>(e.sequence), e.id.c_str(),
+                age_text(e.created_at_ms).c_str(), e.topic.c_str());
+  }
+  std::printf("%zu shown; %llu unconfirmed in all\n", events.size(),
+              static_cast<unsigned long long>(outbox.stats().unconfirmed));
   return 0;
 }
 
@@ -231,18 +253,21 @@ int main(int argc, char** argv) {
   app.add_option("--db", db, "The device database")->required();
   app.add_flag("--json", as_json, "Print one JSON document instead of text");
 
-  std::size_t pending_limit = 20, dead_limit = 20;
+  std::size_t pending_limit = 20, unconfirmed_limit = 20, dead_limit = 20;
   bool requeue_all = false;
   std::vector<std::string> requeue_ids;
   std::string older_than = "0s";
 
-  auto* status = app.add_subcommand("status", "Pending, oldest pending age, dead letters, published total, file "
-                                              "and WAL size, schema version, PRAGMA quick_check (changes nothing; "
-                                              "exits 1 if the check finds damage)");
+  auto* status = app.add_subcommand("status", "Pending, unconfirmed, oldest pending age, dead letters, published "
+                                              "total, file and WAL size, schema version, PRAGMA quick_check (changes "
+                                              "nothing; exits 1 if the check finds damage)");
   auto* check = app.add_subcommand("check", "PRAGMA integrity_check: every page, record and index (changes "
                                             "nothing; reads the whole file; exits 1 and names the damage)");
-  auto* pending = app.add_subcommand("pending", "List pending events, oldest first");
+  auto* pending = app.add_subcommand("pending", "List pending events (unconfirmed ones included), oldest first");
   pending->add_option("--limit", pending_limit, "How many")->capture_default_str();
+  auto* unconfirmed = app.add_subcommand(
+      "unconfirmed", "List events the broker acknowledged that wait for the server's confirmation, oldest first");
+  unconfirmed->add_option("--limit", unconfirmed_limit, "How many")->capture_default_str();
   auto* dead = app.add_subcommand("dead", "List dead letters with their reasons, oldest first");
   dead->add_option("--limit", dead_limit, "How many")->capture_default_str();
   auto* requeue = app.add_subcommand("requeue", "Put dead letters back into the queue (attempts reset, order kept)");
@@ -251,7 +276,7 @@ int main(int argc, char** argv) {
   auto* purge = app.add_subcommand("purge-dead", "Delete dead letters");
   purge->add_option("--older-than", older_than, "Only those that died at least this long ago (\"7d\", \"12h\")")
       ->capture_default_str();
-  for (auto* sub : {status, check, pending, dead, requeue, purge}) {
+  for (auto* sub : {status, check, pending, unconfirmed, dead, requeue, purge}) {
     sub->add_flag("--json", as_json, "Print one JSON document instead of text");
   }
 
@@ -265,6 +290,7 @@ int main(int argc, char** argv) {
     if (status->parsed()) return cmd_status(db, as_json);
     if (check->parsed()) return cmd_check(db, as_json);
     if (pending->parsed()) return cmd_pending(db, pending_limit, as_json);
+    if (unconfirmed->parsed()) return cmd_unconfirmed(db, unconfirmed_limit, as_json);
     if (dead->parsed()) return cmd_dead(db, dead_limit, as_json);
     if (requeue->parsed()) return cmd_requeue(db, requeue_all, requeue_ids, as_json);
     if (purge->parsed()) return cmd_purge(db, older_than_duration(older_than), as_json);

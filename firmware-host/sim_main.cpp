@@ -268,8 +268,8 @@ int main(int argc, char** argv) {
       "edge-outbox-sim: a simulated device. Samples simulated sensors, records each reading and its\n"
       "reading.recorded event in one transaction, and forwards the events to an MQTT broker.\n"
       "Prints one JSON summary line on stdout at exit:\n"
-      "  {\"readings\":N,\"enqueued\":N,\"published\":N,\"pending\":N,\"dead\":N,\"reconnects\":N,\n"
-      "   \"ack_timeouts\":N,\"backlog_at_reconnect\":N|null,\"drain_ms\":N|null}"};
+      "  {\"readings\":N,\"enqueued\":N,\"published\":N,\"pending\":N,\"unconfirmed\":N,\"dead\":N,\n"
+      "   \"reconnects\":N,\"ack_timeouts\":N,\"resends\":N,\"backlog_at_reconnect\":N|null,\"drain_ms\":N|null}"};
   sim::SimConfig cli;
   sim::add_options(app, cli);
   try {

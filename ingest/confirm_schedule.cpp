@@ -56,7 +56,7 @@ void ConfirmSchedule::published(const StreamKey& stream, std::int64_t through) {
   p = p ? std::max(*p, through) : through;
 }
 
-void ConfirmSchedule::publish_failed(const StreamKey& stream, TimePoint now) {
+void ConfirmSchedule::retry_later(const StreamKey& stream, TimePoint now) {
   auto& state = streams_[stream];
   if (!state.looked_up_at) state.looked_up_at = now;
   touched_.insert(stream);

@@ -3,7 +3,7 @@
 // sequence in the store and whether it publishes it: the rate limit of the
 // confirmations, without their thread, store or MQTT client. Pure: the
 // owner passes the time (steady clock) and reports what it did. Not
-// thread-safe: the Confirmer's thread only.
+// thread-safe: the Confirmer calls it under its mutex.
 //
 // A stream is touched when a commit stored (or rejected, or explained)
 // something of it, or when its status arrived. A touched stream is due (its
@@ -13,7 +13,7 @@
 //   - else at its last lookup + min_interval, while commits keep coming: at
 //     most one lookup, so one confirmation, per stream per min_interval;
 //   - at once, whatever the interval, when the backlog is done: no stream was
-//     touched for idle_after (once per touch: a failed publish waits out the
+//     touched for idle_after (once per touch: a retry waits out the
 //     interval). So the last confirmation of a burst does not
 //     wait out the interval; a confirmation is never published for less than
 //     one new commit, so they never outnumber the commits.
@@ -49,7 +49,7 @@ class ConfirmSchedule {
   // A commit or a status touched the stream: its through may have moved.
   void touched(const StreamKey& stream, TimePoint now);
   // The touched streams to look up now, each counted as looked up at `now`
-  // and no longer touched (a later touch, or publish_failed, brings it back).
+  // and no longer touched (a later touch, or retry_later, brings it back).
   std::vector<StreamKey> due(TimePoint now);
   // When due() returns something next without a new touch; nullopt when no
   // stream is touched.
@@ -59,9 +59,10 @@ class ConfirmSchedule {
   bool should_publish(const StreamKey& stream, std::int64_t through) const;
   // The confirmation was handed to the MQTT client.
   void published(const StreamKey& stream, std::int64_t through);
-  // The MQTT client refused it (not connected): the stream is touched again,
-  // due min_interval after its lookup.
-  void publish_failed(const StreamKey& stream, TimePoint now);
+  // The lookup or the publish could not be done (a store error, the MQTT
+  // client not connected, the status not read yet): the stream is touched
+  // again, due min_interval after its lookup.
+  void retry_later(const StreamKey& stream, TimePoint now);
   // The device's status says the highest through it received (nullopt: none).
   void device_holds(const StreamKey& stream, std::optional<std::int64_t> confirmed_through);
 

@@ -127,11 +127,15 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
   return failed;
 }
 
-const Confirmer::Known* Confirmer::known(const StreamKey& stream) {
+const Confirmer::Known* Confirmer::known(const StreamKey& stream, bool& read_recently) {
+  read_recently = false;
   auto it = known_.find(stream);
   if (it != known_.end()) return &it->second;
   const auto now = SteadyClock::now();
-  if (streams_read_at_ != SteadyClock::time_point{} && now < streams_read_at_ + options_.retry_after) return nullptr;
+  if (streams_read_at_ != SteadyClock::time_point{} && now < streams_read_at_ + options_.retry_after) {
+    read_recently = true;
+    return nullptr;
+  }
   streams_read_at_ = now;
   try {
     for (const auto& row : store_->streams())
@@ -146,8 +150,17 @@ const Confirmer::Known* Confirmer::known(const StreamKey& stream) {
 
 void Confirmer::confirm(const std::vector<StreamKey>& due) {
   for (const auto& key : due) {
-    const Known* status = known(key);
-    if (!status) continue;  // no status: the floor is unknown, never confirmed
+    bool read_recently = false;
+    const Known* status = known(key, read_recently);
+    if (!status) {
+      // No status: the floor is unknown, never confirmed. Unless another
+      // ingest recorded it after this one last read the store: look again.
+      if (read_recently) {
+        std::lock_guard lock(mutex_);
+        schedule_.retry_later(key, SteadyClock::now());
+      }
+      continue;
+    }
     std::optional<std::int64_t> through;
     try {
       through = store_->confirmed_through(key.source, key.streamid);
@@ -156,7 +169,7 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
                       printable(key.source) + "'",
                   e);
       std::lock_guard lock(mutex_);
-      schedule_.publish_failed(key, SteadyClock::now());
+      schedule_.retry_later(key, SteadyClock::now());
       continue;
     }
     if (!through || *through < status->floor) continue;
@@ -176,7 +189,7 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
       schedule_.published(key, *through);
       ++counters_.confirmations;
     } else {
-      schedule_.publish_failed(key, SteadyClock::now());
+      schedule_.retry_later(key, SteadyClock::now());
     }
   }
 }

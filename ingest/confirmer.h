@@ -98,7 +98,9 @@ class Confirmer {
   };
   // From the statuses recorded by this process, else (a status another
   // ingest recorded) from the store's, read again at most every retry_after.
-  const Known* known(const StreamKey& stream);
+  // nullptr when unknown; then `read_recently` says whether the store was
+  // read too recently to read it now (try again later).
+  const Known* known(const StreamKey& stream, bool& read_recently);
   void log_failure(const std::string& what, const std::exception& e);
 
   std::unique_ptr<Store> store_;  // the thread's only

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ingest/explained.h"
 
+#include "ingest/classify.h"
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -24,7 +26,7 @@ std::vector<ExplainedRange> explained_ranges(const wire::DroppedReport& report,
     }
     if (s == report_sequences.end() || *s != r.last) out.push_back({at, r.last, evicted});
   }
-  for (const auto& d : report.dead) out.push_back({d.first, d.last, d.reason});
+  for (const auto& d : report.dead) out.push_back({d.first, d.last, printable(d.reason, max_explained_reason_bytes)});
   return out;
 }
 

@@ -14,6 +14,7 @@
 // Thread rule: pure functions; safe from any thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,9 +35,14 @@ struct ExplainedRange {
   friend bool operator==(const ExplainedRange&, const ExplainedRange&) = default;
 };
 
+// A dead range's reason is kept as printable ASCII, at most this long
+// (then "..."): it comes from the device, and goes into a key.
+inline constexpr std::size_t max_explained_reason_bytes = 64;
+
 // The report's ranges (merged) as "evicted", less the sequences in
 // `report_sequences` (the stream's outbox.dropped events in the store),
-// which are "superseded"; then its dead ranges with their reasons, as sent.
+// which are "superseded"; then its dead ranges with their reasons, as sent
+// (printable, see max_explained_reason_bytes).
 // Requires: report_sequences is sorted ascending.
 std::vector<ExplainedRange> explained_ranges(const wire::DroppedReport& report,
                                              const std::vector<std::int64_t>& report_sequences);

@@ -36,6 +36,38 @@ std::vector<SeqRange> missing_between(std::int64_t first, std::int64_t last, con
   return missing;
 }
 
+// Splits `ranges` by `cover` (both sorted, disjoint): the parts inside
+// cover are appended to `in`, the others to `out`, in order.
+void split_by(const std::vector<SeqRange>& ranges, const std::vector<SeqRange>& cover, std::vector<SeqRange>& in,
+              std::vector<SeqRange>& out) {
+  std::size_t d = 0;
+  for (const auto& m : ranges) {
+    std::int64_t at = m.first;
+    while (d < cover.size() && cover[d].last < at) ++d;
+    for (std::size_t k = d;;) {
+      if (k == cover.size() || cover[k].first > m.last) {
+        out.push_back({at, m.last});
+        break;
+      }
+      if (cover[k].first > at) out.push_back({at, cover[k].first - 1});
+      const std::int64_t end = std::min(m.last, cover[k].last);
+      in.push_back({std::max(at, cover[k].first), end});
+      if (end == m.last) break;
+      at = end + 1;
+      ++k;
+    }
+  }
+}
+
+// Appends `sequence` to runs of consecutive sequences; false when it
+// repeats the last one (or goes back).
+bool add_to_runs(std::vector<SeqRange>& runs, std::int64_t sequence) {
+  if (!runs.empty() && runs.back().last >= sequence) return false;
+  if (!runs.empty() && runs.back().last + 1 == sequence) runs.back().last = sequence;
+  else runs.push_back({sequence, sequence});
+  return true;
+}
+
 }  // namespace
 
 std::int64_t count_of(const std::vector<SeqRange>& ranges) {
@@ -60,9 +92,21 @@ std::int64_t GapReport::explained_total() const {
   return n;
 }
 
+std::int64_t GapReport::rejected_total() const {
+  std::int64_t n = 0;
+  for (const auto& s : streams) n = saturated_sum(n, s.rejected_count());
+  return n;
+}
+
 std::int64_t GapReport::unexplained_total() const {
   std::int64_t n = 0;
   for (const auto& s : streams) n = saturated_sum(n, s.unexplained_count());
+  return n;
+}
+
+std::int64_t GapReport::tail_total() const {
+  std::int64_t n = 0;
+  for (const auto& s : streams) n = saturated_sum(n, s.tail_count());
   return n;
 }
 
@@ -74,9 +118,15 @@ std::int64_t GapReport::dropped_total_disagreements() const {
 void GapTracker::add_sequence(const std::string& source, const std::string& streamid, std::int64_t sequence) {
   Stream& s = streams_[{source, streamid}];
   ++s.stored;
-  if (!s.present.empty() && s.present.back().last >= sequence) return;  // repeated: ignore
-  if (!s.present.empty() && s.present.back().last + 1 == sequence) s.present.back().last = sequence;
-  else s.present.push_back({sequence, sequence});
+  add_to_runs(s.present, sequence);  // a repeat is ignored
+}
+
+void GapTracker::add_rejected(const std::string& source, const std::string& streamid, std::int64_t sequence) {
+  add_to_runs(streams_[{source, streamid}].rejected, sequence);
+}
+
+void GapTracker::add_status(const wire::StreamStatus& status) {
+  streams_[{status.source, status.streamid}].status = status;
 }
 
 bool GapTracker::add_dropped(const std::string& source, const std::string& streamid, const std::string& payload) {
@@ -88,6 +138,7 @@ bool GapTracker::add_dropped(const std::string& source, const std::string& strea
   Stream& s = streams_[{source, streamid}];
   ++s.reports;
   s.dropped.insert(s.dropped.end(), report->ranges.begin(), report->ranges.end());
+  for (const auto& d : report->dead) s.dropped.push_back({d.first, d.last});
   if (report->dropped_total) {
     const auto total = static_cast<std::int64_t>(std::min<std::uint64_t>(*report->dropped_total, int64_max));
     std::int64_t counted = 0;
@@ -103,7 +154,8 @@ GapReport GapTracker::finish() const {
   GapReport report;
   report.malformed_dropped_events = malformed_;
   for (const auto& [key, s] : streams_) {
-    if (s.present.empty()) continue;  // nothing stored: no range to speak of
+    const bool tail_known = s.status && s.status->pending == 0 && s.status->committed > 0;
+    if (s.present.empty() && s.rejected.empty() && !tail_known) continue;  // no range to speak of
     StreamGaps g;
     g.source = key.first;
     g.streamid = key.second;
@@ -111,29 +163,37 @@ GapReport GapTracker::finish() const {
     g.dropped_reports = s.reports;
     g.evictions_reported = count_of(wire::merge_ranges(s.evictions));
     g.dropped_total = s.dropped_total;
+    if (s.status) {
+      g.committed = s.status->committed;
+      g.pending = s.status->pending;
+    }
     const auto dropped = wire::merge_ranges(s.dropped);
-    g.first = s.present.front().first;
-    if (!dropped.empty()) g.first = std::min(g.first, dropped.front().first);
-    g.last = s.present.back().last;
-
-    // Split each missing range by the dropped ranges (both sorted, disjoint).
-    std::size_t d = 0;
-    for (const auto& m : missing_between(g.first, g.last, s.present)) {
-      std::int64_t at = m.first;
-      while (d < dropped.size() && dropped[d].last < at) ++d;
-      std::size_t k = d;
-      while (at <= m.last) {
-        if (k < dropped.size() && dropped[k].first <= m.last) {
-          if (dropped[k].first > at) g.unexplained.push_back({at, dropped[k].first - 1});
-          const std::int64_t end = std::min(m.last, dropped[k].last);
-          g.explained.push_back({std::max(at, dropped[k].first), end});
-          at = end + 1;
-          if (dropped[k].last <= m.last) ++k;
-        } else {
-          g.unexplained.push_back({at, m.last});
-          at = m.last + 1;
-        }
+    // The range: lowest known to highest stored or rejected (1..0 when none).
+    g.first = 1;
+    g.last = 0;
+    if (!s.present.empty() || !s.rejected.empty()) {
+      g.first = std::numeric_limits<std::int64_t>::max();
+      if (!s.present.empty()) {
+        g.first = s.present.front().first;
+        g.last = s.present.back().last;
       }
+      if (!s.rejected.empty()) {
+        g.first = std::min(g.first, s.rejected.front().first);
+        g.last = std::max(g.last, s.rejected.back().last);
+      }
+    }
+    if (!dropped.empty()) g.first = std::min(g.first, dropped.front().first);
+
+    // Missing from events: explained by the reports, else rejected, else unexplained.
+    std::vector<SeqRange> not_explained;
+    split_by(missing_between(g.first, g.last, s.present), dropped, g.explained, not_explained);
+    split_by(not_explained, s.rejected, g.rejected, g.unexplained);
+    if (tail_known && s.status->committed > g.last) {
+      std::vector<SeqRange> tail_not_explained, tail_explained;
+      split_by({{g.last + 1, s.status->committed}}, dropped, tail_explained, tail_not_explained);
+      g.explained.insert(g.explained.end(), tail_explained.begin(), tail_explained.end());
+      std::vector<SeqRange> tail_rejected;  // none: rejected ones are at or below last
+      split_by(tail_not_explained, s.rejected, tail_rejected, g.tail);
     }
     report.streams.push_back(std::move(g));
   }
@@ -156,15 +216,23 @@ nlohmann::json gaps_to_json(const GapReport& report) {
                        {"stored", g.stored},
                        {"explained", ranges(g.explained)},
                        {"explained_count", g.explained_count()},
+                       {"rejected", ranges(g.rejected)},
+                       {"rejected_count", g.rejected_count()},
                        {"unexplained", ranges(g.unexplained)},
                        {"unexplained_count", g.unexplained_count()},
+                       {"committed", or_null(g.committed)},
+                       {"pending", or_null(g.pending)},
+                       {"tail", ranges(g.tail)},
+                       {"tail_count", g.tail_count()},
                        {"dropped_reports", g.dropped_reports},
                        {"evictions_reported", g.evictions_reported},
                        {"dropped_total", or_null(g.dropped_total)},
                        {"dropped_total_agrees", or_null(g.dropped_total_agrees())}});
   return {{"streams", streams},
           {"explained_total", report.explained_total()},
+          {"rejected_total", report.rejected_total()},
           {"unexplained_total", report.unexplained_total()},
+          {"tail_total", report.tail_total()},
           {"dropped_total_disagreements", report.dropped_total_disagreements()},
           {"malformed_dropped_events", report.malformed_dropped_events}};
 }
@@ -192,14 +260,24 @@ std::string gaps_to_text(const GapReport& report) {
   std::ostringstream out;
   for (const auto& g : report.streams) {
     out << g.source << " stream " << (g.streamid.empty() ? "-" : g.streamid) << ": " << g.stored
-        << " stored, sequences " << g.first << ".." << g.last << '\n';
+        << " stored, sequences " << g.first << ".." << g.last;
+    if (g.committed && g.pending) out << "; the device: committed " << *g.committed << ", " << *g.pending << " pending";
+    out << '\n';
     for (const auto& r : g.explained)
       out << "  explained   " << r.first << ".." << r.last << " (" << count_of({r}) << ", dropped on the device)\n";
+    for (const auto& r : g.rejected)
+      out << "  rejected    " << r.first << ".." << r.last << " (" << count_of({r}) << ", refused by the ingest)\n";
     for (const auto& r : g.unexplained)
       out << "  unexplained " << r.first << ".." << r.last << " (" << count_of({r}) << ", in transit or lost)\n";
+    for (const auto& r : g.tail)
+      out << "  tail        " << r.first << ".." << r.last << " (" << count_of({r})
+          << ", lost: the device committed them and has nothing pending)\n";
     write_reports_line(out, g);
   }
-  out << "missing: " << report.explained_total() << " explained, " << report.unexplained_total() << " unexplained\n";
+  out << "missing: " << report.explained_total() << " explained, " << report.unexplained_total() << " unexplained";
+  if (const auto n = report.rejected_total()) out << ", " << n << " rejected";
+  if (const auto n = report.tail_total()) out << ", " << n << " lost at the tail";
+  out << '\n';
   if (const auto n = report.dropped_total_disagreements())
     out << "dropped_total disagrees with the reported evictions in " << n << (n == 1 ? " stream\n" : " streams\n");
   if (report.malformed_dropped_events)

@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // Gap accounting: per (source, streamid), which sequence numbers are
-// missing from the store, split into explained (covered by an
+// missing from the store's events, split into explained (covered by an
 // "outbox.dropped" report from that stream: evicted on the device under
-// drop_oldest, or the sequence of a report that a later one replaced) and
-// unexplained (in transit, or lost).
+// drop_oldest, dead-lettered, or the sequence of a report that a later one
+// replaced), rejected (a rejected message named that position: it reached
+// the server and was refused) and unexplained (in transit, or lost).
 //
-// A stream's range runs from its lowest known sequence (stored, or named in
-// a dropped range) to its highest stored one; what came before the first
-// event the ingest ever saw cannot be told from "never existed".
+// A stream's range runs from its lowest known sequence (stored, rejected,
+// or named in a report) to its highest stored or rejected one; what came
+// before the first event the ingest ever saw cannot be told from "never
+// existed". Past that range, the device's status (Store::streams) tells a
+// tail gap: when it says nothing is pending, every sequence up to its
+// committed one has left the device, so those of (last, committed] that
+// are neither explained nor rejected are lost ("tail"). A stream with a
+// status but nothing stored starts at 1.
 //
 // A device re-sends its report cumulatively (wire/dropped_report.h): a
 // later report covers the ranges and adds up the counts of the one it
@@ -32,6 +38,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <edge_outbox/wire/sequence_ranges.h>
+#include <edge_outbox/wire/stream_status.h>
 
 namespace edge_outbox::ingest {
 
@@ -48,7 +55,15 @@ struct StreamGaps {
   std::int64_t first = 0;  // the stream's range
   std::int64_t last = 0;
   std::vector<SeqRange> explained;    // missing, covered by the stream's reports
-  std::vector<SeqRange> unexplained;  // missing, covered by none
+  std::vector<SeqRange> rejected;     // missing, not explained, named by a rejected message
+  std::vector<SeqRange> unexplained;  // missing in [first, last], none of the above
+  // The device's status, when the store has one: its highest committed
+  // sequence and how many events wait on it.
+  std::optional<std::int64_t> committed;
+  std::optional<std::int64_t> pending;
+  // Missing in (last, committed], neither explained nor rejected, while the
+  // status says nothing is pending: lost. Empty without such a status.
+  std::vector<SeqRange> tail;
 
   // What the stream's outbox.dropped reports say, merged.
   std::int64_t dropped_reports = 0;     // reports stored, replaced ones included
@@ -57,7 +72,9 @@ struct StreamGaps {
   std::optional<std::int64_t> dropped_total;
 
   std::int64_t explained_count() const { return count_of(explained); }
+  std::int64_t rejected_count() const { return count_of(rejected); }
   std::int64_t unexplained_count() const { return count_of(unexplained); }
+  std::int64_t tail_count() const { return count_of(tail); }
   // Whether evictions_reported equals dropped_total: false when a report
   // was lost (or its counts were unreadable); none without dropped_total.
   std::optional<bool> dropped_total_agrees() const;
@@ -68,7 +85,11 @@ struct GapReport {
   std::uint64_t malformed_dropped_events = 0;
 
   std::int64_t explained_total() const;
+  std::int64_t rejected_total() const;
   std::int64_t unexplained_total() const;
+  std::int64_t tail_total() const;
+  // Whether something is lost or unaccounted for: unexplained or tail gaps.
+  bool has_unexplained() const { return unexplained_total() > 0 || tail_total() > 0; }
   // Streams whose dropped_total_agrees() is false.
   std::int64_t dropped_total_disagreements() const;
 };
@@ -79,14 +100,23 @@ class GapTracker {
   void add_sequence(const std::string& source, const std::string& streamid, std::int64_t sequence);
   // payload: an outbox.dropped report (edge_outbox/wire/dropped_report.h).
   // Returns false (counts it and ignores it) when
-  // wire::decode_dropped_report refuses it.
+  // wire::decode_dropped_report refuses it. Its ranges and its dead ranges
+  // explain.
   bool add_dropped(const std::string& source, const std::string& streamid, const std::string& payload);
-  // Streams with no stored sequence are left out.
+  // A rejected message that named this position (Store::for_each_rejected_sequence).
+  // Requires: per stream, in increasing order.
+  void add_rejected(const std::string& source, const std::string& streamid, std::int64_t sequence);
+  // The device's latest status of the stream (Store::streams).
+  void add_status(const wire::StreamStatus& status);
+  // Streams with no stored or rejected sequence are left out, unless a
+  // status shows a tail gap.
   GapReport finish() const;
 
  private:
   struct Stream {
     std::vector<SeqRange> present;  // runs of consecutive stored sequences
+    std::vector<SeqRange> rejected;  // runs of consecutive rejected sequences
+    std::optional<wire::StreamStatus> status;
     std::vector<SeqRange> dropped;  // every report's ranges, as sent
     std::vector<SeqRange> evictions;  // every report's eviction numbers
     std::optional<std::int64_t> dropped_total;

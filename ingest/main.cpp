@@ -11,8 +11,9 @@
 //                were neither stored nor acknowledged, the broker redelivers
 //                them.
 //   gaps:      0 report printed, no unexplained gap; 1 report printed, with
-//              unexplained gaps; 3 the store cannot be read (missing, not an
-//              ingest store, unreachable, failing): no report.
+//              unexplained gaps (inside a stream, or at its tail); 3 the
+//              store cannot be read (missing, not an ingest store,
+//              unreachable, failing): no report.
 //   reprocess: 0 nothing left rejected; 1 some messages still rejected;
 //              2 the store cannot be opened or failed.
 //   A command line CLI11 refuses, for every command: its message and its
@@ -98,8 +99,8 @@ void require_existing_sqlite_file(const std::string& store_spec) {
     throw std::runtime_error("SQLite file " + path.string() + " is empty: not an ingest store; check --store");
 }
 
-// Exit: 0 no unexplained gap, 1 unexplained gaps; throws when the store
-// cannot be read.
+// Exit: 0 no unexplained gap, 1 unexplained gaps (interior or tail);
+// throws when the store cannot be read.
 int run_gaps(const std::string& store_spec, bool json) {
   require_existing_sqlite_file(store_spec);
   auto store = ingest::open_store(store_spec);
@@ -111,11 +112,15 @@ int run_gaps(const std::string& store_spec, bool json) {
       "outbox.dropped", [&](const std::string& source, const std::string& streamid, const std::string& payload) {
         tracker.add_dropped(source, streamid, payload);
       });
+  store->for_each_rejected_sequence([&](const std::string& source, const std::string& streamid, std::int64_t seq) {
+    tracker.add_rejected(source, streamid, seq);
+  });
+  for (const auto& stream : store->streams()) tracker.add_status(stream.status);
   const auto report = tracker.finish();
   if (json) std::cout << ingest::gaps_to_json(report).dump() << '\n';
   else std::cout << ingest::gaps_to_text(report);
   std::cout.flush();
-  return report.unexplained_total() == 0 ? 0 : kExitGapsUnexplained;
+  return report.has_unexplained() ? kExitGapsUnexplained : 0;
 }
 
 int run_reprocess(const std::string& store_spec, const ingest::ClassifyOptions& classify, const ingest::Logger& log) {
@@ -198,7 +203,8 @@ int main(int argc, char** argv) {
 
   auto* gaps_cmd = app.add_subcommand("gaps", "Report missing sequence ranges per device stream");
   gaps_cmd->footer(
-      "Exit codes: 0 no unexplained gap; 1 unexplained gaps (in transit or lost); 3 the store cannot be read "
+      "Exit codes: 0 no unexplained gap; 1 unexplained gaps (in transit or lost; at a stream's tail, when the "
+      "device reports nothing pending); 3 the store cannot be read "
       "(no report); 100 and up a bad command line (CLI11's codes, e.g. 109 an unknown argument).");
   std::string gaps_store = store_spec;
   bool gaps_json = false;

@@ -391,8 +391,8 @@ class PgStore final : public Store {
     // BY names the table's column: a bare name would be the text output
     // column, and "10" sorts before "9".
     Result r = exec_params(
-        "SELECT id::text, received_at::text, topic, reason, payload, payload_size::text, properties FROM rejected "
-        "WHERE id > $1 ORDER BY rejected.id LIMIT $2",
+        "SELECT id::text, received_at::text, topic, reason, payload, payload_size::text, properties, source, "
+        "streamid, sequence::text FROM rejected WHERE id > $1 ORDER BY rejected.id LIMIT $2",
         p, 1, PGRES_TUPLES_OK, "select rejected");
     std::vector<StoredRejection> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
@@ -404,6 +404,9 @@ class PgStore final : public Store {
       s.row.payload = value(r, i, 4);
       s.row.payload_size = std::stoull(value(r, i, 5));
       s.row.properties = value(r, i, 6);
+      s.row.source = value(r, i, 7);  // NULL reads as ""
+      s.row.streamid = value(r, i, 8);
+      if (!PQgetisnull(r.get(), i, 9)) s.row.sequence = std::stoll(value(r, i, 9));
       out.push_back(std::move(s));
     }
     return out;
@@ -433,6 +436,15 @@ class PgStore final : public Store {
     p.text(reason);
     p.number(id);
     exec_params("UPDATE rejected SET reason = $1 WHERE id = $2", p, 0, PGRES_COMMAND_OK, "update rejected");
+  }
+
+  void update_rejected_position(std::int64_t id, const RejectedRow& position) override {
+    ensure_connected();
+    Params p;
+    add_position(p, position);
+    p.number(id);
+    exec_params("UPDATE rejected SET source = $1, streamid = $2, sequence = $3::bigint WHERE id = $4", p, 0,
+                PGRES_COMMAND_OK, "update rejected");
   }
 
   std::uint64_t rejected_pruned() const override { return pruned_; }
@@ -509,14 +521,8 @@ class PgStore final : public Store {
     return r;
   }
 
-  void insert_rejected(const RejectedRow& row) {
-    Params p;
-    p.number(row.received_at_ms);
-    p.text(row.topic);
-    p.text(row.reason);
-    p.bytes(row.payload);
-    p.number(static_cast<std::int64_t>(row.payload_size));
-    p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
+  // The row's stream position: three NULLs unless it has all three.
+  static void add_position(Params& p, const RejectedRow& row) {
     if (row.source.empty() || row.streamid.empty() || !row.sequence) {
       p.null();
       p.null();
@@ -526,6 +532,17 @@ class PgStore final : public Store {
       p.text(row.streamid);
       p.number(*row.sequence);
     }
+  }
+
+  void insert_rejected(const RejectedRow& row) {
+    Params p;
+    p.number(row.received_at_ms);
+    p.text(row.topic);
+    p.text(row.reason);
+    p.bytes(row.payload);
+    p.number(static_cast<std::int64_t>(row.payload_size));
+    p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
+    add_position(p, row);
     exec_params(
         "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
         "sequence) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9::bigint)",
@@ -624,36 +641,60 @@ class PgStore final : public Store {
   void explain(const EventRow& e) {
     const auto report = wire::decode_dropped_report(e.payload);
     if (!report) return;  // gaps counts it as malformed
-    std::vector<std::int64_t> report_sequences;
+    // The stream's stored reports inside the report's ranges: one statement,
+    // an index range scan per range.
+    std::string firsts = "{", lasts = "{";
     for (const auto& r : wire::merge_ranges(report->ranges)) {
+      if (firsts.size() > 1) {
+        firsts += ',';
+        lasts += ',';
+      }
+      firsts += std::to_string(r.first);
+      lasts += std::to_string(r.last);
+    }
+    std::vector<std::int64_t> report_sequences;
+    if (firsts.size() > 1) {
       Params p;
       p.text(e.source);
       p.text(e.streamid);
-      p.number(r.first);
-      p.number(r.last);
+      p.owned_text(firsts + "}");
+      p.owned_text(lasts + "}");
       p.owned_text(std::string(wire::dropped_report_type));
       Result found = exec_params(
-          "SELECT sequence::text FROM events WHERE source = $1 AND streamid = $2 AND sequence BETWEEN $3::bigint AND "
-          "$4::bigint AND type = $5 ORDER BY events.sequence",
+          "SELECT e.sequence::text FROM unnest($3::text::bigint[], $4::text::bigint[]) AS r(f, l) JOIN events e "
+          "ON e.source = $1 AND e.streamid = $2 AND e.sequence BETWEEN r.f AND r.l WHERE e.type = $5 "
+          "ORDER BY e.sequence",
           p, 1, PGRES_TUPLES_OK, "select superseded reports");
       for (int i = 0; i < PQntuples(found.get()); ++i) report_sequences.push_back(std::stoll(value(found, i, 0)));
     }
     insert_explained(e.source, e.streamid, explained_ranges(*report, report_sequences));
   }
 
+  // Multi-row INSERTs of explained_rows_per_statement rows at most.
   void insert_explained(const std::string& source, const std::string& streamid,
                         const std::vector<ExplainedRange>& ranges) {
-    for (const auto& range : ranges) {
+    constexpr std::size_t explained_rows_per_statement = 1000;  // 5 parameters each
+    for (std::size_t start = 0; start < ranges.size(); start += explained_rows_per_statement) {
+      const std::size_t end = std::min(ranges.size(), start + explained_rows_per_statement);
+      std::string sql = "INSERT INTO explained (source, streamid, first, last, reason) VALUES ";
       Params p;
-      p.text(source);
-      p.text(streamid);
-      p.number(range.first);
-      p.number(range.last);
-      p.text(range.reason);
-      exec_params(
-          "INSERT INTO explained (source, streamid, first, last, reason) VALUES ($1,$2,$3::bigint,$4::bigint,$5) "
-          "ON CONFLICT DO NOTHING",
-          p, 0, PGRES_COMMAND_OK, "insert into explained");
+      for (std::size_t k = start; k < end; ++k) {
+        const std::size_t base = (k - start) * 5;
+        if (k > start) sql += ',';
+        for (std::size_t c = 1; c <= 5; ++c) {
+          sql += c == 1 ? "($" : ",$";
+          sql += std::to_string(base + c);
+          if (c == 3 || c == 4) sql += "::bigint";
+        }
+        sql += ')';
+        p.text(source);
+        p.text(streamid);
+        p.number(ranges[k].first);
+        p.number(ranges[k].last);
+        p.text(ranges[k].reason);
+      }
+      sql += " ON CONFLICT DO NOTHING";
+      exec_params(sql.c_str(), p, 0, PGRES_COMMAND_OK, "insert into explained");
     }
   }
 
@@ -673,7 +714,15 @@ class PgStore final : public Store {
       report.payload = value(r, i, 3);
       reports.push_back(std::move(report));
     }
-    for (const auto& e : explained_by_reports(reports)) insert_explained(e.source, e.streamid, {e.range});
+    const auto rows = explained_by_reports(reports);
+    for (std::size_t i = 0; i < rows.size();) {  // one stream at a time
+      std::vector<ExplainedRange> ranges;
+      std::size_t j = i;
+      for (; j < rows.size() && rows[j].source == rows[i].source && rows[j].streamid == rows[i].streamid; ++j)
+        ranges.push_back(rows[j].range);
+      insert_explained(rows[i].source, rows[i].streamid, ranges);
+      i = j;
+    }
   }
 
   // One stream's rows for the confirmed_through walk (coverage.h).

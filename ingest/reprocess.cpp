@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ingest/reprocess.h"
 
+#include <optional>
+#include <tuple>
+
 #include <nlohmann/json.hpp>
 
 namespace edge_outbox::ingest {
@@ -26,6 +29,12 @@ Received as_received(const RejectedRow& row, std::string& content_type) {
     if (auto it = props.find("retained"); it != props.end() && it->is_boolean()) m.retained = it->get<bool>();
   }
   return m;
+}
+
+// A rejection's stream position, or none unless it has all three parts.
+std::optional<std::tuple<std::string, std::string, std::int64_t>> position_of(const RejectedRow& r) {
+  if (r.source.empty() || r.streamid.empty() || !r.sequence) return std::nullopt;
+  return std::tuple(r.source, r.streamid, *r.sequence);
 }
 
 }  // namespace
@@ -60,11 +69,13 @@ ReprocessCounts reprocess_rejected(Store& store, const ClassifyOptions& options,
           row = RejectedRow{};
           std::get<RejectedRow>(row).reason = printable("the store refused this message for good: " +
                                                         std::string(error.what()), 2000);
+          set_stream_position(std::get<RejectedRow>(row), m, options);
         }
       }
       ++counts.still_rejected;
-      const auto& reason = std::get<RejectedRow>(row).reason;
-      if (reason != r.row.reason) store.update_rejected_reason(r.id, reason);
+      const auto& rejected = std::get<RejectedRow>(row);
+      if (rejected.reason != r.row.reason) store.update_rejected_reason(r.id, rejected.reason);
+      if (position_of(rejected) != position_of(r.row)) store.update_rejected_position(r.id, rejected);
     }
   }
   if (log)

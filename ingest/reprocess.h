@@ -3,7 +3,9 @@
 // the current options (after a configuration fix: --require-source-match
 // off, a larger --max-payload-bytes, ...). A message that now decodes is
 // stored as the ingest stores it (a duplicate or a conflict as usual, see
-// store.h) and its rejected row deleted, in one transaction; one still rejected stays, with the new reason. A message
+// store.h) and its rejected row deleted, in one transaction; one still
+// rejected stays, with the new reason and the stream position read with
+// the current options (classify.h, set_stream_position). A message
 // that was kept cut (its payload_size beyond the bytes kept) cannot be
 // decoded again and stays as it is.
 //

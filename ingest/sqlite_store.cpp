@@ -399,8 +399,8 @@ class SqliteStore final : public Store {
   std::vector<StoredRejection> rejected_after(std::int64_t after_id, std::size_t limit) override {
     try {
       SQLite::Statement st(db_,
-                           "SELECT id, received_at, topic, reason, payload, payload_size, properties FROM rejected "
-                           "WHERE id > ? ORDER BY id LIMIT ?");
+                           "SELECT id, received_at, topic, reason, payload, payload_size, properties, source, "
+                           "streamid, sequence FROM rejected WHERE id > ? ORDER BY id LIMIT ?");
       st.bind(1, static_cast<std::int64_t>(after_id));
       st.bind(2, static_cast<std::int64_t>(limit));
       std::vector<StoredRejection> out;
@@ -413,6 +413,9 @@ class SqliteStore final : public Store {
         r.row.payload = blob(st.getColumn(4));
         r.row.payload_size = static_cast<std::uint64_t>(st.getColumn(5).getInt64());
         r.row.properties = st.getColumn(6).getString();
+        r.row.source = st.getColumn(7).getString();  // NULL reads as ""
+        r.row.streamid = st.getColumn(8).getString();
+        if (!st.getColumn(9).isNull()) r.row.sequence = st.getColumn(9).getInt64();
         out.push_back(std::move(r));
       }
       return out;
@@ -441,6 +444,17 @@ class SqliteStore final : public Store {
       SQLite::Statement st(db_, "UPDATE rejected SET reason = ? WHERE id = ?");
       st.bind(1, reason);
       st.bind(2, static_cast<std::int64_t>(id));
+      st.exec();
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  void update_rejected_position(std::int64_t id, const RejectedRow& position) override {
+    try {
+      SQLite::Statement st(db_, "UPDATE rejected SET source = ?, streamid = ?, sequence = ? WHERE id = ?");
+      bind_position(st, 1, position);
+      st.bind(4, static_cast<std::int64_t>(id));
       st.exec();
     } catch (const SQLite::Exception& e) {
       throw sqlite_error(path_, e);
@@ -670,6 +684,20 @@ class SqliteStore final : public Store {
     return st;
   }
 
+  // Binds r's stream position at index, index + 1, index + 2: NULLs
+  // unless it has all three.
+  static void bind_position(SQLite::Statement& st, int index, const RejectedRow& r) {
+    if (r.source.empty() || r.streamid.empty() || !r.sequence) {
+      st.bind(index);
+      st.bind(index + 1);
+      st.bind(index + 2);
+    } else {
+      st.bind(index, r.source);
+      st.bind(index + 1, r.streamid);
+      st.bind(index + 2, static_cast<std::int64_t>(*r.sequence));
+    }
+  }
+
   void insert_rejected(const RejectedRow& r) {
     auto& st = *insert_rejected_;
     st.tryReset();
@@ -680,15 +708,7 @@ class SqliteStore final : public Store {
     st.bind(4, r.payload.data(), static_cast<int>(r.payload.size()));
     st.bind(5, static_cast<std::int64_t>(r.payload_size));
     st.bind(6, r.properties.empty() ? std::string("{}") : r.properties);
-    if (r.source.empty() || r.streamid.empty() || !r.sequence) {
-      st.bind(7);
-      st.bind(8);
-      st.bind(9);
-    } else {
-      st.bind(7, r.source);
-      st.bind(8, r.streamid);
-      st.bind(9, static_cast<std::int64_t>(*r.sequence));
-    }
+    bind_position(st, 7, r);
     st.exec();
   }
 

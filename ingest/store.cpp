@@ -17,6 +17,10 @@ CommitResult Store::move_rejected_to_events(std::int64_t, const EventRow&) {
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot reprocess rejected messages");
 }
 
+void Store::update_rejected_position(std::int64_t, const RejectedRow&) {
+  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot reprocess rejected messages");
+}
+
 void Store::update_rejected_reason(std::int64_t, const std::string&) {
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot reprocess rejected messages");
 }

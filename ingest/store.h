@@ -28,7 +28,8 @@
 // same rows fail again whatever the wait; a store that cannot be used as
 // configured). The classification tables are in pg_store.cpp and
 // sqlite_store.cpp and in docs/ingest.md "Store errors". Exceptions thrown by the
-// callbacks of for_each_sequence and for_each_event_of_type pass through.
+// callbacks of for_each_sequence, for_each_event_of_type and
+// for_each_rejected_sequence pass through.
 //
 // Thread rule: a Store is used by one thread at a time (the Writer's).
 #pragma once
@@ -142,6 +143,9 @@ class Store {
   virtual CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event);
   // Sets the reason of rejected row `id`.
   virtual void update_rejected_reason(std::int64_t id, const std::string& reason);
+  // Sets the stream position of rejected row `id` to position's source,
+  // streamid and sequence (none unless all three are set).
+  virtual void update_rejected_position(std::int64_t id, const RejectedRow& position);
   // Rejected rows deleted since open to keep the rejected table under its
   // quota (StoreOptions::rejected_max_bytes), oldest first.
   virtual std::uint64_t rejected_pruned() const { return 0; }

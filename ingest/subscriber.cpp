@@ -115,7 +115,7 @@ Subscriber::~Subscriber() {
 }
 
 bool Subscriber::first_time(std::set<std::string>& logged, const std::string& topic) {
-  std::lock_guard lock(retained_mutex_);
+  std::lock_guard lock(logged_mutex_);
   return logged.insert(topic).second;
 }
 

@@ -40,6 +40,9 @@
 // while a callback waits on the Writer (Paho holds its lock around
 // callbacks): the process's main thread must not call them while it needs
 // to answer signals (main.cpp runs them on their own thread).
+// publish_retained() from any thread but Paho's callback thread; it can
+// block the same way (the Confirmer's thread calls it, and holds no lock
+// that a callback takes while it does).
 //
 // Throws: the constructor std::runtime_error (Paho's mqtt::exception) when
 // Paho refuses the broker URI or the client id. maintain() and stop() log
@@ -112,9 +115,9 @@ class Subscriber {
   std::vector<std::string> subscriptions_;
   std::vector<std::string> status_filters_;  // without the $share prefix
   std::unique_ptr<Connection> connection_;
-  std::mutex retained_mutex_;
-  std::set<std::string> retained_topics_logged_;   // guarded by retained_mutex_
-  std::set<std::string> invalid_status_logged_;    // guarded by retained_mutex_
+  std::mutex logged_mutex_;
+  std::set<std::string> retained_topics_logged_;   // guarded by logged_mutex_
+  std::set<std::string> invalid_status_logged_;    // guarded by logged_mutex_
 };
 
 }  // namespace edge_outbox::ingest

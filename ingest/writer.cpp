@@ -46,9 +46,15 @@ const std::string& topic_of(const Row& row) {
 std::vector<StreamKey> streams_of(const std::vector<Row>& rows) {
   std::vector<StreamKey> out;
   for (const auto& row : rows) {
-    const auto* e = std::get_if<EventRow>(&row);
-    if (!e || e->streamid.empty() || !e->sequence) continue;
-    StreamKey key{e->source, e->streamid};
+    StreamKey key;
+    if (const auto* e = std::get_if<EventRow>(&row)) {
+      if (e->streamid.empty() || !e->sequence) continue;
+      key = StreamKey{e->source, e->streamid};
+    } else {
+      const auto& r = std::get<RejectedRow>(row);
+      if (r.source.empty() || r.streamid.empty() || !r.sequence) continue;
+      key = StreamKey{r.source, r.streamid};
+    }
     if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(std::move(key));
   }
   return out;

@@ -78,7 +78,8 @@ using RejectFn = std::function<RejectedRow(const std::string& reason)>;
 using CommitObserver = std::function<void(const std::vector<StreamKey>& streams)>;
 
 // The streams the rows belong to, each once: events with a streamid and a
-// sequence.
+// sequence, and rejections that name their stream position (RejectedRow's
+// source, streamid and sequence).
 std::vector<StreamKey> streams_of(const std::vector<Row>& rows);
 
 class Writer {

@@ -190,8 +190,9 @@ class Forwarder {
  public:
   // Same process as the application: wakes at once on outbox's commits. The
   // Queue it opens on the outbox's file takes queue_options (max_attempts,
-  // retention, log, and the clock its expiry reads; the mode is always
-  // existing); the first form takes their defaults.
+  // retention, log, the clock its expiry reads, and dropped_event_topic for
+  // the reports of dead letters; the mode is always existing); the first
+  // form takes their defaults, but the outbox's dropped_event_topic.
   // Requires: outbox outlives the Forwarder; publisher is not null.
   // Throws Error like Queue's constructor, Error(invalid_argument) for bad
   // options, including a max_in_flight above the publisher's

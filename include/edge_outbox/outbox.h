@@ -107,6 +107,9 @@ class Outbox {
   // Random id made when the database was created; travels with every event.
   std::string stream_id() const;
   const std::filesystem::path& path() const noexcept;
+  // OutboxOptions::dropped_event_topic: where the outbox.dropped reports go
+  // (a Forwarder made from this Outbox reports its dead letters there too).
+  const std::string& dropped_event_topic() const noexcept;
 
   // Inspection and repair (edge-outbox-ctl). Oldest first.
   // Pending events, unconfirmed ones included.

@@ -252,14 +252,19 @@ struct Forwarder::Impl {
       }
     }
     if (confirm_wait.highest() > confirmed_applied) confirm(confirm_wait.highest(), now_ms);
+    if (new_connection) resend_on_connect = true;
     if (!is_connected) return;
-    if (new_connection && confirm_wait.connected()) {
+    if (resend_on_connect) {
+      resend_on_connect = false;
+      if (!confirm_wait.connected()) return;
       log(LogLevel::info, "forwarder: connected with " + std::to_string(unconfirmed) +
                               " events waiting for confirmation; sending them again");
       window.resend_unconfirmed();
       confirm_wait.resent_after_connect(now_ms);
       count_resend();
-    } else if (confirm_wait.resend_due(now_ms)) {
+      return;
+    }
+    if (confirm_wait.resend_due(now_ms)) {
       log(LogLevel::warning, "forwarder: no confirmation from the server for " +
                                  std::to_string(confirm_wait.current_timeout().count()) + " ms with " +
                                  std::to_string(unconfirmed) +
@@ -627,6 +632,7 @@ struct Forwarder::Impl {
   std::int64_t recorded_sent_through = 0;  // in the file when the thread started
   std::size_t unconfirmed = 0;
   std::int64_t confirmed_applied = 0;  // the highest through given to Queue::confirm_through
+  bool resend_on_connect = false;      // a connection came up: resend once the link is seen up
   ConfirmationWait confirm_wait;
   StatusSchedule status_schedule;
   std::optional<wire::StreamStatus> last_status;  // the last published, waiting_ms left out
@@ -656,8 +662,19 @@ struct Forwarder::Impl {
   CommitSubscription subscription;
 };
 
+namespace {
+
+// The defaults, but dead letters reported where the outbox reports evictions.
+OutboxOptions queue_defaults_for(const Outbox& outbox) {
+  OutboxOptions q;
+  q.dropped_event_topic = outbox.dropped_event_topic();
+  return q;
+}
+
+}  // namespace
+
 Forwarder::Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, ForwarderOptions options)
-    : Forwarder(outbox, OutboxOptions{}, std::move(publisher), std::move(options)) {}
+    : Forwarder(outbox, queue_defaults_for(outbox), std::move(publisher), std::move(options)) {}
 
 Forwarder::Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_ptr<Publisher> publisher,
                      ForwarderOptions options) {

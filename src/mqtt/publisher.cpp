@@ -57,6 +57,12 @@ struct MqttPublisher::Impl {
     void on_success(const mqtt::token& tok) override { impl.on_connect_result(tok, true); }
     void on_failure(const mqtt::token& tok) override { impl.on_connect_result(tok, false); }
   };
+  struct SubscribeListener final : mqtt::iaction_listener {
+    Impl& impl;
+    explicit SubscribeListener(Impl& i) : impl(i) {}
+    void on_success(const mqtt::token& tok) override { impl.on_subscribe_result(tok, true); }
+    void on_failure(const mqtt::token& tok) override { impl.on_subscribe_result(tok, false); }
+  };
   struct PublishListener final : mqtt::iaction_listener {
     Impl& impl;
     explicit PublishListener(Impl& i) : impl(i) {}
@@ -120,25 +126,37 @@ struct MqttPublisher::Impl {
     }
   }
 
-  // Subscribes the new connection to every filter, waiting at most the
-  // connect timeout for the broker's answer so that a refusal is logged.
-  void subscribe_all(mqtt::async_client& cli) const {
-    for (const auto& s : subscriptions) {
+  // Subscribes the new connection to every filter without waiting: the
+  // broker's answer arrives at subscribe_listener, which logs a refusal.
+  void subscribe_all(mqtt::async_client& cli) {
+    for (std::size_t i = 0; i < subscriptions.size(); ++i) {
       try {
-        auto tok = cli.subscribe(s.filter, 1);
-        if (!tok->wait_for(options.connect_timeout)) {
-          log(LogLevel::warning, "no answer from the broker to the subscription to " + s.filter);
-          continue;
-        }
-        const auto codes = tok->get_subscribe_response().get_reason_codes();
-        if (!codes.empty() && static_cast<int>(codes.front()) >= 0x80) {
-          log(LogLevel::warning, "the broker refused the subscription to " + s.filter + " (reason code " +
-                                     std::to_string(static_cast<int>(codes.front())) + ")");
-        }
+        cli.subscribe(subscriptions[i].filter, 1, reinterpret_cast<void*>(static_cast<std::uintptr_t>(i)),
+                      subscribe_listener);
       } catch (const std::exception& e) {
-        log(LogLevel::warning, "cannot subscribe to " + s.filter + ": " + e.what());
+        log(LogLevel::warning, "cannot subscribe to " + subscriptions[i].filter + ": " + e.what());
       }
     }
+  }
+
+  // Paho's callback thread: the broker answered a subscription.
+  void on_subscribe_result(const mqtt::token& tok, bool ok) const {
+    auto i = static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(tok.get_user_context()));
+    const std::string filter = i < subscriptions.size() ? subscriptions[i].filter : std::string("a topic");
+    int code = -1;
+    if (ok) {
+      try {
+        const auto codes = tok.get_subscribe_response().get_reason_codes();
+        if (!codes.empty()) code = static_cast<int>(codes.front());
+      } catch (const std::exception&) {
+        // No reason codes to read: granted.
+      }
+      if (code < 0x80) return;
+    } else {
+      code = static_cast<int>(tok.get_reason_code());
+    }
+    log(LogLevel::warning, "the broker refused the subscription to " + filter + " (reason code " +
+                               std::to_string(code) + "); messages on it will not arrive");
   }
 
   void on_connection_lost(std::uint64_t gen, const std::string& cause) EXCLUDES(mutex) {
@@ -404,6 +422,7 @@ struct MqttPublisher::Impl {
   std::vector<Subscription> subscriptions;
   ConnectListener connect_listener{*this};
   PublishListener publish_listener{*this};
+  SubscribeListener subscribe_listener{*this};
 
   mutable Mutex mutex;
   CondVar cv;

@@ -100,6 +100,8 @@ const std::filesystem::path& Outbox::path() const noexcept { return impl_->path;
 
 std::string Outbox::stream_id() const { return impl_->stream_id; }
 
+const std::string& Outbox::dropped_event_topic() const noexcept { return impl_->options.dropped_event_topic; }
+
 std::vector<std::string> Outbox::transact(const std::function<void(Transaction&)>& fn) {
   auto& d = *impl_;
   d.require_writable("transact");

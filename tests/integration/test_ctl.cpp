@@ -20,14 +20,23 @@ using nlohmann::json;
 
 namespace {
 
-// A device database with 10 pending readings, 3 of them dead-lettered.
+const std::string dropped_topic = "devices/gw-ctl/events/outbox.dropped";
+
+QueueOptions device_queue_options() {
+  QueueOptions o;
+  o.dropped_event_topic = dropped_topic;
+  return o;
+}
+
+// A device database with 10 readings, 3 of them dead-lettered: 7 pending
+// readings and the outbox.dropped event that reports the 3.
 std::filesystem::path make_device_db(const TempDir& dir, std::vector<std::string>* dead_ids = nullptr) {
   auto db = dir / "device.db";
   auto r = run_binary(dir, sim_binary(),
                       {"--db", db.string(), "--device-id", "gw-ctl", "--broker",
                        "mqtt://127.0.0.1:" + std::to_string(free_port()), "--count", "10", "--rate", "0"});
   REQUIRE(r.status == 0);
-  Queue queue(db);
+  Queue queue(db, device_queue_options());
   auto batch = queue.next_batch(0, 3);
   REQUIRE(batch.size() == 3);
   for (const auto& e : batch) {
@@ -49,14 +58,17 @@ TEST_CASE("status, pending and dead on a good database, as text and JSON") {
   auto r = ctl(dir, {"--db", db.string(), "status"});
   INFO(r.err);
   REQUIRE(r.status == 0);
-  CHECK(r.out.find("pending          7") != std::string::npos);
+  CHECK(r.out.find("pending          8") != std::string::npos);
+  CHECK(r.out.find("unconfirmed      0") != std::string::npos);
   CHECK(r.out.find("dead letters     3") != std::string::npos);
   CHECK(r.out.find("schema version") != std::string::npos);
 
   r = ctl(dir, {"--db", db.string(), "status", "--json"});
   REQUIRE(r.status == 0);
   auto s = r.summary();
-  CHECK(s["pending"] == 7);
+  CHECK(s["pending"] == 8);
+  CHECK(s["unconfirmed"] == 0);
+  CHECK(s["schema_revision"] == 2);
   CHECK(s["dead"] == 3);
   CHECK(s["published_total"] == 0);
   CHECK(s["schema_version"].get<int>() >= 1);
@@ -82,6 +94,36 @@ TEST_CASE("status, pending and dead on a good database, as text and JSON") {
   CHECK(std::filesystem::file_size(db) == size_before);
 }
 
+TEST_CASE("unconfirmed lists the events waiting for the server's confirmation, as text and JSON") {
+  TempDir dir;
+  auto db = make_device_db(dir);
+  {
+    Queue queue(db, device_queue_options());
+    std::vector<std::int64_t> acked;
+    for (const auto& e : queue.next_batch(0, 4)) acked.push_back(e.sequence);
+    REQUIRE(acked.size() == 4);
+    queue.mark_acked(acked);
+  }
+  auto r = ctl(dir, {"--db", db.string(), "unconfirmed", "--json", "--limit", "3"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  auto list = r.summary();
+  REQUIRE(list.is_array());
+  REQUIRE(list.size() == 3);
+  CHECK(list[0]["sequence"] == 4);  // 1..3 are dead
+  CHECK(list[2]["sequence"] == 6);
+  CHECK(list[0]["topic"] == "devices/gw-ctl/events/reading.recorded");
+
+  r = ctl(dir, {"--db", db.string(), "unconfirmed"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("4 shown; 4 unconfirmed in all") != std::string::npos);
+
+  r = ctl(dir, {"--db", db.string(), "status", "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(r.summary()["pending"] == 8);
+  CHECK(r.summary()["unconfirmed"] == 4);
+}
+
 TEST_CASE("requeue by id and --all, purge-dead with --older-than") {
   TempDir dir;
   std::vector<std::string> ids;
@@ -92,7 +134,7 @@ TEST_CASE("requeue by id and --all, purge-dead with --older-than") {
   REQUIRE(r.status == 0);
   CHECK(r.summary()["requeued"] == 1);
   CHECK(sql_count(db, "SELECT COUNT(*) FROM outbox_dead") == 2);
-  CHECK(sql_count(db, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL") == 8);
+  CHECK(sql_count(db, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL") == 9);
 
   r = ctl(dir, {"--db", db.string(), "purge-dead", "--older-than", "1d", "--json"});
   REQUIRE(r.status == 0);
@@ -105,11 +147,11 @@ TEST_CASE("requeue by id and --all, purge-dead with --older-than") {
   r = ctl(dir, {"--db", db.string(), "requeue", "--all"});
   REQUIRE(r.status == 0);
   CHECK(r.out.find("requeued 2 dead letters") != std::string::npos);
-  CHECK(sql_count(db, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL") == 10);
+  CHECK(sql_count(db, "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL") == 11);
 
   // Dead again, then purged.
   {
-    Queue queue(db);
+    Queue queue(db, device_queue_options());
     for (const auto& e : queue.next_batch(0, 2)) queue.record_failure(e.sequence, "bad", true);
   }
   r = ctl(dir, {"--db", db.string(), "purge-dead"});
@@ -123,7 +165,7 @@ TEST_CASE("a file that is not a database is refused, untouched") {
   auto file = dir / "notes.db";
   std::ofstream(file) << "this is a text file, not SQLite\n";
   auto before = read_text(file);
-  for (const char* cmd : {"status", "pending", "dead"}) {
+  for (const char* cmd : {"status", "pending", "unconfirmed", "dead"}) {
     CAPTURE(cmd);
     auto r = ctl(dir, {"--db", file.string(), cmd});
     CHECK(r.status == 1);
@@ -248,7 +290,7 @@ TEST_CASE("status runs quick_check and check runs integrity_check: both pass on 
   OutboxOptions o;
   o.check_on_open = true;
   Outbox outbox(db, o);
-  CHECK(outbox.stats().pending == 7);
+  CHECK(outbox.stats().pending == 8);
 }
 
 TEST_CASE("a damaged readings leaf page: status and check exit 1 and name it; check_on_open refuses the file") {

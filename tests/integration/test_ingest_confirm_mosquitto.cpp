@@ -6,7 +6,9 @@
 // status gets none; --no-confirm records the statuses and publishes none; a
 // rejected event and dead letters do not stall the confirmation; and the
 // example ACL (examples/mosquitto/acl) lets the ingest confirm while no
-// device can forge a confirmation or read another's.
+// device can forge a confirmation or read another's. Last, the real device:
+// edge-outbox-sim --confirm server drains once the ingest confirms, and
+// keeps its events while an ingest with --no-confirm runs.
 #include <doctest/doctest.h>
 
 #include <edge_outbox/wire/dropped_report.h>
@@ -45,7 +47,7 @@ class Publisher {
       // a destructor must not throw; the broker drops the connection
     }
   }
-  // Waits for the PUBACK (whatever its reason code: an ACL denial is silent).
+  // Waits for the PUBACK; throws mqtt::exception when its reason code is a refusal.
   void publish(mqtt::message_ptr message) { client_.publish(std::move(message))->wait(); }
   void publish(const std::string& topic, const std::string& payload, bool retained) {
     publish(mqtt::make_message(topic, payload, 1, retained));
@@ -64,12 +66,21 @@ class Publisher {
   mqtt::async_client client_;
 };
 
-// A device in server mode, by hand: what the forwarder publishes.
+// A valid stream status payload.
+std::string status_payload(const std::string& source, const std::string& streamid) {
+  wire::StreamStatus s;
+  s.source = source;
+  s.streamid = streamid;
+  return wire::encode_stream_status(s);
+}
+
+// A device in server mode, by hand: what the forwarder publishes, through
+// `pub` (several devices may share one connection where no ACL is on: each
+// Paho client of a process takes a while to connect).
 class HandDevice {
  public:
-  HandDevice(const std::string& uri, std::string device, std::string stream = "stream-1",
-             const std::string& username = {}, const std::string& password = {})
-      : device_(std::move(device)), stream_(std::move(stream)), pub_(uri, username, password) {}
+  HandDevice(Publisher& pub, std::string device, std::string stream = "stream-1")
+      : device_(std::move(device)), stream_(std::move(stream)), pub_(pub) {}
 
   std::string device_topic() const { return "devices/" + device_; }
 
@@ -117,19 +128,22 @@ class HandDevice {
   std::string id(std::int64_t sequence) const { return device_ + "-" + stream_ + "-" + std::to_string(sequence); }
 
   std::string device_, stream_;
-  Publisher pub_;
+  Publisher& pub_;
 };
 
-// The `through` of each confirmation received on `topic`, in order.
-std::vector<std::int64_t> throughs(const Subscriber& sub, const std::string& topic) {
+// The `through` of each confirmation on `topic`, in order.
+std::vector<std::int64_t> throughs(const std::vector<ReceivedMessage>& messages, const std::string& topic) {
   std::vector<std::int64_t> out;
-  for (const auto& m : sub.messages()) {
+  for (const auto& m : messages) {
     if (m.topic != topic) continue;
     auto c = wire::decode_confirmation(m.payload);
-    REQUIRE_MESSAGE(c.has_value(), "not a confirmation: " << m.payload);
-    out.push_back(c->through);
+    out.push_back(c ? c->through : -1);  // -1: not a confirmation
   }
   return out;
+}
+
+std::vector<std::int64_t> throughs(const Subscriber& sub, const std::string& topic) {
+  return throughs(sub.messages(), topic);
 }
 
 bool wait_through(Subscriber& sub, const std::string& topic, std::int64_t through) {
@@ -146,10 +160,10 @@ bool wait_through(Subscriber& sub, const std::string& topic, std::int64_t throug
 // What the broker holds retained under `filter`, read by a fresh client: a
 // retained marker published before is delivered after them (one SUBSCRIBE,
 // its filters in order), so once it arrived nothing else is on its way.
-std::vector<ReceivedMessage> retained_under(const std::string& uri, const std::string& filter) {
+std::vector<ReceivedMessage> retained_under(const std::string& uri, Publisher& pub, const std::string& filter) {
   static int markers = 0;
   const std::string marker = "test/marker/" + std::to_string(++markers);
-  Publisher(uri).publish(marker, "m", true);
+  pub.publish(marker, "m", true);
   Subscriber sub(uri, {filter, marker});
   REQUIRE(sub.wait_for(
       [&](const std::vector<ReceivedMessage>& ms) {
@@ -162,11 +176,44 @@ std::vector<ReceivedMessage> retained_under(const std::string& uri, const std::s
   return out;
 }
 
-std::vector<std::string> ingest_args(const Mosquitto& broker, const TempDir& dir, std::vector<std::string> extra) {
+std::vector<std::string> ingest_args(const Mosquitto& broker, const TempDir& dir, std::vector<std::string> extra,
+                                     const std::string& client_id = "confirm-ingest") {
   std::vector<std::string> args = {"--broker", broker.uri(), "--store", "sqlite:" + (dir / "events.db").string(),
-                                   "--client-id", "confirm-ingest", "--sqlite-sync", "normal"};
+                                   "--client-id", client_id, "--sqlite-sync", "normal"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
+}
+
+struct SimRun {
+  int status = -1;
+  nlohmann::json summary;
+  std::string err;
+};
+
+// Runs edge-outbox-sim to its end; the summary is its last stdout line.
+SimRun run_sim(const TempDir& dir, const std::vector<std::string>& args) {
+  static int runs = 0;
+  const auto name = "sim-" + std::to_string(++runs);
+  auto child = Child::spawn(binary_dir() / "firmware-host" / "edge-outbox-sim", args, dir / (name + ".out"),
+                            dir / (name + ".err"));
+  SimRun r;
+  r.status = child.wait(std::chrono::seconds(120));
+  std::istringstream out(read_text(dir / (name + ".out")));
+  std::string line, last;
+  while (std::getline(out, line))
+    if (!line.empty()) last = line;
+  r.summary = nlohmann::json::parse(last, nullptr, false);
+  r.err = read_text(dir / (name + ".err"));
+  return r;
+}
+
+// Whether this build's edge-outbox-sim has server confirmation.
+bool sim_confirms(const TempDir& dir) {
+  const auto sim = binary_dir() / "firmware-host" / "edge-outbox-sim";
+  if (!std::filesystem::exists(sim)) return false;
+  auto child = Child::spawn(sim, {"--help"}, dir / "sim-help.out", dir / "sim-help.err");
+  child.wait(std::chrono::seconds(30));
+  return read_text(dir / "sim-help.out").find("--confirm") != std::string::npos;
 }
 
 void wait_stored(const TempDir& dir, std::int64_t events) {
@@ -188,7 +235,8 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
   const std::string topic1 = "devices/dev-1/confirm/stream-1";
   INFO(ingest.log());
 
-  HandDevice dev1(broker.uri(), "dev-1");
+  Publisher pub(broker.uri());
+  HandDevice dev1(pub, "dev-1");
   dev1.status(1, 10);
   dev1.events(1, 10);
   REQUIRE(wait_through(confirms, topic1, 10));
@@ -207,30 +255,39 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
   for (const auto& m : confirms.messages()) CHECK(m.qos == 1);
 
   // Below its floor a device waits for nothing: 1..4 were settled before.
-  HandDevice dev2(broker.uri(), "dev-2", "s-b");
+  HandDevice dev2(pub, "dev-2", "s-b");
   dev2.status(5, 8);
   dev2.events(5, 8);
   REQUIRE(wait_through(confirms, "devices/dev-2/confirm/s-b", 8));
 
+  // What is not a valid status is ignored (not an event, not a rejection):
+  // not JSON, and a status whose streamid is not its topic's.
+  pub.publish("devices/dev-4/status/s1", "not a status", true);
+  auto other = status_payload("dev-4", "s2");
+  pub.publish("devices/dev-4/status/s1", other, false);
+
   // No status, no floor: never confirmed.
-  HandDevice dev3(broker.uri(), "dev-3");
+  HandDevice dev3(pub, "dev-3");
   dev3.events(1, 3);
-  wait_stored(dir, 21);
+  wait_stored(dir, 22);
 
   ingest.kill(SIGTERM);
   REQUIRE(ingest.wait() == 0);
   const auto counters = ingest.counters();
   INFO(counters.dump());
   CHECK(counters["statuses"] == 3);
-  CHECK(counters["statuses_invalid"] == 0);
-  CHECK(counters["stored"] == 21);
+  CHECK(counters["statuses_invalid"] == 2);
+  CHECK(counters["rejected"] == 0);
+  CHECK(counters["stored"] == 22);
+  CHECK(ingest.log().find("ignoring the message on 'devices/dev-4/status/s1': not a stream status") !=
+        std::string::npos);
   const auto published = counters["confirmations"].get<std::size_t>();
   CHECK(confirms.wait_for_count(published, 10s));
   CHECK(confirms.count() == published);
 
   // The broker keeps the last confirmation of each stream for a device that
   // subscribes later; none for dev-3.
-  auto kept = retained_under(broker.uri(), "devices/+/confirm/#");
+  auto kept = retained_under(broker.uri(), pub, "devices/+/confirm/#");
   REQUIRE(kept.size() == 2);
   for (const auto& m : kept) {
     CHECK(m.retained);
@@ -245,7 +302,8 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
 TEST_CASE("a retained status from before the start is recorded; a device that lacks the confirmation gets it again") {
   Mosquitto broker;
   TempDir dir;
-  HandDevice dev(broker.uri(), "dev-1");
+  Publisher pub(broker.uri());
+  HandDevice dev(pub, "dev-1");
   dev.status(1, 3);  // retained at the broker before the ingest subscribes
   IngestProcess ingest(dir.path(), "ingest", ingest_args(broker, dir, {}));
   ingest.wait_subscribed();
@@ -259,8 +317,8 @@ TEST_CASE("a retained status from before the start is recorded; a device that la
   // move.
   dev.status(1, 3, std::nullopt);
   REQUIRE(confirms.wait_for(
-      [&](const std::vector<ReceivedMessage>&) {
-        auto t = throughs(confirms, topic);
+      [&](const std::vector<ReceivedMessage>& ms) {
+        auto t = throughs(ms, topic);
         return std::count(t.begin(), t.end(), 3) == 2;
       },
       20s));
@@ -271,6 +329,36 @@ TEST_CASE("a retained status from before the start is recorded; a device that la
   for (auto t : throughs(confirms, topic)) CHECK(t >= 1);
 }
 
+TEST_CASE("two ingests on a shared subscription and one store agree: the stream is confirmed to its end") {
+  Mosquitto broker;
+  TempDir dir;
+  IngestProcess a(dir.path(), "a", ingest_args(broker, dir, {"--share-group", "g"}, "ingest-a"));
+  a.wait_subscribed();
+  IngestProcess b(dir.path(), "b", ingest_args(broker, dir, {"--share-group", "g"}, "ingest-b"));
+  b.wait_subscribed();
+  Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
+  INFO(a.log());
+  INFO(b.log());
+  Publisher pub(broker.uri());
+  // Two streams: each status goes to one of the two, the events to both.
+  HandDevice s1(pub, "dev-1", "s1");
+  HandDevice s2(pub, "dev-1", "s2");
+  s1.status(1, 200);
+  s2.status(1, 200);
+  s1.events(1, 200);
+  s2.events(1, 200);
+  REQUIRE(wait_through(confirms, "devices/dev-1/confirm/s1", 200));
+  REQUIRE(wait_through(confirms, "devices/dev-1/confirm/s2", 200));
+  a.kill(SIGTERM);
+  b.kill(SIGTERM);
+  REQUIRE(a.wait() == 0);
+  REQUIRE(b.wait() == 0);
+  CHECK(a.counters()["statuses"].get<int>() + b.counters()["statuses"].get<int>() == 2);
+  CHECK(a.counters()["stored"].get<int>() + b.counters()["stored"].get<int>() == 400);
+  CHECK(a.counters()["stored"].get<int>() > 0);
+  CHECK(b.counters()["stored"].get<int>() > 0);
+}
+
 TEST_CASE("--no-confirm records the statuses and publishes no confirmation") {
   Mosquitto broker;
   TempDir dir;
@@ -278,7 +366,8 @@ TEST_CASE("--no-confirm records the statuses and publishes no confirmation") {
   ingest.wait_subscribed();
   Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
   INFO(ingest.log());
-  HandDevice dev(broker.uri(), "dev-1");
+  Publisher pub(broker.uri());
+  HandDevice dev(pub, "dev-1");
   dev.status(1, 5);
   dev.events(1, 5);
   wait_stored(dir, 5);
@@ -291,7 +380,7 @@ TEST_CASE("--no-confirm records the statuses and publishes no confirmation") {
   CHECK(ingest.counters()["statuses"] == 1);
   CHECK(ingest.counters()["confirmations"] == 0);
   CHECK(confirms.count() == 0);
-  CHECK(retained_under(broker.uri(), "devices/+/confirm/#").empty());
+  CHECK(retained_under(broker.uri(), pub, "devices/+/confirm/#").empty());
 }
 
 TEST_CASE("a rejected event and dead letters do not stall the confirmation") {
@@ -301,7 +390,8 @@ TEST_CASE("a rejected event and dead letters do not stall the confirmation") {
   ingest.wait_subscribed();
   Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
   INFO(ingest.log());
-  HandDevice dev(broker.uri(), "dev-1");
+  Publisher pub(broker.uri());
+  HandDevice dev(pub, "dev-1");
   dev.status(1, 9);
   dev.events(1, 3);
   dev.rejected_event(4);
@@ -343,16 +433,21 @@ TEST_CASE("the example ACL: the ingest confirms, a device reads only its own con
   so.password = dev2_secret;
   Subscriber dev2_confirms(so);
 
-  HandDevice dev1(broker.uri(), "dev-1", "stream-1", "dev-1", dev1_secret);
-  HandDevice dev2(broker.uri(), "dev-2", "stream-1", "dev-2", dev2_secret);
+  Publisher pub1(broker.uri(), "dev-1", dev1_secret);
+  Publisher pub2(broker.uri(), "dev-2", dev2_secret);
+  HandDevice dev1(pub1, "dev-1");
+  HandDevice dev2(pub2, "dev-2");
   dev1.status(1, 3);
   dev1.events(1, 3);
   REQUIRE(wait_through(dev1_confirms, topic1, 3));
 
   // Forgeries: dev-1 on its own confirm topic, dev-2 on dev-1's. The broker
-  // drops both; dev-1 then sends 4 and gets the ingest's 4.
-  dev1.publish(topic1, wire::encode_confirmation({"stream-1", 1000}), true);
-  dev2.publish(topic1, wire::encode_confirmation({"stream-1", 2000}), true);
+  // refuses both (PUBACK "not authorized"); dev-1 then sends 4 and gets the
+  // ingest's 4, and never a forged value.
+  CHECK_THROWS_WITH(dev1.publish(topic1, wire::encode_confirmation({"stream-1", 1000}), true),
+                    doctest::Contains("Not authorized"));
+  CHECK_THROWS_WITH(dev2.publish(topic1, wire::encode_confirmation({"stream-1", 2000}), true),
+                    doctest::Contains("Not authorized"));
   dev1.status(1, 4);
   dev1.events(4, 4);
   REQUIRE(wait_through(dev1_confirms, topic1, 4));
@@ -372,4 +467,52 @@ TEST_CASE("the example ACL: the ingest confirms, a device reads only its own con
   ingest.kill(SIGTERM);
   REQUIRE(ingest.wait() == 0);
   CHECK(ingest.counters()["statuses_invalid"] == 0);
+}
+
+TEST_CASE("edge-outbox-sim --confirm server drains once the ingest confirms; with --no-confirm it keeps its events") {
+  TempDir dir;
+  if (!sim_confirms(dir)) {
+    MESSAGE("edge-outbox-sim is not built or has no --confirm: skipped");
+    return;
+  }
+  Mosquitto broker;
+  const std::vector<std::string> sim = {"--db", (dir / "device.db").string(), "--device-id", "gw-1", "--broker",
+                                        broker.uri(), "--rate", "0", "--confirm", "server", "--confirm-timeout", "5s",
+                                        "--exit-when-drained"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto args = sim;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  {
+    // An ingest that does not confirm: the broker acknowledges all 50, the
+    // device keeps them and says so.
+    IngestProcess ingest(dir.path(), "no-confirm", ingest_args(broker, dir, {"--no-confirm"}));
+    ingest.wait_subscribed();
+    INFO(ingest.log());
+    auto r = run_sim(dir, with({"--count", "50", "--drain-timeout", "3s"}));
+    INFO(r.err);
+    CHECK(r.status == 3);  // --drain-timeout passed
+    CHECK(r.summary["unconfirmed"] == 50);
+    wait_stored(dir, 50);
+    ingest.kill(SIGTERM);
+    REQUIRE(ingest.wait() == 0);
+    CHECK(ingest.counters()["confirmations"] == 0);
+  }
+  // A confirming ingest on the same store: the device's retained status
+  // arrives on subscribe, the 50 are confirmed; 150 more flow and are
+  // confirmed as they come. The device ends drained, everything stored once.
+  IngestProcess ingest(dir.path(), "confirm", ingest_args(broker, dir, {}));
+  ingest.wait_subscribed();
+  INFO(ingest.log());
+  auto r = run_sim(dir, with({"--count", "150", "--drain-timeout", "60s"}));
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.summary["unconfirmed"] == 0);
+  CHECK(r.summary["pending"] == 0);
+  CHECK(r.summary["published"] == 200);
+  CHECK(sqlite_scalar(dir / "events.db", "SELECT COUNT(*) FROM events WHERE source = 'gw-1'") == 200);
+  ingest.kill(SIGTERM);
+  REQUIRE(ingest.wait() == 0);
+  CHECK(ingest.counters()["confirmations"].get<int>() >= 1);
 }

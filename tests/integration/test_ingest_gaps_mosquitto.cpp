@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "ingest/store.h"
 #include "support/ingest.h"
 #include "support/mosquitto.h"
 #include "support/postgres.h"
@@ -216,4 +217,81 @@ TEST_CASE("gaps on PostgreSQL: 1 with an unexplained gap, merged reports, 3 once
   r = run_gaps(dir, {"--store", pg.uri(), "--json"});
   CHECK(r.status == 3);
   CHECK(r.out.empty());
+}
+
+TEST_CASE("gaps reports a tail gap from the device's status: exit 1, \"tail\" in the JSON; rejections count") {
+  TempDir dir;
+  const std::string store_spec = "sqlite:" + (dir / "tail.db").string();
+  {
+    auto store = edge_outbox::ingest::open_store(store_spec);
+    std::vector<edge_outbox::ingest::Row> rows;
+    for (std::int64_t s = 1; s <= 10; ++s) {
+      edge_outbox::ingest::EventRow e;
+      e.event_id = "e" + std::to_string(s);
+      e.source = "dev-t";
+      e.type = "sensor.reading";
+      e.topic = "devices/dev-t/events/r";
+      e.streamid = "st";
+      e.sequence = s;
+      e.mode = "binary";
+      e.extensions = "{}";
+      rows.emplace_back(e);
+    }
+    edge_outbox::ingest::RejectedRow refused;
+    refused.topic = "devices/dev-t/events/r";
+    refused.reason = "missing attribute 'type'";
+    refused.source = "dev-t";
+    refused.streamid = "st";
+    refused.sequence = 11;
+    rows.emplace_back(refused);
+    store->commit(rows);
+    // The device: 1..14 committed, nothing pending (13 and 14 were sent and lost).
+    edge_outbox::wire::StreamStatus status;
+    status.source = "dev-t";
+    status.streamid = "st";
+    status.floor = 15;
+    status.committed = 14;
+    store->record_stream_status("devices/dev-t", status);
+    store->commit({[] {
+      edge_outbox::ingest::EventRow e;
+      e.event_id = "e12";
+      e.source = "dev-t";
+      e.type = "sensor.reading";
+      e.topic = "devices/dev-t/events/r";
+      e.streamid = "st";
+      e.sequence = 12;
+      e.mode = "binary";
+      e.extensions = "{}";
+      return edge_outbox::ingest::Row(e);
+    }()});
+  }
+  auto r = run_gaps(dir, {"--store", store_spec, "--json"});
+  INFO(r.err);
+  CHECK(r.status == 1);
+  const auto report = json::parse(r.out);
+  CHECK(report["tail_total"] == 2);
+  CHECK(report["unexplained_total"] == 0);
+  CHECK(report["rejected_total"] == 1);
+  CHECK(report["streams"][0]["tail"] == json::parse("[[13,14]]"));
+  CHECK(report["streams"][0]["rejected"] == json::parse("[[11,11]]"));
+  CHECK(report["streams"][0]["committed"] == 14);
+  CHECK(report["streams"][0]["pending"] == 0);
+  r = run_gaps(dir, {"--store", store_spec});
+  CHECK(r.status == 1);
+  CHECK(r.out.find("missing: 0 explained, 0 unexplained, 1 rejected, 2 lost at the tail\n") != std::string::npos);
+
+  // A later status with events still pending: no tail (they may yet come).
+  {
+    auto store = edge_outbox::ingest::open_store(store_spec);
+    edge_outbox::wire::StreamStatus status;
+    status.source = "dev-t";
+    status.streamid = "st";
+    status.floor = 13;
+    status.committed = 15;
+    status.pending = 3;
+    store->record_stream_status("devices/dev-t", status);
+  }
+  r = run_gaps(dir, {"--store", store_spec, "--json"});
+  CHECK(r.status == 0);
+  CHECK(json::parse(r.out)["tail_total"] == 0);
 }

@@ -13,6 +13,7 @@
 #include <edge_outbox/wire/stream_status.h>
 
 #include "ingest/classify.h"
+#include "ingest/reprocess.h"
 #include "ingest/store.h"
 #include "support/postgres.h"
 #include "support/temp_dir.h"
@@ -200,6 +201,28 @@ void check_classified_rejection(Store& store, const Query& query) {
   CHECK(store.confirmed_through("gw", "s9") == 7);
 }
 
+// reprocess reads a still-rejected message's position again, with the
+// options it is given.
+void check_reprocess_position(Store& store, const Query& query) {
+  Received m;
+  m.topic = "devices/gw/events/r";  // gw's topic, the event names gw-x
+  m.payload =
+      R"({"specversion":"1.0","id":"y","source":"gw-x","streamid":"s8","sequence":"00000000000000000003"})";
+  ClassifyOptions strict;
+  strict.require_source_match = true;
+  store.commit({classify(m, strict)});  // no type: rejected; no position under strict
+  CHECK(query("SELECT count(*) FROM rejected WHERE streamid = 's8'") == "0");
+  store.record_stream_status("devices/gw", status("gw-x", "s8", 3, 3, 1));
+  CHECK(store.confirmed_through("gw-x", "s8") == 2);
+  auto counts = reprocess_rejected(store, ClassifyOptions{}, {});
+  CHECK(counts.stored == 0);
+  CHECK(query("SELECT source, streamid, sequence FROM rejected WHERE streamid = 's8'") == "gw-x|s8|3");
+  CHECK(store.confirmed_through("gw-x", "s8") == 3);
+  // With strict options again, the position goes.
+  reprocess_rejected(store, strict, {});
+  CHECK(query("SELECT count(*) FROM rejected WHERE streamid = 's8'") == "0");
+}
+
 }  // namespace
 
 TEST_CASE("streams, explained ranges, attributed rejections and confirmed_through (SQLite)") {
@@ -208,6 +231,7 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   const Query query = [&](const std::string& sql) { return sqlite_text(path, sql); };
   check_confirmation([&] { return open_store("sqlite:" + path); }, query);
   check_classified_rejection(*open_store("sqlite:" + path), query);
+  check_reprocess_position(*open_store("sqlite:" + path), query);
 }
 
 TEST_CASE("streams, explained ranges, attributed rejections and confirmed_through (PostgreSQL)") {
@@ -219,6 +243,7 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   const Query query = [&](const std::string& sql) { return pg.query(sql); };
   check_confirmation([&] { return open_store(pg.uri()); }, query);
   check_classified_rejection(*open_store(pg.uri()), query);
+  check_reprocess_position(*open_store(pg.uri()), query);
 
   // Rejected rows page in id order, 9 before 10 (not as text).
   auto store = open_store(pg.uri());
@@ -228,7 +253,7 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   std::vector<std::int64_t> ids;
   for (const auto& r : store->rejected_after(0, 100)) ids.push_back(r.id);
   CHECK(std::is_sorted(ids.begin(), ids.end()));
-  CHECK(ids.size() == 18);
+  CHECK(ids.size() == 19);
   const auto page = store->rejected_after(0, 9);
   REQUIRE(page.size() == 9);
   CHECK(page.back().id == ids[8]);

@@ -2,7 +2,8 @@
 // MqttPublisher against a real mosquitto started by the test: MQTT 5 and
 // 3.1.1, properties on the wire, status topic and Last Will, refusals (ACL,
 // maximum packet size), credentials, TLS, backoff and notify_connectivity,
-// drop_connection on a silent link, and the automatic fallback to 3.1.1.
+// drop_connection on a silent link, the automatic fallback to 3.1.1, and
+// subscriptions (retained and live messages, renewed on every connection).
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -543,4 +544,90 @@ TEST_CASE("malformed broker URIs are refused at construction with invalid_argume
     o.client_id = "uri-check";
     CHECK_NOTHROW(edge_outbox::MqttPublisher{o});
   }
+}
+
+namespace {
+
+// Collects the messages a subscription delivers.
+struct Inbox {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<IncomingMessage> messages;
+
+  MessageHandler handler() {
+    return [this](const IncomingMessage& m) {
+      std::lock_guard l(mutex);
+      messages.push_back(m);
+      cv.notify_all();
+    };
+  }
+  bool wait_for_count(std::size_t n, std::chrono::milliseconds timeout = 15s) {
+    std::unique_lock l(mutex);
+    return cv.wait_for(l, timeout, [&] { return messages.size() >= n; });
+  }
+  std::vector<IncomingMessage> all() {
+    std::lock_guard l(mutex);
+    return messages;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("subscribe: retained and live messages reach the handler, on every connection; retained publish") {
+  Mosquitto broker;
+  Recorder rec;
+  Inbox confirm, other;
+  MqttPublisher pub(options_for(broker.uri(), rec));
+  pub.subscribe("dev/1/confirm/+", confirm.handler());
+  pub.subscribe("dev/1/other", other.handler());
+  pub.set_connection_handler(rec.handler());
+  {
+    // A retained message is waiting before the publisher connects: its own
+    // retained publish, from an earlier publisher.
+    Recorder earlier_rec;
+    MqttPublisher earlier(options_for(broker.uri(), earlier_rec));
+    earlier.set_connection_handler(earlier_rec.handler());
+    earlier.start();
+    REQUIRE(earlier_rec.wait_connected());
+    auto m = message("dev/1/confirm/s1", R"({"streamid":"s1","through":3})");
+    m.retained = true;
+    REQUIRE(is_ack(publish_sync(earlier, m)));
+    earlier.stop(1s);
+  }
+  pub.start();
+  REQUIRE(confirm.wait_for_count(1));
+  auto first = confirm.all().front();
+  CHECK(first.topic == "dev/1/confirm/s1");
+  CHECK(first.payload == R"({"streamid":"s1","through":3})");
+  CHECK(first.retained);
+  REQUIRE(rec.wait_connected());
+
+  // Live: not retained; each goes to the handler of the filter it matches.
+  CHECK(is_ack(publish_sync(pub, message("dev/1/confirm/s1", "live"))));
+  CHECK(is_ack(publish_sync(pub, message("dev/1/other", "elsewhere"))));
+  REQUIRE(confirm.wait_for_count(2));
+  REQUIRE(other.wait_for_count(1));
+  CHECK(confirm.all()[1].payload == "live");
+  CHECK(!confirm.all()[1].retained);
+  CHECK(other.all().front().payload == "elsewhere");
+
+  // On the next connection (a clean session) the subscription is made again:
+  // the retained message comes once more.
+  pub.drop_connection("test: a new connection");
+  REQUIRE(confirm.wait_for_count(3, 30s));
+  CHECK(confirm.all()[2].retained);
+  CHECK(confirm.all()[2].payload == R"({"streamid":"s1","through":3})");
+
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, pub.subscribe("dev/1/late", other.handler()));
+  pub.stop(1s);
+}
+
+TEST_CASE("subscribe refuses a malformed filter and an empty handler") {
+  Recorder rec;
+  MqttPublisher pub(options_for("mqtt://127.0.0.1:1", rec));
+  Inbox inbox;
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, pub.subscribe("a/#/b", inbox.handler()));
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, pub.subscribe("", inbox.handler()));
+  CHECK_THROWS_ERROR(ErrorKind::invalid_argument, pub.subscribe("a/b", MessageHandler{}));
+  CHECK_NOTHROW(pub.subscribe("a/+/b", inbox.handler()));
 }

@@ -2,7 +2,8 @@
 // edge-outbox-sim (firmware-host/sim_main.cpp) end to end against a real
 // mosquitto: the summary agrees with the database, an offline run is drained
 // by a later one, SIGTERM and restart lose nothing, outages by schedule (with
-// the drain figures), --ack-timeout on a blackholed link.
+// the drain figures), --ack-timeout on a blackholed link, --confirm server
+// (events kept until a confirmation covers them; the retained stream status).
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -13,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <mqtt/async_client.h>
 
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
@@ -40,11 +43,19 @@ std::set<std::int64_t> reading_ids(const Subscriber& sub) {
 
 std::string unreachable_broker() { return "mqtt://127.0.0.1:" + std::to_string(free_port()); }
 
+// Publishes one retained QoS 1 message, as the ingest publishes a confirmation.
+void publish_retained(const std::string& uri, const std::string& topic, const std::string& payload) {
+  mqtt::async_client client(uri, "test-confirmer", mqtt::create_options(MQTTVERSION_5));
+  client.connect(mqtt::connect_options_builder().mqtt_version(MQTTVERSION_5).clean_start(true).finalize())->wait();
+  client.publish(mqtt::make_message(topic, payload, 1, true))->wait();
+  client.disconnect()->wait();
+}
+
 }  // namespace
 
 TEST_CASE("the summary agrees with the readings and outbox tables; events join to readings") {
   Mosquitto broker;
-  Subscriber sub(broker.uri(), {"devices/#"});
+  Subscriber sub(broker.uri(), {"devices/+/events/#"});
   TempDir dir;
   auto db = dir / "device.db";
   auto r = run_binary(dir, sim_binary(),
@@ -100,7 +111,7 @@ TEST_CASE("recorded with the broker down, forwarded by a later --count 0 --exit-
   CHECK(sql_count(db, kPending) == 200);
 
   Mosquitto broker;
-  Subscriber sub(broker.uri(), {"devices/gw-2/#"});
+  Subscriber sub(broker.uri(), {"devices/gw-2/events/#"});
   auto drain = run_binary(dir, sim_binary(),
                           {"--db", db.string(), "--device-id", "gw-2", "--broker", broker.uri(), "--count", "0",
                            "--exit-when-drained", "--drain-timeout", "60s"});
@@ -117,7 +128,7 @@ TEST_CASE("recorded with the broker down, forwarded by a later --count 0 --exit-
 
 TEST_CASE("SIGTERM mid-run: a clean exit with the summary; the restart continues and loses nothing") {
   Mosquitto broker;
-  Subscriber sub(broker.uri(), {"devices/gw-3/#"});
+  Subscriber sub(broker.uri(), {"devices/gw-3/events/#"});
   TempDir dir;
   auto db = dir / "device.db";
   auto out = dir / "first.out";
@@ -161,7 +172,7 @@ TEST_CASE("SIGTERM mid-run: a clean exit with the summary; the restart continues
 
 TEST_CASE("--offline-schedule cuts the connection and the backlog drains after each outage") {
   Mosquitto broker;
-  Subscriber sub(broker.uri(), {"devices/gw-4/#"});
+  Subscriber sub(broker.uri(), {"devices/gw-4/events/#"});
   TempDir dir;
   auto db = dir / "device.db";
   auto r = run_binary(dir, sim_binary(),
@@ -311,4 +322,64 @@ TEST_CASE("bad command lines fail with a message and no database") {
   r = run_binary(dir, sim_binary(), {"--help"});
   CHECK(r.status == 0);
   CHECK(r.out.find("--offline-schedule") != std::string::npos);
+}
+
+TEST_CASE("--confirm server: events stay until a confirmation covers them; the stream status is retained") {
+  Mosquitto broker;
+  Subscriber status(broker.uri(), {"devices/gw-9/status/+"});
+  TempDir dir;
+  auto db = dir / "device.db";
+  const std::vector<std::string> common = {"--db", db.string(), "--device-id", "gw-9", "--broker", broker.uri(),
+                                           "--rate", "0", "--confirm", "--confirm-timeout", "1s"};
+  // Nobody confirms: the broker acknowledged all 40, the device keeps them.
+  auto args = common;
+  args.insert(args.end(), {"--count", "40", "--exit-when-drained", "--drain-timeout", "2s"});
+  auto first = run_binary(dir, sim_binary(), args);
+  INFO(first.err);
+  CHECK(first.status == 3);  // --drain-timeout passed
+  auto s1 = first.summary();
+  CHECK(s1["published"] == 0);
+  CHECK(s1["pending"] == 40);
+  CHECK(s1["unconfirmed"] == 40);
+  CHECK(sql_count(db, kPending) == 40);
+
+  // Its stream status says where the stream stands and whom it waits for.
+  REQUIRE(status.wait_for([](const std::vector<ReceivedMessage>& all) {
+    for (const auto& m : all) {
+      auto j = json::parse(m.payload, nullptr, false);
+      if (j.is_object() && j.value("unconfirmed", -1) == 40) return true;
+    }
+    return false;
+  }, 30s));
+  std::string streamid;
+  for (const auto& m : status.messages()) {
+    auto j = json::parse(m.payload, nullptr, false);
+    if (!j.is_object() || j.value("unconfirmed", -1) != 40) continue;
+    CHECK(m.retained == false);  // live delivery to a subscriber already there
+    CHECK(j["source"] == "gw-9");
+    CHECK(j["confirmation"] == "server");
+    CHECK(j["floor"] == 1);
+    CHECK(j["committed"] == 40);
+    streamid = j["streamid"].get<std::string>();
+    CHECK(m.topic == "devices/gw-9/status/" + streamid);
+  }
+  REQUIRE(!streamid.empty());
+  // A subscriber that comes later gets the last one, retained.
+  Subscriber late(broker.uri(), {"devices/gw-9/status/+"});
+  REQUIRE(late.wait_for_count(1, 30s));
+  CHECK(late.messages().front().retained);
+  CHECK(json::parse(late.messages().front().payload)["unconfirmed"] == 40);
+
+  // The server confirms while the device is away; the next run finds the
+  // retained confirmation and is drained.
+  publish_retained(broker.uri(), "devices/gw-9/confirm/" + streamid,
+                   R"({"streamid":")" + streamid + R"(","through":40})");
+  args = common;
+  args.insert(args.end(), {"--count", "0", "--exit-when-drained", "--drain-timeout", "60s"});
+  auto second = run_binary(dir, sim_binary(), args);
+  INFO(second.err);
+  CHECK(second.status == 0);
+  CHECK(second.summary()["published"] == 40);
+  CHECK(second.summary()["unconfirmed"] == 0);
+  CHECK(sql_count(db, kPending) == 0);
 }

@@ -137,7 +137,10 @@ TEST_CASE("ACL: a device may publish only under its own id; a foreign topic is d
   CHECK(ingest_cmdline.find(ingest_secret) == std::string::npos);
 
   LogSink log;
-  Outbox outbox(dir / "dev-01.db");
+  OutboxOptions dev1_options;
+  // Its outbox.dropped reports (the dead letter below) on a topic it may write.
+  dev1_options.dropped_event_topic = "devices/dev-01/events/outbox.dropped";
+  Outbox outbox(dir / "dev-01.db", dev1_options);
   CHECK(mode_of(dir / "dev-01.db") == 0600);
   std::vector<std::string> own_before, own_after;
   for (int i = 0; i < 20; ++i) own_before.push_back(outbox.enqueue(reading("devices/dev-01/events/reading")));

@@ -262,6 +262,33 @@ TEST_CASE("a forwarder restarted with unconfirmed events sends them again and ke
   forwarder.stop();
 }
 
+TEST_CASE("server mode: stop(drain) waits for the confirmation; without one the events stay unconfirmed") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 8);
+  {
+    test::FakeBroker broker;
+    Forwarder forwarder(outbox, broker.publisher(), server_options());
+    forwarder.start();
+    REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 8; }));
+    forwarder.stop(100ms);  // nobody confirms
+    CHECK(outbox.stats().pending == 8);
+    CHECK(outbox.stats().unconfirmed == 8);
+  }
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), server_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return event_publishes(broker) == 8 && outbox.stats().unconfirmed == 8; }));
+  std::thread ingest([&] {
+    std::this_thread::sleep_for(200ms);
+    broker.deliver(confirmation(stream, 8));
+  });
+  forwarder.stop(20s);  // returns once nothing is pending
+  ingest.join();
+  CHECK(outbox.stats().pending == 0);
+}
+
 TEST_CASE("stream status: retained on <device_topic>/status/<streamid> after connecting, on changes and at stop") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");

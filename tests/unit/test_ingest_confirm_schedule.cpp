@@ -2,7 +2,7 @@
 // The confirmations' rate limit, on times the test sets: at most one lookup
 // per stream per min_interval while commits keep coming, at once after a
 // quiet spell and when the backlog is done, a through published only when it
-// moved (or when the device lost it), retries after a failed publish.
+// moved (or when the device lost it), retries after a failed publish or lookup.
 #include <doctest/doctest.h>
 
 #include "ingest/confirm_schedule.h"
@@ -108,17 +108,17 @@ TEST_CASE("a device that holds less than was published gets it again") {
   CHECK(s.should_publish(a, 10));
 }
 
-TEST_CASE("a failed publish is retried after the interval, not in a loop while idle") {
+TEST_CASE("a retry (a failed publish or lookup) waits for the interval, not a loop while idle") {
   auto s = schedule();
   s.touched(a, t0);
   CHECK(s.due(t0).size() == 1);
-  s.publish_failed(a, t0);
+  s.retry_later(a, t0);
   // Long idle, but the retry waits for the interval.
   CHECK(s.due(t0 + 100ms).empty());
   REQUIRE(s.next_due().has_value());
   CHECK(*s.next_due() == t0 + 200ms);
   CHECK(s.due(t0 + 200ms) == std::vector<StreamKey>{a});
-  s.publish_failed(a, t0 + 200ms);
+  s.retry_later(a, t0 + 200ms);
   CHECK(s.due(t0 + 300ms).empty());
   CHECK(s.due(t0 + 400ms).size() == 1);
   CHECK(s.streams() == 1);

@@ -165,6 +165,13 @@ TEST_CASE("explained_ranges: evictions, superseded reports, dead letters") {
   CHECK(explained_ranges(top, {int64_max}) == V{{int64_max - 1, int64_max - 1, "evicted"},
                                                 {int64_max, int64_max, "superseded"}});
   CHECK(explained_ranges(edge_outbox::wire::DroppedReport{}, {1, 2}).empty());
+  // A reason from the device is kept printable and short.
+  edge_outbox::wire::DroppedReport odd;
+  odd.dead = {{1, 1, std::string("bad\0\x7fwhy", 8)}, {2, 2, std::string(100, 'r')}};
+  const auto odd_rows = explained_ranges(odd, {});
+  REQUIRE(odd_rows.size() == 2);
+  CHECK(odd_rows[0].reason == "bad??why");
+  CHECK(odd_rows[1].reason == std::string(64, 'r') + "...");
 }
 
 TEST_CASE("explained_by_reports: each stream's stored reports tell its superseded ones; malformed ones skipped") {

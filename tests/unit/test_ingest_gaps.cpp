@@ -29,6 +29,17 @@ std::vector<std::int64_t> run(std::int64_t from, std::int64_t to, std::vector<st
   return out;
 }
 
+edge_outbox::wire::StreamStatus status(const std::string& source, const std::string& streamid,
+                                       std::int64_t committed, std::int64_t pending) {
+  edge_outbox::wire::StreamStatus st;
+  st.source = source;
+  st.streamid = streamid;
+  st.committed = committed;
+  st.pending = pending;
+  st.floor = pending == 0 ? committed + 1 : committed - pending + 1;
+  return st;
+}
+
 }  // namespace
 
 TEST_CASE("a complete stream has no gaps") {
@@ -260,19 +271,28 @@ TEST_CASE("JSON report: every key, in the documented shape") {
   GapTracker t;
   add(t, "d", {1, 3, 6});
   add(t, "e", {1, 2}, "");
+  t.add_rejected("e", "", 3);
+  t.add_rejected("e", "", 9);
+  t.add_status(status("e", "", 12, 0));
   CHECK(t.add_dropped("d", "s", R"({"ranges":[[2,2]],"counts":{"normal":1},"dropped_total":1})"));
   auto j = gaps_to_json(t.finish());
   CHECK(j == json::parse(R"({
     "streams": [
       {"source": "d", "streamid": "s", "first": 1, "last": 6, "stored": 3,
-       "explained": [[2,2]], "explained_count": 1, "unexplained": [[4,5]], "unexplained_count": 2,
+       "explained": [[2,2]], "explained_count": 1, "rejected": [], "rejected_count": 0,
+       "unexplained": [[4,5]], "unexplained_count": 2,
+       "committed": null, "pending": null, "tail": [], "tail_count": 0,
        "dropped_reports": 1, "evictions_reported": 1, "dropped_total": 1, "dropped_total_agrees": true},
-      {"source": "e", "streamid": "", "first": 1, "last": 2, "stored": 2,
-       "explained": [], "explained_count": 0, "unexplained": [], "unexplained_count": 0,
+      {"source": "e", "streamid": "", "first": 1, "last": 9, "stored": 2,
+       "explained": [], "explained_count": 0, "rejected": [[3,3],[9,9]], "rejected_count": 2,
+       "unexplained": [[4,8]], "unexplained_count": 5,
+       "committed": 12, "pending": 0, "tail": [[10,12]], "tail_count": 3,
        "dropped_reports": 0, "evictions_reported": 0, "dropped_total": null, "dropped_total_agrees": null}
     ],
     "explained_total": 1,
-    "unexplained_total": 2,
+    "rejected_total": 2,
+    "unexplained_total": 7,
+    "tail_total": 3,
     "dropped_total_disagreements": 0,
     "malformed_dropped_events": 0
   })"));
@@ -292,4 +312,103 @@ TEST_CASE("text report: the same figures as the JSON") {
                 "  outbox.dropped: 2 reports merged, 5 evictions reported, dropped_total 5: agree\n"
                 "e stream -: 2 stored, sequences 1..2\n"
                 "missing: 5 explained, 1 unexplained\n");
+}
+
+TEST_CASE("dead letters explain their sequences like evictions") {
+  GapTracker t;
+  add(t, "d", run(1, 10, {3, 4, 7}));
+  CHECK(t.add_dropped("d", "s", R"({"counts":{},"dead":[[3,4,"expired"],[7,7,"refused"]],"ranges":[]})"));
+  auto r = t.finish();
+  const auto& g = r.streams.at(0);
+  CHECK(g.explained == Ranges{{3, 4}, {7, 7}});
+  CHECK(g.unexplained.empty());
+  CHECK_FALSE(r.has_unexplained());
+}
+
+TEST_CASE("a sequence a rejected message named is rejected, not unexplained; explained wins over rejected") {
+  GapTracker t;
+  add(t, "d", {1, 5});
+  t.add_rejected("d", "s", 2);
+  t.add_rejected("d", "s", 3);
+  t.add_rejected("d", "s", 7);  // past the last stored: the range reaches it
+  t.add_rejected("x", "s", 4);  // another source's stream
+  CHECK(t.add_dropped("d", "s", R"({"ranges":[[3,3]]})"));
+  auto r = t.finish();
+  REQUIRE(r.streams.size() == 2);
+  const auto& g = r.streams[0];
+  CHECK(g.last == 7);
+  CHECK(g.explained == Ranges{{3, 3}});
+  CHECK(g.rejected == Ranges{{2, 2}, {7, 7}});
+  CHECK(g.unexplained == Ranges{{4, 4}, {6, 6}});
+  CHECK(r.streams[1].source == "x");  // only a rejection: a stream of its own
+  CHECK(r.streams[1].stored == 0);
+  CHECK(r.streams[1].rejected == Ranges{{4, 4}});
+  CHECK(r.rejected_total() == 3);
+}
+
+TEST_CASE("tail: nothing pending on the device, sequences up to its committed one missing") {
+  GapTracker t;
+  add(t, "d", run(1, 10));
+  t.add_status(status("d", "s", 15, 0));
+  auto r = t.finish();
+  const auto& g = r.streams.at(0);
+  CHECK(g.unexplained.empty());
+  CHECK(g.tail == Ranges{{11, 15}});
+  CHECK(g.tail_count() == 5);
+  CHECK(g.committed == 15);
+  CHECK(g.pending == 0);
+  CHECK(r.unexplained_total() == 0);
+  CHECK(r.tail_total() == 5);
+  CHECK(r.has_unexplained());
+}
+
+TEST_CASE("tail: none while the device has events pending, or when everything arrived") {
+  GapTracker waiting;
+  add(waiting, "d", run(1, 10));
+  waiting.add_status(status("d", "s", 15, 5));  // 11..15 still on the device
+  auto r = waiting.finish();
+  CHECK(r.streams.at(0).tail.empty());
+  CHECK_FALSE(r.has_unexplained());
+
+  GapTracker complete;
+  add(complete, "d", run(1, 15));
+  complete.add_status(status("d", "s", 15, 0));
+  CHECK(complete.finish().streams.at(0).tail.empty());
+
+  GapTracker stale;  // a status older than what was stored
+  add(stale, "d", run(1, 15));
+  stale.add_status(status("d", "s", 12, 0));
+  CHECK(stale.finish().tail_total() == 0);
+}
+
+TEST_CASE("tail: reports explain part of it; a stream with a status and nothing stored starts at 1") {
+  GapTracker t;
+  add(t, "d", run(1, 10));
+  CHECK(t.add_dropped("d", "s", R"({"ranges":[[12,13]],"dead":[[15,15,"attempts"]]})"));
+  t.add_status(status("d", "s", 16, 0));
+  t.add_status(status("e", "s", 3, 0));    // nothing of e stored: all lost
+  t.add_status(status("f", "s", 3, 3));    // nothing of f stored, all pending: not a stream yet
+  t.add_status(status("g", "s", 0, 0));    // nothing ever committed
+  auto r = t.finish();
+  REQUIRE(r.streams.size() == 2);
+  const auto& d = r.streams[0];
+  CHECK(d.explained == Ranges{{12, 13}, {15, 15}});
+  CHECK(d.tail == Ranges{{11, 11}, {14, 14}, {16, 16}});
+  const auto& e = r.streams[1];
+  CHECK(e.source == "e");
+  CHECK(e.stored == 0);
+  CHECK(e.first == 1);
+  CHECK(e.last == 0);
+  CHECK(e.tail == Ranges{{1, 3}});
+  CHECK(r.tail_total() == 6);
+
+  const auto j = gaps_to_json(r);
+  CHECK(j["tail_total"] == 6);
+  CHECK(j["streams"][1]["tail"] == json::parse("[[1,3]]"));
+  const auto text = gaps_to_text(r);
+  CHECK(text.find("d stream s: 10 stored, sequences 1..10; the device: committed 16, 0 pending\n") !=
+        std::string::npos);
+  CHECK(text.find("  tail        14..14 (1, lost: the device committed them and has nothing pending)\n") !=
+        std::string::npos);
+  CHECK(text.find("missing: 3 explained, 0 unexplained, 6 lost at the tail\n") != std::string::npos);
 }

@@ -98,8 +98,8 @@ class MqttPublisher final : public Publisher {
 
   void set_connection_handler(ConnectionHandler handler) override;
   // Subscribes on each connection before the connection handler hears of
-  // it, waiting at most connect_timeout for the broker's answer; a refused
-  // subscription is logged (warning), the connection kept. Throws
+  // it, without waiting for the broker's answer; a refused subscription is
+  // logged (warning), the connection kept. Throws
   // Error(invalid_argument) for a malformed filter, an empty handler, or
   // after start().
   void subscribe(std::string topic_filter, MessageHandler handler) override;

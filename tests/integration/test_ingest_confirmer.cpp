@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Confirmer against a real SQLite store and a recording publish
+// function (no broker): a status and a commit give one confirmation on the
+// device's confirm topic; nothing without a status or below the floor; a
+// refused publish is handed again later; with publishing off the statuses
+// are still recorded; a status that fails to record is retried.
+#include <doctest/doctest.h>
+
+#include <edge_outbox/wire/stream_status.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "ingest/confirmer.h"
+#include "ingest/store.h"
+#include "support/temp_dir.h"
+
+using namespace edge_outbox::ingest;
+namespace wire = edge_outbox::wire;
+using edge_outbox::test::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+// What the Confirmer handed over; refuses the first `refuse` messages as a
+// disconnected client does.
+struct Recorder {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::pair<std::string, std::string>> handed;
+  int refuse = 0;
+  int refused = 0;
+
+  ConfirmPublish function() {
+    return [this](const std::string& topic, const std::string& payload) {
+      std::lock_guard lock(mutex);
+      if (refuse > 0) {
+        --refuse;
+        ++refused;
+        cv.notify_all();
+        return false;
+      }
+      handed.emplace_back(topic, payload);
+      cv.notify_all();
+      return true;
+    };
+  }
+  // Waits (up to 20 s) until a confirmation with `through` was handed.
+  bool wait_through(std::int64_t through) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, 20s, [&] {
+      for (const auto& [topic, payload] : handed)
+        if (auto c = wire::decode_confirmation(payload); c && c->through == through) return true;
+      return false;
+    });
+  }
+  std::vector<std::int64_t> throughs() {
+    std::lock_guard lock(mutex);
+    std::vector<std::int64_t> out;
+    for (const auto& [topic, payload] : handed) out.push_back(wire::decode_confirmation(payload).value().through);
+    return out;
+  }
+};
+
+wire::StreamStatus status(std::int64_t floor, std::int64_t committed) {
+  wire::StreamStatus s;
+  s.source = "dev-1";
+  s.streamid = "s1";
+  s.floor = floor;
+  s.committed = committed;
+  s.pending = committed - floor + 1;
+  s.confirmation = wire::StreamStatus::Mode::server;
+  return s;
+}
+
+std::vector<Row> events(std::int64_t from, std::int64_t to) {
+  std::vector<Row> rows;
+  for (auto s = from; s <= to; ++s) {
+    EventRow e;
+    e.event_id = "e-" + std::to_string(s);
+    e.source = "dev-1";
+    e.type = "t";
+    e.topic = "devices/dev-1/events/x";
+    e.mode = "binary";
+    e.extensions = "{}";
+    e.streamid = "s1";
+    e.sequence = s;
+    rows.push_back(std::move(e));
+  }
+  return rows;
+}
+
+const StreamKey stream{"dev-1", "s1"};
+
+bool wait_until(const std::function<bool()>& condition) {
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// A store whose record_stream_status fails the first `failures` times.
+class FailingStatusStore final : public Store {
+ public:
+  FailingStatusStore(std::unique_ptr<Store> inner, int failures) : inner_(std::move(inner)), failures_(failures) {}
+  std::vector<CommitResult> commit(const std::vector<Row>& rows) override { return inner_->commit(rows); }
+  void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
+    inner_->for_each_sequence(fn);
+  }
+  void for_each_event_of_type(
+      std::string_view type,
+      const std::function<void(const std::string&, const std::string&, const std::string&)>& fn) override {
+    inner_->for_each_event_of_type(type, fn);
+  }
+  void record_stream_status(const std::string& device_topic, const wire::StreamStatus& s) override {
+    if (failures_ > 0) {
+      --failures_;
+      throw StoreError(StoreError::Kind::transient, "SQLITE_BUSY", "database is locked");
+    }
+    inner_->record_stream_status(device_topic, s);
+  }
+  std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
+    return inner_->confirmed_through(source, streamid);
+  }
+  std::vector<StreamRow> streams() override { return inner_->streams(); }
+  std::string describe() const override { return inner_->describe(); }
+
+ private:
+  std::unique_ptr<Store> inner_;
+  int failures_;
+};
+
+}  // namespace
+
+TEST_CASE("a status and a commit give one confirmation on the device's confirm topic") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), {}, recorder.function(), {});
+  confirmer.status_received("org/site-1/dev-1", status(1, 5));
+  writer_store->commit(events(1, 5));
+  confirmer.committed({stream});
+  REQUIRE(recorder.wait_through(5));
+  {
+    std::lock_guard lock(recorder.mutex);
+    CHECK(recorder.handed.back().first == "org/site-1/dev-1/confirm/s1");
+    CHECK(wire::decode_confirmation(recorder.handed.back().second) == wire::Confirmation{"s1", 5});
+  }
+  confirmer.stop();
+  const auto c = confirmer.counters();
+  CHECK(c.statuses == 1);
+  CHECK(c.confirmations == recorder.throughs().size());
+  // Each through once, rising.
+  auto t = recorder.throughs();
+  CHECK(std::adjacent_find(t.begin(), t.end(), std::greater_equal<>()) == t.end());
+}
+
+TEST_CASE("no status, no confirmation; the status that comes later brings it") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  ConfirmerOptions options;
+  options.retry_after = 50ms;  // re-reads the streams table soon after a miss
+  Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), options, recorder.function(), {});
+  writer_store->commit(events(1, 3));
+  confirmer.committed({stream});
+  // No status: looked up (and the store's streams read) in vain for a while.
+  std::this_thread::sleep_for(300ms);
+  CHECK(recorder.throughs().empty());
+  confirmer.status_received("devices/dev-1", status(1, 3));
+  REQUIRE(recorder.wait_through(3));
+  confirmer.stop();
+}
+
+TEST_CASE("a status recorded by another ingest is found in the store") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto other = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), {}, recorder.function(), {});
+  other->record_stream_status("devices/dev-1", status(1, 4));
+  other->commit(events(1, 4));
+  confirmer.committed({stream});
+  REQUIRE(recorder.wait_through(4));
+  confirmer.stop();
+  CHECK(confirmer.counters().statuses == 0);
+}
+
+TEST_CASE("nothing below the floor is confirmed") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), {}, recorder.function(), {});
+  confirmer.status_received("devices/dev-1", status(5, 6));  // 1..4 settled on the device before
+  REQUIRE(wait_until([&] { return confirmer.counters().statuses == 1; }));
+  writer_store->commit(events(5, 6));
+  confirmer.committed({stream});
+  REQUIRE(recorder.wait_through(6));
+  confirmer.stop();
+  for (auto t : recorder.throughs()) CHECK(t >= 5);
+}
+
+TEST_CASE("a refused publish is handed again later") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  recorder.refuse = 3;
+  Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), {}, recorder.function(), {});
+  confirmer.status_received("devices/dev-1", status(1, 2));
+  writer_store->commit(events(1, 2));
+  confirmer.committed({stream});
+  REQUIRE(recorder.wait_through(2));
+  confirmer.stop();
+  CHECK(recorder.refused == 3);
+  CHECK(confirmer.counters().confirmations == recorder.throughs().size());
+}
+
+TEST_CASE("publishing off: the statuses are recorded, nothing is handed") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  ConfirmerOptions options;
+  options.publish = false;
+  Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), options, recorder.function(), {});
+  confirmer.status_received("devices/dev-1", status(1, 2));
+  writer_store->commit(events(1, 2));
+  confirmer.committed({stream});
+  REQUIRE(wait_until([&] { return confirmer.counters().statuses == 1; }));
+  confirmer.stop();
+  CHECK(recorder.throughs().empty());
+  CHECK(confirmer.counters().confirmations == 0);
+  const auto rows = writer_store->streams();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].device_topic == "devices/dev-1");
+  CHECK(rows[0].status.committed == 2);
+}
+
+TEST_CASE("a status whose recording fails is recorded on a later try; a newer one replaces it") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  ConfirmerOptions options;
+  options.retry_after = 50ms;
+  std::vector<std::string> logged;
+  std::mutex log_mutex;
+  Confirmer confirmer(std::make_unique<FailingStatusStore>(open_sqlite_store(path, SqliteSync::normal), 2), options,
+                      recorder.function(), [&](const std::string&, const std::string& message) {
+                        std::lock_guard lock(log_mutex);
+                        logged.push_back(message);
+                      });
+  confirmer.status_received("devices/dev-1", status(1, 1));
+  confirmer.status_received("devices/dev-1", status(1, 2));  // the newest per stream is what counts
+  writer_store->commit(events(1, 2));
+  confirmer.committed({stream});
+  REQUIRE(recorder.wait_through(2));
+  confirmer.stop();
+  CHECK(confirmer.counters().statuses == 1);
+  REQUIRE(writer_store->streams().size() == 1);
+  CHECK(writer_store->streams()[0].status.committed == 2);
+  std::lock_guard lock(log_mutex);
+  REQUIRE(!logged.empty());
+  CHECK(logged[0].find("database is locked") != std::string::npos);
+}
