@@ -3,7 +3,8 @@
 # The demo a newcomer runs first: a simulated device records sensor readings
 # at 50 Hz into its outbox while a private mosquitto broker is stopped for a
 # while in the middle and started again on the same port; edge-outbox-ingest
-# stores what arrives. At the end it prints what was recorded, what arrived,
+# stores what arrives and confirms it to the device, which keeps each event
+# until that confirmation (server confirmation, --confirm server). At the end it prints what was recorded, what arrived,
 # the duplicates the ingest dropped, how many readings were lost (must be 0;
 # the script exits non-zero otherwise), and how long the outage's backlog
 # took to drain after the reconnection.
@@ -144,7 +145,7 @@ wait_for_line "$work/ingest.stderr" subscribed 20 || { cat "$work/ingest.stderr"
 say "device: $rate readings/s for ${seconds}s; broker down at ${outage_at}s for ${outage_for}s"
 "$sim" --db "$work/device.db" --device-id "$device" --broker "mqtt://127.0.0.1:$port" \
   --rate "$rate" --duration "${seconds}s" --exit-when-drained --drain-timeout 120s --status-interval 2s \
-  --backoff-max 2s \
+  --backoff-max 2s --confirm server \
   >"$work/sim.stdout" 2>"$work/sim.stderr" &
 sim_pid=$!
 sim_started=$(now_ms)
@@ -184,10 +185,11 @@ sim_pid=''
 summary=$(tail -n 1 "$work/sim.stdout")
 summary_field() { printf '%s' "$summary" | grep -o "\"$1\":[0-9]*" | cut -d: -f2; }
 backlog=$(summary_field backlog_at_reconnect || true)
+unconfirmed=$(summary_field unconfirmed || true)
 drain_ms=$(summary_field drain_ms || true)
 readings=$(sqlite3 "$work/device.db" "SELECT COUNT(*) FROM readings")
 
-# The device had every event acknowledged; wait for the ingest to store them.
+# The server confirmed every event; the store has them (the wait is a guard).
 stored=0
 for _ in $(seq 300); do
   stored=$(sqlite3 "$work/ingest.db" "SELECT COUNT(*) FROM events WHERE type = 'reading.recorded' AND source = '$device'" 2>/dev/null || echo 0)
@@ -211,6 +213,7 @@ printf '  %-34s %s\n' "device summary" "$summary"
 printf '  %-34s %s\n' "readings recorded" "$readings"
 printf '  %-34s %s\n' "events stored by ingest" "$stored"
 printf '  %-34s %s\n' "duplicates dropped" "${duplicates:-?}"
+printf '  %-34s %s\n' "unconfirmed on the device at exit" "${unconfirmed:-?} (server confirmation)"
 printf '  %-34s %s\n' "lost" "$lost"
 printf '  %-34s %s\n' "longest outage" "$(fmt_s "$outage_ms")"
 printf '  %-34s %s\n' "reconnect after broker restart" "$(fmt_s "$reconnect_ms")"
