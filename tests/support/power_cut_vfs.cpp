@@ -77,9 +77,9 @@ void tear(const std::string& path, std::int64_t offset, const char* data, std::i
   if (torn <= 0) return;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return;
-  if (::pwrite(fd, data, static_cast<std::size_t>(torn), offset) != torn) return;
+  if (::pwrite(fd, data, static_cast<std::size_t>(torn), static_cast<off_t>(offset)) != torn) return;
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size < offset + size) (void)::ftruncate(fd, offset + size);
+  if (::fstat(fd, &st) == 0 && st.st_size < offset + size) (void)::ftruncate(fd, static_cast<off_t>(offset + size));
 }
 
 // The power goes. Requires: the state's mutex is held.
