@@ -330,8 +330,9 @@ TEST_CASE("--confirm server: events stay until a confirmation covers them; the s
   TempDir dir;
   auto db = dir / "device.db";
   const std::vector<std::string> common = {"--db", db.string(), "--device-id", "gw-9", "--broker", broker.uri(),
-                                           "--rate", "0", "--confirm", "--confirm-timeout", "1s"};
-  // Nobody confirms: the broker acknowledged all 40, the device keeps them.
+                                           "--rate", "0", "--confirm", "--confirm-timeout", "30s"};
+  // Nobody confirms: the broker acknowledged all 40, the device keeps them
+  // (no resend can fall within the 2 s: confirm_timeout is 30 s).
   auto args = common;
   args.insert(args.end(), {"--count", "40", "--exit-when-drained", "--drain-timeout", "2s"});
   auto first = run_binary(dir, sim_binary(), args);
