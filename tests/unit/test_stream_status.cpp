@@ -111,3 +111,13 @@ TEST_CASE("a stream status that breaks its requirements cannot be encoded") {
   s.pending = -1;
   CHECK_THROWS_AS(wire::encode_stream_status(s), std::invalid_argument);
 }
+
+TEST_CASE("a payload over the readers' bounds is refused unread") {
+  const std::string long_id(wire::max_confirmation_bytes, 'x');
+  CHECK_FALSE(wire::decode_confirmation(R"({"streamid":")" + long_id + R"(","through":1})").has_value());
+  CHECK(wire::decode_confirmation(R"({"streamid":")" + long_id.substr(0, 4096) + R"(","through":1})").has_value());
+  const std::string long_source(wire::max_stream_status_bytes, 's');
+  CHECK_FALSE(wire::decode_stream_status(R"({"source":")" + long_source +
+                                         R"(","streamid":"b","floor":1,"committed":0,"pending":0})")
+                  .has_value());
+}

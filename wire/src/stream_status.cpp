@@ -112,6 +112,7 @@ std::string encode_confirmation(const Confirmation& confirmation) {
 }
 
 std::optional<Confirmation> decode_confirmation(std::string_view payload) {
+  if (payload.size() > max_confirmation_bytes) return std::nullopt;
   const auto doc = parse_object(payload);
   if (doc.is_discarded()) return std::nullopt;
   auto streamid = non_empty_string(doc, "streamid");
@@ -151,6 +152,7 @@ std::string encode_stream_status(const StreamStatus& s) {
 }
 
 std::optional<StreamStatus> decode_stream_status(std::string_view payload) {
+  if (payload.size() > max_stream_status_bytes) return std::nullopt;
   const auto doc = parse_object(payload);
   if (doc.is_discarded()) return std::nullopt;
   StreamStatus s;

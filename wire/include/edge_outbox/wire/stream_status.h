@@ -26,6 +26,7 @@
 // Thread rule: plain values and pure functions; safe from any thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,6 +58,13 @@ struct StatusTopic {
 // last-but-one level is not "status", or device_topic or streamid is empty.
 std::optional<StatusTopic> parse_stream_status_topic(std::string_view topic);
 
+// The largest payloads the readers parse; longer ones are refused unread
+// (a real confirmation is under 100 bytes, a status under 1 KiB with a
+// long source; these leave room for the longest streamid and source the
+// wire allows).
+inline constexpr std::size_t max_confirmation_bytes = 8 * 1024;
+inline constexpr std::size_t max_stream_status_bytes = 16 * 1024;
+
 struct Confirmation {
   std::string streamid;
   std::int64_t through = 0;  // >= 0
@@ -66,8 +74,9 @@ struct Confirmation {
 // Requires: through >= 0; streamid is valid UTF-8. Throws
 // std::invalid_argument otherwise.
 std::string encode_confirmation(const Confirmation& confirmation);
-// nullopt unless the payload is a JSON object with a non-empty string
-// "streamid" and an integer "through" in [0, INT64_MAX]. Throws nothing
+// nullopt unless the payload is at most max_confirmation_bytes of a JSON
+// object with a non-empty string "streamid" and an integer "through" in
+// [0, INT64_MAX]. Throws nothing
 // (short of std::bad_alloc).
 std::optional<Confirmation> decode_confirmation(std::string_view payload);
 
@@ -96,8 +105,8 @@ std::string_view to_string(StreamStatus::Mode mode) noexcept;
 // Requires: the numbers are >= 0 and floor >= 1; source and streamid are
 // valid UTF-8. Throws std::invalid_argument otherwise.
 std::string encode_stream_status(const StreamStatus& status);
-// nullopt unless the payload is a JSON object with non-empty strings
-// "source" and "streamid", integers "floor" >= 1 and "committed",
+// nullopt unless the payload is at most max_stream_status_bytes of a JSON
+// object with non-empty strings "source" and "streamid", integers "floor" >= 1 and "committed",
 // "pending", "unconfirmed" >= 0 (each up to INT64_MAX; "unconfirmed"
 // absent reads as 0) and "confirmation" "broker" or "server" (absent:
 // broker). "confirmed_through" and "waiting_ms" are read when they are
