@@ -18,15 +18,6 @@ TEST_CASE("topics: confirm and status hang under the device topic, beside its ev
   CHECK(wire::stream_status_topic("org/site/gw-1", "s1") == "org/site/gw-1/status/s1");
 }
 
-TEST_CASE("topics: the device topic is everything before the first events level") {
-  CHECK(wire::device_topic_of_events("devices/gw-1/events/reading") == "devices/gw-1");
-  CHECK(wire::device_topic_of_events("org/site/gw-1/events/a/events/b") == "org/site/gw-1");
-  CHECK(wire::device_topic_of_events("gw-1/events") == "gw-1");
-  CHECK_FALSE(wire::device_topic_of_events("events/reading").has_value());
-  CHECK_FALSE(wire::device_topic_of_events("devices/gw-1/readings").has_value());
-  CHECK_FALSE(wire::device_topic_of_events("devices/gw-1/eventsx/r").has_value());
-}
-
 TEST_CASE("topics: the status filter of an events filter, shared subscriptions kept") {
   CHECK(wire::stream_status_filter_for("devices/+/events/#") == "devices/+/status/+");
   CHECK(wire::stream_status_filter_for("org/+/+/events/#") == "org/+/+/status/+");

@@ -79,10 +79,6 @@ std::string stream_status_topic(std::string_view device_topic, std::string_view 
   return std::string(device_topic) + "/status/" + std::string(streamid);
 }
 
-std::optional<std::string> device_topic_of_events(std::string_view event_topic) {
-  return before_events_level(event_topic, 0);
-}
-
 std::optional<std::string> stream_status_filter_for(std::string_view events_filter) {
   // "$share/<group>/<filter>": the group's two levels stay in front.
   const std::size_t skip = events_filter.starts_with("$share/") ? 2 : 0;

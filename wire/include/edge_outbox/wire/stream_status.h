@@ -39,11 +39,6 @@ std::string confirm_topic(std::string_view device_topic, std::string_view stream
 // device_topic + "/status/" + streamid.
 std::string stream_status_topic(std::string_view device_topic, std::string_view streamid);
 
-// From "<prefix>/<device>/events/...": "<prefix>/<device>", the levels
-// before the first "events" level; nullopt when there is no "events" level
-// or none before it.
-std::optional<std::string> device_topic_of_events(std::string_view event_topic);
-
 // From an events filter such as "devices/+/events/#" (a "$share/<group>/"
 // prefix is kept): the matching stream-status filter, "devices/+/status/+",
 // the levels before the first "events" level and "/status/+"; nullopt when
