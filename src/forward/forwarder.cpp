@@ -437,7 +437,8 @@ struct Forwarder::Impl {
     done.clear();
   }
 
-  void send(SendWindow& window, const StoredEvent& ev, MqttVersion v) EXCLUDES(mutex) {
+  void send(SendWindow& window, const SendAction& a, MqttVersion v) EXCLUDES(mutex) {
+    const StoredEvent& ev = a.events.front();
     std::int64_t seq = ev.sequence;
     OutgoingMessage msg;
     try {
@@ -513,7 +514,7 @@ struct Forwarder::Impl {
           break;
         }
         case SendAction::Kind::send:
-          send(window, a.event, v);
+          send(window, a, v);
           break;
         case SendAction::Kind::check_drained:
           drained = !queue->has_pending();
