@@ -840,8 +840,8 @@ TEST_CASE("WireMode::binary: binary on MQTT 5; structured on 3.1.1, said once in
   std::atomic<int> said{0};
   auto o = fast_options();
   o.wire_mode = WireMode::binary;
-  o.log = [&](LogLevel, const std::string& text) {
-    if (text.find("cannot carry CloudEvents binary mode") != std::string::npos) ++said;
+  o.log = [&](LogLevel, std::string_view text) {
+    if (text.find("cannot carry CloudEvents binary mode") != std::string_view::npos) ++said;
   };
   Forwarder forwarder(outbox, broker.publisher(), o);
   forwarder.start();
