@@ -21,7 +21,8 @@
 // record_sent_through, synchronous=FULL on its own connection), which in
 // WAL mode makes every earlier commit durable too: a power cut can then
 // lose only events that never left, and no sequence number is ever used
-// twice. It costs one small synchronous commit per batch read.
+// twice. It costs one small synchronous commit per batch read (a read of
+// the queue, whatever the messages it makes: ForwarderOptions::Batch).
 //
 // Server confirmation (ForwarderOptions::confirmation): the forwarder
 // subscribes to its confirm topic; an acknowledged event is marked "sent,
@@ -220,7 +221,7 @@ struct ForwarderOptions {
 
 struct ForwarderStats {
   bool connected = false;
-  std::size_t in_flight = 0;
+  std::size_t in_flight = 0;          // MQTT messages outstanding
   std::uint64_t published_total = 0;  // events acknowledged and marked, since start
   std::uint64_t messages_acknowledged = 0;  // MQTT messages of events acknowledged (a batch is one)
   // wire::publish_packet_bytes of every message of events handed to the
