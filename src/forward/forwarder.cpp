@@ -421,10 +421,18 @@ struct Forwarder::Impl {
   }
 
   // A message of events was acknowledged: its PUBACK on the wire.
-  void count_acknowledged() EXCLUDES(mutex) {
-    MutexLock lock(mutex);
-    ++shared_stats.messages_acknowledged;
-    shared_stats.wire_bytes += wire::puback_packet_bytes;
+  void count_acknowledged() {
+    ++unreported_acks;
+    unreported_wire_bytes += wire::puback_packet_bytes;
+  }
+
+  // The counters kept by the thread since the last report, into the stats
+  // (once per round, not once per message).
+  void report_counts() REQUIRES(mutex) {
+    shared_stats.messages_acknowledged += unreported_acks;
+    shared_stats.wire_bytes += unreported_wire_bytes;
+    unreported_acks = 0;
+    unreported_wire_bytes = 0;
   }
 
   void handle(SendWindow& window, std::vector<Completion>& done, std::int64_t now_ms) EXCLUDES(mutex) {
@@ -543,10 +551,7 @@ struct Forwarder::Impl {
       EXCLUDES(mutex) {
     const std::int64_t seq = events.front().sequence;
     const std::size_t n = events.size();
-    {
-      MutexLock lock(mutex);
-      shared_stats.wire_bytes += wire::publish_packet_bytes(msg, v);
-    }
+    unreported_wire_bytes += wire::publish_packet_bytes(msg, v);
     window.sent(events, clock->monotonic_ms());
     publisher->publish(std::move(msg), [this, seq, n](PublishResult r) { on_completion(seq, n, std::move(r)); });
   }
@@ -670,6 +675,7 @@ struct Forwarder::Impl {
 
       lock.lock();
       shared_stats.in_flight = window.in_flight();
+      report_counts();
       if (!completions.empty() || wake || !received.empty()) continue;
       std::int64_t wake_at = failed ? now_ms + 1000 : end.wake_at_ms;
       if (!failed && position_loaded) {
@@ -712,6 +718,7 @@ struct Forwarder::Impl {
     }
     lock.lock();
     shared_stats.in_flight = 0;
+    report_counts();
   }
 
   // Set at construction, then read-only.
@@ -735,6 +742,8 @@ struct Forwarder::Impl {
   std::optional<wire::StreamStatus> last_status;  // the last published, waiting_ms left out
   std::uint64_t last_status_resends = 0;
   bool binary_fallback_logged = false;
+  std::uint64_t unreported_acks = 0;        // for ForwarderStats::messages_acknowledged
+  std::uint64_t unreported_wire_bytes = 0;  // for ForwarderStats::wire_bytes
 
   // Shared with other threads.
   mutable Mutex mutex;
