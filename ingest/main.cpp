@@ -68,7 +68,8 @@ struct MqttThreadState {
 };
 
 std::string counters_json(const ingest::Counters& c, const ingest::ConfirmerCounters& confirm) {
-  return nlohmann::json{{"received", c.received},
+  return nlohmann::json{{"messages", c.messages},
+                        {"received", c.received},
                         {"stored", c.stored},
                         {"duplicates", c.duplicates},
                         {"conflicts", c.conflicts},

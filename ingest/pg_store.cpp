@@ -7,6 +7,10 @@
 // compared (see store.h); a conflict costs two more. Durability is the
 // server's synchronous_commit (see docs/ingest.md).
 //
+// A permanent error names the row it is about (StoreError::row): a
+// rejection's own statement says so; a multi-row INSERT's row is found by
+// inserting the rows again one by one in a transaction rolled back.
+//
 // Text goes as binary-format parameters with explicit lengths, so a value is
 // never cut at a NUL byte: the server refuses it (SQLSTATE 22021, permanent).
 #include <libpq-fe.h>
@@ -268,7 +272,12 @@ class PgStore final : public Store {
           event_rows.push_back(i);
         } else {
           const auto& r = std::get<RejectedRow>(rows[i]);
-          insert_rejected(r);
+          try {
+            insert_rejected(r);
+          } catch (const StoreError& e) {
+            if (!e.permanent()) throw;
+            throw StoreError(e.kind(), e.code(), e.what(), i);
+          }
           added += static_cast<std::int64_t>(r.payload.size());
         }
       }
@@ -277,8 +286,12 @@ class PgStore final : public Store {
         insert_events(rows, event_rows, start, end, written);
       }
       exec("COMMIT");
-    } catch (...) {
+    } catch (const StoreError& e) {
       Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
+      if (!e.permanent() || e.row()) throw;
+      throw StoreError(e.kind(), e.code(), e.what(), locate_refused_row(rows));
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
     rejected_bytes_ += added;
@@ -635,6 +648,33 @@ class PgStore final : public Store {
       const auto& e = std::get<EventRow>(rows[row]);
       if (written[row] == CommitResult::written && e.type == wire::dropped_report_type) explain(e);
     }
+  }
+
+  // After a permanent error of a multi-row statement: which row it was.
+  // The rows are inserted again one per statement in a transaction that is
+  // rolled back; the first that fails for good is the one. Costs a round
+  // trip per row, only after such an error. std::nullopt when none fails so.
+  std::optional<std::size_t> locate_refused_row(const std::vector<Row>& rows) {
+    std::optional<std::size_t> found;
+    try {
+      exec("BEGIN");
+      std::vector<CommitResult> written(rows.size(), CommitResult::written);
+      std::vector<std::size_t> index(rows.size());
+      for (std::size_t i = 0; i < rows.size(); ++i) index[i] = i;
+      for (std::size_t i = 0; i < rows.size() && !found; ++i) {
+        try {
+          if (std::holds_alternative<EventRow>(rows[i])) insert_events(rows, index, i, i + 1, written);
+          else insert_rejected(std::get<RejectedRow>(rows[i]));
+        } catch (const StoreError& e) {
+          if (!e.permanent()) break;
+          found = i;
+        }
+      }
+    } catch (const StoreError&) {
+      // the connection failed: the row stays unknown
+    }
+    Result(PQexec(conn_.get(), "ROLLBACK"));
+    return found;
   }
 
   // A new outbox.dropped event: the ranges it explains go to `explained`.
