@@ -311,6 +311,7 @@ TEST_CASE("batch messages, MQTT 5 and 3.1.1, SQLite: one transaction each, a bad
       return d.execAndGet(sql).getString();
     });
     for (const auto& problem : problems) FAIL_CHECK(problem);
+    CHECK(problems.empty());
     // One log line per batch message, however many of its events are rejected.
     CHECK(ingest->log().find("rejected 1 of the 10 events of a batch on '" + name + "/dev-1/events/r'") !=
           std::string::npos);

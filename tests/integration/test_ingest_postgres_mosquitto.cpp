@@ -138,5 +138,6 @@ TEST_CASE("batch messages, MQTT 5 and 3.1.1, PostgreSQL: one transaction each, a
     const auto problems =
         check_batch_scenario(ingest->counters(), [&](const std::string& sql) { return pg.query(sql, database); });
     for (const auto& problem : problems) FAIL_CHECK(problem);
+    CHECK(problems.empty());
   }
 }
