@@ -322,6 +322,34 @@ TEST_CASE("a message's rows are committed in one transaction with other messages
   CHECK(never_split(store, "d", 6));
 }
 
+TEST_CASE("the commit observer is told the streams of a message's rows, its rejected elements included") {
+  FakeStore store;
+  Writer writer(store, 64, {});
+  std::mutex mutex;
+  std::vector<StreamKey> told;
+  writer.set_commit_observer([&](const std::vector<StreamKey>& streams) {
+    std::lock_guard lock(mutex);
+    told.insert(told.end(), streams.begin(), streams.end());
+  });
+  auto rows = message_rows("m", 3);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    auto& e = std::get<EventRow>(rows[i]);
+    e.streamid = "s-1";
+    e.sequence = static_cast<std::int64_t>(i + 1);
+  }
+  RejectedRow element;
+  element.topic = "devices/d/events/x";
+  element.reason = "batch element 3 of 4: missing attribute 'type'";
+  element.source = "d";
+  element.streamid = "s-2";
+  element.sequence = 4;
+  rows.emplace_back(element);
+  CHECK(writer.submit_group(std::move(rows)) ==
+        std::vector<Outcome>{Outcome::stored, Outcome::stored, Outcome::stored, Outcome::rejected});
+  std::lock_guard lock(mutex);
+  CHECK(told == std::vector<StreamKey>{StreamKey{"d", "s-1"}, StreamKey{"d", "s-2"}});
+}
+
 TEST_CASE("a row the store refuses for good inside a message: only that row is rejected, the message stays one "
           "transaction") {
   FakeStore store;
