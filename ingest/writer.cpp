@@ -336,10 +336,13 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
         one_at_a_time = true;
         continue;
       } else {
-        // One message, the row unknown: every row of it that can still
-        // shrink becomes a rejection, all in one transaction.
+        // One message, the row unknown: its events become rejections, all
+        // in one transaction; if it is still refused, its rejections lose
+        // their payloads.
         bool changed = false;
-        for (std::size_t i = lo; i < hi; ++i) changed |= escalate(next, i, reason);
+        for (std::size_t i = lo; i < hi; ++i)
+          if (stage[i] == 0 && std::holds_alternative<EventRow>(rows[i])) changed |= escalate(next, i, reason);
+        for (std::size_t i = lo; i < hi && !changed; ++i) changed |= escalate(next, i, reason);
         if (changed) {
           if (log_)
             log_("error", "storing a message on '" + printable(topic_of(rows[lo])) + "' as rejected" +
