@@ -18,6 +18,8 @@
 //                                  (ForwarderStats::wire_bytes: its PUBLISH and
 //                                  PUBACK packets) per event, beside the relay's
 //   wire_events                    events per run
+//   wire_reading_payload_bytes     the average size of a reading's own
+//                                  payload (its JSON data), for scale
 //
 // The events are the simulator's: the readings of edge-outbox-sim's three
 // sensors (firmware-host/readings.h, a fixed seed, 10 readings/s of simulated
@@ -82,8 +84,14 @@ struct Variant {
 };
 
 struct Bytes {
-  double relay_per_event, forwarder_per_event;
+  double relay_per_event, forwarder_per_event, payload_per_event;
 };
+
+// The average payload size of the events in the outbox file.
+double average_payload_bytes(const std::filesystem::path& file) {
+  SQLite::Database db(file.string(), SQLite::OPEN_READONLY);
+  return db.execAndGet("SELECT AVG(LENGTH(payload)) FROM outbox").getDouble();
+}
 
 Bytes wire_run(const b::ScratchDir& dir, std::uint16_t broker_port, std::uint64_t n, const Variant& v) {
   const auto file = dir / (std::string("wire-") + v.key + ".db");
@@ -93,6 +101,7 @@ Bytes wire_run(const b::ScratchDir& dir, std::uint16_t broker_port, std::uint64_
   eo::Outbox outbox(file, oo);
   sim::create_readings_table(outbox);
   record_readings(outbox, n);
+  const double payload_bytes = average_payload_bytes(file);
 
   eo::test::TcpProxy relay(broker_port);
   auto po = b::publisher_options(relay.uri(), std::string("bench-wire-") + v.key);
@@ -116,7 +125,7 @@ Bytes wire_run(const b::ScratchDir& dir, std::uint16_t broker_port, std::uint64_
   b::wait_for([&] { return relay.open_connections() == 0; }, std::chrono::seconds(30), "the relay to close");
   const double events = static_cast<double>(n);
   const Bytes bytes{static_cast<double>(relay.bytes_forwarded()) / events,
-                    static_cast<double>(stats.wire_bytes) / events};
+                    static_cast<double>(stats.wire_bytes) / events, payload_bytes};
   b::note("  %-12s %.1f bytes/event on the relay (%.1f up, %.1f down), %.1f by the forwarder's count, %llu messages",
           v.key, bytes.relay_per_event, static_cast<double>(relay.bytes_to_target()) / events,
           static_cast<double>(relay.bytes_to_clients()) / events, bytes.forwarder_per_event,
@@ -151,6 +160,7 @@ int main(int argc, char** argv) try {
   b::figure("wire_events", static_cast<double>(n));
   for (const auto& v : variants) {
     const auto bytes = wire_run(dir, port, n, v);
+    if (&v == &variants[0]) b::figure("wire_reading_payload_bytes", bytes.payload_per_event);
     b::figure(std::string("wire_bytes_per_event_") + v.key, bytes.relay_per_event);
     b::figure(std::string("wire_bytes_per_event_") + v.key + "_forwarder", bytes.forwarder_per_event);
   }
