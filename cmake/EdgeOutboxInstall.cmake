@@ -49,7 +49,18 @@ install(FILES ${PROJECT_BINARY_DIR}/edge_outboxConfig.cmake ${PROJECT_BINARY_DIR
         DESTINATION ${_edge_outbox_package_dir}
         COMPONENT ${EDGE_OUTBOX_INSTALL_COMPONENT})
 
-# pkg-config. Paho stays a private dependency of a shared libedge_outbox_mqtt
+# pkg-config. libzstd stays a private dependency of a shared
+# libedge_outbox_wire (Requires.private); a static one needs it on every link
+# line (Requires).
+get_target_property(_edge_outbox_library_type edge_outbox_wire TYPE)
+if(_edge_outbox_library_type STREQUAL "STATIC_LIBRARY")
+  set(EDGE_OUTBOX_PC_WIRE_REQUIRES libzstd)
+  set(EDGE_OUTBOX_PC_WIRE_REQUIRES_PRIVATE "")
+else()
+  set(EDGE_OUTBOX_PC_WIRE_REQUIRES "")
+  set(EDGE_OUTBOX_PC_WIRE_REQUIRES_PRIVATE libzstd)
+endif()
+# Paho stays a private dependency of a shared libedge_outbox_mqtt
 # (Libs.private); a static one needs it on every link line (Libs).
 get_target_property(_edge_outbox_library_type edge_outbox_mqtt TYPE)
 set(EDGE_OUTBOX_PC_PAHO_LIBS "-lpaho-mqttpp3 -lpaho-mqtt3as")

@@ -17,6 +17,13 @@
 // ingest's: each returns a value or nothing and throws nothing, and what it
 // returns re-encodes and decodes to the same value. (One input in two: the
 // decoder's own inputs keep most of the time.)
+// Every payload also goes through the batch decoder (wire/batch.h) with the
+// same user properties, and with "content-encoding: zstd" added when bit 2
+// of byte 0 is set (one input in two): is_batch answers; decode_batch
+// returns 1 to max_events elements or throws DecodeError (nothing else);
+// every element is an event or an error with its text, exactly as decode()
+// takes that text; and the events it returns, batched again (plain and zstd),
+// decode to the same events. zstd_decompress never returns more than its cap.
 // Seeds include JSON nested 100,000 levels (the fuzzer reads the first
 // -max_len bytes of it), just over and at the limit, in both modes.
 #include <algorithm>
@@ -24,9 +31,11 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include <edge_outbox/wire/batch.h>
 #include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/wire/dropped_report.h>
 #include <edge_outbox/wire/stream_status.h>
@@ -57,6 +66,57 @@ void check_confirmation_protocol(std::string_view payload) {
   }
   if (const auto s = wire::decode_stream_status(payload)) {
     if (s->floor < 1 || wire::decode_stream_status(wire::encode_stream_status(*s)) != s) std::abort();
+  }
+}
+
+// The batch decoder's properties (see the top).
+void check_batch(std::string_view payload, ce::UserProperties props, bool zstd) {
+  if (zstd) props.emplace_back(std::string(ce::content_encoding_property), std::string(ce::zstd_content_encoding));
+  (void)ce::is_batch(payload, {}, props);
+  const ce::BatchLimits limits{.max_bytes = 256 * 1024, .max_events = 1000};
+  if (zstd || payload.starts_with(ce::zstd_frame_magic)) {
+    try {
+      if (ce::zstd_decompress(payload, limits.max_bytes).size() > limits.max_bytes) std::abort();
+    } catch (const ce::DecodeError&) {
+    }
+  }
+  std::vector<ce::BatchElement> elements;
+  try {
+    elements = ce::decode_batch(payload, props, limits);
+  } catch (const ce::DecodeError&) {
+    return;
+  }
+  if (elements.empty() || elements.size() > limits.max_events) std::abort();
+  std::vector<std::string> again;
+  std::vector<ce::CloudEvent> events;
+  for (const auto& element : elements) {
+    if (element.text.empty() || element.event.has_value() == !element.error.empty()) std::abort();
+    try {
+      ce::CloudEvent alone = ce::decode(element.text, {}, {});
+      if (!element.event) std::abort();
+      same_or_die(*element.event, alone, true);
+    } catch (const ce::DecodeError& e) {
+      if (element.event || element.error != e.what()) std::abort();
+      continue;
+    }
+    try {
+      again.push_back(ce::encode_batch_element(*element.event));
+      events.push_back(*element.event);
+    } catch (const std::invalid_argument&) {
+      // not re-encodable, by contract (as for single events below)
+    }
+  }
+  if (again.empty()) return;
+  for (auto compression : {ce::Compression::none, ce::Compression::zstd}) {
+    auto message = ce::encode_batch(again, compression);
+    if (!ce::is_batch(message.payload, message.content_type, message.user_properties)) std::abort();
+    auto decoded = ce::decode_batch(message.payload, message.user_properties,
+                                    {.max_bytes = ce::batch_payload_bytes(again), .max_events = again.size()});
+    if (decoded.size() != events.size()) std::abort();
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      if (!decoded[i].event || decoded[i].text != again[i]) std::abort();
+      same_or_die(events[i], *decoded[i].event, false);
+    }
   }
 }
 
@@ -94,6 +154,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   check_dropped_report(payload);
   if (data[0] & 2) check_confirmation_protocol(payload);
+  check_batch(payload, props, (data[0] & 4) != 0);
   ce::CloudEvent event;
   try {
     event = ce::decode(payload, content_type, props);

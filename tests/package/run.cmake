@@ -14,7 +14,9 @@
 #              line, nor ldd (it links with --no-as-needed, so ldd sees every
 #              library it was given), nor nm may show any Paho library.
 # It also checks the package's component handling: an unknown component is
-# not found, mqtt needs Paho, and the wire and core targets files name no Paho.
+# not found, mqtt needs Paho, and the wire and core targets files name no Paho;
+# and that a static libedge_outbox_wire brings libzstd along (the umbrella
+# consumer compresses a batch) in both the targets file and edge_outbox-wire.pc.
 cmake_minimum_required(VERSION 3.25)
 foreach(var BUILD_DIR WORK_DIR)
   if(NOT ${var})
@@ -149,7 +151,7 @@ if(EXISTS ${libdir}/libedge_outbox_mqtt.a AND NOT named)
 endif()
 run("run the umbrella consumer" ${build}/consumer ${WORK_DIR}/umbrella.db)
 message(STATUS "find_package umbrella consumer: ${run_output}")
-if(NOT run_output MATCHES "^enqueued [^ ]+ pending 1 cloudevents 1\\.0 publisher buffer 1024\n$")
+if(NOT run_output MATCHES "^enqueued [^ ]+ pending 1 cloudevents 1\\.0 publisher buffer 1024 zstd batch 2\n$")
   message(FATAL_ERROR "unexpected umbrella consumer output: ${run_output}")
 endif()
 expect_paho("the find_package umbrella consumer" ${build}/consumer)
@@ -180,6 +182,13 @@ run("find_package(edge_outbox COMPONENTS mqtt)" ${CMAKE_COMMAND} -S ${source_dir
     -DEDGE_OUTBOX_COMPONENTS=mqtt -DCMAKE_DISABLE_FIND_PACKAGE_PahoMqttCpp=OFF
     -DCMAKE_DISABLE_FIND_PACKAGE_eclipse-paho-mqtt-c=OFF)
 
+# A static wire library names libzstd for every link line, a shared one keeps
+# it to itself.
+run("pkg-config edge_outbox-wire" ${PKG_CONFIG} --libs edge_outbox-wire)
+if(EXISTS ${libdir}/libedge_outbox_wire.a AND NOT run_output MATCHES "-lzstd")
+  message(FATAL_ERROR "pkg-config --libs edge_outbox-wire names no libzstd for a static wire: ${run_output}")
+endif()
+
 # 4. The umbrella through pkg-config: the flags alone must compile and link it.
 run("pkg-config edge_outbox" ${PKG_CONFIG} --cflags --libs edge_outbox)
 string(STRIP "${run_output}" pc_flags)
@@ -193,7 +202,7 @@ run("compile the umbrella consumer with pkg-config's flags"
     ${CXX} -std=c++20 ${source_dir}/umbrella/main.cpp -o ${WORK_DIR}/consumer-pc ${pc_flags})
 run("run the pkg-config umbrella consumer" ${WORK_DIR}/consumer-pc ${WORK_DIR}/umbrella-pc.db)
 message(STATUS "pkg-config umbrella consumer: ${run_output}")
-if(NOT run_output MATCHES "^enqueued [^ ]+ pending 1 cloudevents 1\\.0 publisher buffer 1024\n$")
+if(NOT run_output MATCHES "^enqueued [^ ]+ pending 1 cloudevents 1\\.0 publisher buffer 1024 zstd batch 2\n$")
   message(FATAL_ERROR "unexpected umbrella consumer output: ${run_output}")
 endif()
 expect_paho("the pkg-config umbrella consumer" ${WORK_DIR}/consumer-pc)
