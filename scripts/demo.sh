@@ -230,11 +230,11 @@ single_summary=$(wire_run demo-single)
 batched_summary=$(wire_run demo-batched --batch 100 --compress zstd)
 json_number() { printf '%s' "$1" | grep -o "\"$2\":[0-9.]*" | cut -d: -f2; }
 wire_lost=0
-for device in demo-single demo-batched; do
+for wire_device in demo-single demo-batched; do
   n=0
   for _ in $(seq 300); do
     n=$(sqlite3 "$work/ingest.db" "SELECT COUNT(DISTINCT CAST(json_extract(CAST(payload AS TEXT), '\$.reading_id') AS INTEGER))
-      FROM events WHERE type = 'reading.recorded' AND source = '$device'" 2>/dev/null || echo 0)
+      FROM events WHERE type = 'reading.recorded' AND source = '$wire_device'" 2>/dev/null || echo 0)
     [ "$n" -ge "$wire_readings" ] && break
     sleep 0.1
   done
