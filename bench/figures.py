@@ -117,6 +117,7 @@ def collect(figures_txt, mode, out_json=LATEST):
     print(f"\nedge-outbox benchmarks ({mode} run; {platform.machine()}, "
           f"{len(os.sched_getaffinity(0))} CPUs)\n")
     print("\n".join(table_lines(figures)))
+    print("\n" + "\n".join(side_by_side_lines(figures)))
 
     out_json = os.path.join(ROOT, out_json)
     os.makedirs(os.path.dirname(out_json), exist_ok=True)
