@@ -124,28 +124,19 @@ void set_stream_position(RejectedRow& row, const Received& m, const ClassifyOpti
   row.sequence = n.sequence;
 }
 
-Row classify(const Received& m, const ClassifyOptions& options) {
-  if (m.payload.size() > options.max_payload_bytes)
-    return rejected_row(m, options,
-                    "payload of " + std::to_string(m.payload.size()) + " bytes exceeds the limit of " +
-                        std::to_string(options.max_payload_bytes) + " (--max-payload-bytes)");
-  cloudevents::CloudEvent event;
-  try {
-    event = cloudevents::decode(m.payload, m.content_type, m.user_properties);
-  } catch (const cloudevents::DecodeError& e) {
-    return rejected_row(m, options, e.what());
-  }
+std::optional<std::string> event_refusal(const cloudevents::CloudEvent& event, const Received& m,
+                                         const ClassifyOptions& options) {
   if (options.require_source_match && event.source != topic_device(m.topic))
-    return rejected_row(m, options,
-                    "source '" + event.source + "' does not match the device segment '" +
-                        std::string(topic_device(m.topic)) + "' of the topic (--require-source-match)");
+    return "source '" + event.source + "' does not match the device segment '" + std::string(topic_device(m.topic)) +
+           "' of the topic (--require-source-match)";
   if (event.sequence && *event.sequence > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-    return rejected_row(m, options, "sequence beyond 2^63-1");
+    return "sequence beyond 2^63-1";
+  return std::nullopt;
+}
 
+EventRow event_row(cloudevents::CloudEvent event, const Received& m, std::string mode) {
   EventRow row;
-  bool binary = std::any_of(m.user_properties.begin(), m.user_properties.end(),
-                            [](const auto& p) { return p.first == "specversion"; });
-  row.mode = binary ? "binary" : "structured";
+  row.mode = std::move(mode);
   row.event_id = std::move(event.id);
   row.source = std::move(event.source);
   row.type = std::move(event.type);
@@ -162,6 +153,23 @@ Row classify(const Received& m, const ClassifyOptions& options) {
   for (auto& [name, value] : event.extensions) ext[name] = value;
   row.extensions = ext.dump();
   return row;
+}
+
+Row classify(const Received& m, const ClassifyOptions& options) {
+  if (m.payload.size() > options.max_payload_bytes)
+    return rejected_row(m, options,
+                    "payload of " + std::to_string(m.payload.size()) + " bytes exceeds the limit of " +
+                        std::to_string(options.max_payload_bytes) + " (--max-payload-bytes)");
+  cloudevents::CloudEvent event;
+  try {
+    event = cloudevents::decode(m.payload, m.content_type, m.user_properties);
+  } catch (const cloudevents::DecodeError& e) {
+    return rejected_row(m, options, e.what());
+  }
+  if (auto refusal = event_refusal(event, m, options)) return rejected_row(m, options, *refusal);
+  const bool binary = std::any_of(m.user_properties.begin(), m.user_properties.end(),
+                                  [](const auto& p) { return p.first == "specversion"; });
+  return event_row(std::move(event), m, binary ? "binary" : "structured");
 }
 
 }  // namespace edge_outbox::ingest

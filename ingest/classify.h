@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,9 @@ struct ClassifyOptions {
   // The event's source must equal the topic's device segment (see
   // topic_device).
   bool require_source_match = false;
+  // Most events of a batch message (--max-batch, the most rows of one store
+  // transaction): a batch of more is rejected whole (see classify_message).
+  std::size_t max_batch_events = 512;
 };
 
 struct Received {
@@ -38,6 +42,16 @@ struct Received {
 // invalid time never rejects an event (a rejection would leave a hole in
 // its stream).
 Row classify(const Received& message, const ClassifyOptions& options);
+
+// Why a decoded event of message m cannot be stored (its source is not the
+// topic's device under require_source_match, a sequence beyond 2^63-1), or
+// std::nullopt.
+std::optional<std::string> event_refusal(const cloudevents::CloudEvent& event, const Received& m,
+                                         const ClassifyOptions& options);
+
+// The row of a decoded event of message m (its time as classify() says);
+// mode: "binary", "structured" or "batch" (see EventRow::mode).
+EventRow event_row(cloudevents::CloudEvent event, const Received& m, std::string mode);
 
 // How much of a reason is kept (printable ASCII).
 inline constexpr std::size_t max_reason_bytes = 1000;

@@ -68,7 +68,8 @@ struct MqttThreadState {
 };
 
 std::string counters_json(const ingest::Counters& c, const ingest::ConfirmerCounters& confirm) {
-  return nlohmann::json{{"received", c.received},
+  return nlohmann::json{{"messages", c.messages},
+                        {"received", c.received},
                         {"stored", c.stored},
                         {"duplicates", c.duplicates},
                         {"conflicts", c.conflicts},
@@ -167,7 +168,11 @@ int main(int argc, char** argv) {
   app.add_option("--share-group", sub.share_group, "Subscribe as $share/NAME/<filter> (MQTT 5 shared subscription)");
   app.add_option("--client-id", sub.client_id, "Stable client id: the broker keeps the session under it")
       ->capture_default_str();
-  app.add_option("--max-batch", max_batch, "Most rows per store transaction")->check(CLI::Range(1, 100000))
+  app.add_option("--max-batch", max_batch,
+                 "Most rows per store transaction. Must be at least the largest batch devices send (their --batch): "
+                 "a batch message of more events is rejected whole, since a message is never split across "
+                 "transactions")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("--mqtt-version", sub.mqtt_version, "5, or 4 for MQTT 3.1.1")
       ->check(CLI::IsMember({4, 5}))
@@ -180,7 +185,8 @@ int main(int argc, char** argv) {
   app.add_option("--password-env", password_env, "Environment variable that holds the broker password")
       ->excludes(password_file_opt);
   app.add_option("--ca-file", sub.ca_file, "CA certificates (PEM) for mqtts://");
-  app.add_option("--max-payload-bytes", classify.max_payload_bytes, "Larger messages are rejected")
+  app.add_option("--max-payload-bytes", classify.max_payload_bytes,
+                 "Larger messages are rejected; for a batch, its size once decompressed")
       ->capture_default_str();
   app.add_flag("--require-source-match", classify.require_source_match,
                "Reject events whose source is not the topic's device segment (the level before the first events level)");
@@ -224,6 +230,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   sub.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
+  classify.max_batch_events = max_batch;
   host::StderrLog log_sink(
       "edge-outbox-ingest", host::parse_log_level(log_level).value_or(host::LogLevel::info),
       host::LogLineStyle{log_format == "json" ? host::LogFormat::json : host::LogFormat::text,

@@ -7,6 +7,12 @@
 // compared (see store.h); a conflict costs two more. Durability is the
 // server's synchronous_commit (see docs/ingest.md).
 //
+// Rejections go in multi-row INSERTs too (before the events). A permanent
+// error names the row it is about (StoreError::row): a single-row
+// statement's row, or, after a multi-row INSERT fails, the first row that
+// fails when the rows are inserted again one by one in a transaction rolled
+// back.
+//
 // Text goes as binary-format parameters with explicit lengths, so a value is
 // never cut at a NUL byte: the server refuses it (SQLSTATE 22021, permanent).
 #include <libpq-fe.h>
@@ -262,14 +268,22 @@ class PgStore final : public Store {
     std::int64_t added = 0;
     try {
       exec("BEGIN");
-      std::vector<std::size_t> event_rows;
+      std::vector<std::size_t> event_rows, rejected_rows;
       for (std::size_t i = 0; i < rows.size(); ++i) {
         if (std::holds_alternative<EventRow>(rows[i])) {
           event_rows.push_back(i);
         } else {
-          const auto& r = std::get<RejectedRow>(rows[i]);
-          insert_rejected(r);
-          added += static_cast<std::int64_t>(r.payload.size());
+          rejected_rows.push_back(i);
+          added += static_cast<std::int64_t>(std::get<RejectedRow>(rows[i]).payload.size());
+        }
+      }
+      for (std::size_t start = 0; start < rejected_rows.size(); start += rows_per_statement) {
+        const std::size_t end = std::min(rejected_rows.size(), start + rows_per_statement);
+        try {
+          insert_rejected(rows, rejected_rows, start, end);
+        } catch (const StoreError& e) {
+          if (!e.permanent() || end - start > 1) throw;
+          throw StoreError(e.kind(), e.code(), e.what(), rejected_rows[start]);
         }
       }
       for (std::size_t start = 0; start < event_rows.size(); start += rows_per_statement) {
@@ -277,8 +291,12 @@ class PgStore final : public Store {
         insert_events(rows, event_rows, start, end, written);
       }
       exec("COMMIT");
-    } catch (...) {
+    } catch (const StoreError& e) {
       Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
+      if (!e.permanent() || e.row()) throw;
+      throw StoreError(e.kind(), e.code(), e.what(), locate_refused_row(rows));
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
     rejected_bytes_ += added;
@@ -534,19 +552,33 @@ class PgStore final : public Store {
     }
   }
 
-  void insert_rejected(const RejectedRow& row) {
-    Params p;
-    p.number(row.received_at_ms);
-    p.text(row.topic);
-    p.text(row.reason);
-    p.bytes(row.payload);
-    p.number(static_cast<std::int64_t>(row.payload_size));
-    p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
-    add_position(p, row);
-    exec_params(
+  // Rows index[start..end) of rows (rejections) in one multi-row INSERT.
+  void insert_rejected(const std::vector<Row>& rows, const std::vector<std::size_t>& index, std::size_t start,
+                       std::size_t end) {
+    constexpr std::size_t columns = 9;
+    std::string sql =
         "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
-        "sequence) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9::bigint)",
-        p, 0, PGRES_COMMAND_OK, "insert into rejected");
+        "sequence) VALUES ";
+    Params p;
+    for (std::size_t k = start; k < end; ++k) {
+      const auto& row = std::get<RejectedRow>(rows[index[k]]);
+      const std::size_t base = (k - start) * columns;
+      if (k > start) sql += ',';
+      for (std::size_t c = 1; c <= columns; ++c) {
+        sql += c == 1 ? "($" : ",$";
+        sql += std::to_string(base + c);
+        if (c == 1 || c == 5 || c == 9) sql += "::bigint";
+      }
+      sql += ')';
+      p.number(row.received_at_ms);
+      p.text(row.topic);
+      p.text(row.reason);
+      p.bytes(row.payload);
+      p.number(static_cast<std::int64_t>(row.payload_size));
+      p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
+      add_position(p, row);
+    }
+    exec_params(sql.c_str(), p, 0, PGRES_COMMAND_OK, "insert into rejected");
   }
 
   // The parameters of one event, in event_columns order.
@@ -635,6 +667,33 @@ class PgStore final : public Store {
       const auto& e = std::get<EventRow>(rows[row]);
       if (written[row] == CommitResult::written && e.type == wire::dropped_report_type) explain(e);
     }
+  }
+
+  // After a permanent error of a multi-row statement: which row it was.
+  // The rows are inserted again one per statement in a transaction that is
+  // rolled back; the first that fails for good is the one. Costs a round
+  // trip per row, only after such an error. std::nullopt when none fails so.
+  std::optional<std::size_t> locate_refused_row(const std::vector<Row>& rows) {
+    std::optional<std::size_t> found;
+    try {
+      exec("BEGIN");
+      std::vector<CommitResult> written(rows.size(), CommitResult::written);
+      std::vector<std::size_t> index(rows.size());
+      for (std::size_t i = 0; i < rows.size(); ++i) index[i] = i;
+      for (std::size_t i = 0; i < rows.size() && !found; ++i) {
+        try {
+          if (std::holds_alternative<EventRow>(rows[i])) insert_events(rows, index, i, i + 1, written);
+          else insert_rejected(rows, index, i, i + 1);
+        } catch (const StoreError& e) {
+          if (!e.permanent()) break;
+          found = i;
+        }
+      }
+    } catch (const StoreError&) {
+      // the connection failed: the row stays unknown
+    }
+    Result(PQexec(conn_.get(), "ROLLBACK"));
+    return found;
   }
 
   // A new outbox.dropped event: the ranges it explains go to `explained`.

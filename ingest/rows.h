@@ -23,7 +23,7 @@ struct EventRow {
   std::string streamid;
   std::optional<std::int64_t> sequence;
   std::string priority;
-  std::string mode;        // "binary" or "structured"
+  std::string mode;        // "binary", "structured", or "batch" (an element of a batch message)
   std::string extensions;  // other attributes as a JSON object; "{}" if none
 };
 

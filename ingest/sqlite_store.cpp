@@ -267,9 +267,11 @@ class SqliteStore final : public Store {
     std::vector<CommitResult> written;
     written.reserve(rows.size());
     std::int64_t added = 0;
+    std::optional<std::size_t> at;  // the row being inserted
     try {
       SQLite::Transaction tx(db_);
       for (const auto& row : rows) {
+        at = written.size();
         if (const auto* e = std::get_if<EventRow>(&row)) {
           written.push_back(insert_event(*e));
         } else {
@@ -279,10 +281,13 @@ class SqliteStore final : public Store {
           written.push_back(CommitResult::written);
         }
       }
+      at.reset();
       tx.commit();
     } catch (const SQLite::Exception& e) {
       reset_statements();
-      throw sqlite_error(path_, e);
+      const StoreError error = sqlite_error(path_, e);
+      if (!error.permanent()) throw error;
+      throw StoreError(error.kind(), error.code(), error.what(), at);
     }
     rejected_bytes_ += added;
     if (added > 0 && static_cast<std::uint64_t>(rejected_bytes_) > options_.rejected_max_bytes) prune_rejected();

@@ -34,6 +34,7 @@
 // Thread rule: a Store is used by one thread at a time (the Writer's).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -70,15 +71,20 @@ class StoreError : public std::runtime_error {
   enum class Kind { transient, permanent };
   // code: "SQLSTATE 54000", "SQLITE_TOOBIG", ...; empty when there is none
   // (e.g. the connection is gone).
-  StoreError(Kind kind, std::string code, const std::string& message)
-      : std::runtime_error(message), kind_(kind), code_(std::move(code)) {}
+  StoreError(Kind kind, std::string code, const std::string& message, std::optional<std::size_t> row = std::nullopt)
+      : std::runtime_error(message), kind_(kind), code_(std::move(code)), row_(row) {}
   Kind kind() const noexcept { return kind_; }
   bool permanent() const noexcept { return kind_ == Kind::permanent; }
   const std::string& code() const noexcept { return code_; }
+  // From commit(): the index (in the rows given) of the row the store
+  // refused, when it knows which one; the Writer then replaces that row
+  // alone and commits the same rows again.
+  const std::optional<std::size_t>& row() const noexcept { return row_; }
 
  private:
   Kind kind_;
   std::string code_;
+  std::optional<std::size_t> row_;
 };
 
 // A row of the rejected table.
@@ -101,7 +107,8 @@ class Store {
   // One transaction. For each row, what was done with it (an event that
   // comes twice in one batch is compared with the first like any other).
   // Throws StoreError (nothing committed) when the database fails; the
-  // caller may retry the batch.
+  // caller may retry the batch. A permanent error names the row it is
+  // about (StoreError::row) when the store can tell.
   virtual std::vector<CommitResult> commit(const std::vector<Row>& rows) = 0;
 
   // Every stored (source, streamid, sequence), ordered by source, streamid,

@@ -173,25 +173,48 @@ void Subscriber::on_message(const std::string& topic, const std::string& payload
       m.user_properties.emplace_back(std::string(p.value.data.data, static_cast<std::size_t>(p.value.data.len)),
                                      std::string(p.value.value.data, static_cast<std::size_t>(p.value.value.len)));
   }
-  Row row;
+  ClassifiedMessage classified;
   try {
-    row = classify(m, classify_);
+    classified = classify_message(m, classify_);
   } catch (const std::exception& e) {  // bad_alloc and the like: still a bad message, not a crash
-    row = rejected_row(m, classify_, std::string("internal error while decoding: ") + e.what());
+    classified = ClassifiedMessage{};
+    classified.rows.emplace_back(rejected_row(m, classify_, std::string("internal error while decoding: ") + e.what()));
   }
-  if (const auto* r = std::get_if<RejectedRow>(&row); r && log_)
-    log_("warn", "rejected a message on '" + printable(topic) + "': " + r->reason);
+  log_rejections(topic, classified.rows);
   if (options_.debug_delay_before_commit.count() > 0) std::this_thread::sleep_for(options_.debug_delay_before_commit);
-  // If the store refuses the event for good, the message is kept as a
-  // rejection, whole, so that `reprocess` can try it again.
-  const RejectFn as_rejected = [&](const std::string& reason) {
-    return rejected_row(m, classify_, reason);
+  // If the store refuses a row for good, the message (or the batch element)
+  // is kept as a rejection, whole, so that `reprocess` can try it again.
+  const std::size_t count = classified.rows.size();
+  const RejectRowFn as_rejected = [&](std::size_t index, const std::string& reason) {
+    if (classified.element_texts.size() != count) return rejected_row(m, classify_, reason);
+    return element_rejected_row(m, classify_, classified.element_texts[index], index, count, reason);
   };
-  if (writer_.submit(std::move(row), as_rejected) == Outcome::not_committed) {
+  // One message, one transaction (see writer.h); acknowledged when this returns.
+  const auto outcomes = writer_.submit_group(std::move(classified.rows), as_rejected);
+  if (outcomes.empty() || outcomes.front() == Outcome::not_committed) {
     // The store failed and the ingest is stopping: returning would send the
     // PUBACK for a message that is not stored. Wait for the process to end.
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   }
+}
+
+void Subscriber::log_rejections(const std::string& topic, const std::vector<Row>& rows) {
+  if (!log_) return;
+  const RejectedRow* first = nullptr;
+  std::size_t rejected = 0;
+  for (const auto& row : rows)
+    if (const auto* r = std::get_if<RejectedRow>(&row)) {
+      if (!first) first = r;
+      ++rejected;
+    }
+  if (!first) return;
+  if (rows.size() == 1) {
+    log_("warn", "rejected a message on '" + printable(topic) + "': " + first->reason);
+    return;
+  }
+  // One line per batch message, however many of its events are rejected.
+  log_("warn", "rejected " + std::to_string(rejected) + " of the " + std::to_string(rows.size()) +
+                   " events of a batch on '" + printable(topic) + "'; the first: " + first->reason);
 }
 
 void Subscriber::maintain() {

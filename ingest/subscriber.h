@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // Subscriber holds the ingest's MQTT connection (Paho C++ async_client)
-// and turns each arriving message into a committed row before Paho
+// and turns each arriving message into committed rows before Paho
 // acknowledges it.
 //
 // When the PUBACK goes out (checked against Paho C 1.3.11 / Paho C++ 1.2 as
 // installed here, see docs/ingest.md): Paho's receive thread
 // calls the message callback and sends the PUBACK for a QoS 1 message only
 // when that callback returns; messages of one connection are delivered one
-// at a time. So the callback returns only after Writer::submit() has
-// committed the row: a crash before the commit leaves the message
-// unacknowledged, and the broker redelivers it to the persistent session.
-// The price: one commit per message. Paho C runs the callbacks of every
+// at a time. So the callback returns only after Writer::submit_group() has
+// committed the message's rows (one per event of a batch message, see
+// classify_message.h, all in one transaction): a crash before the commit
+// leaves the message unacknowledged, and the broker redelivers it to the
+// persistent session. The price: one commit per message, which batch
+// messages (many events each) amortize. Paho C runs the callbacks of every
 // MQTTAsync client of a process on one shared thread (a callback that blocks
 // holds up even another client's CONNACK), so several connections in one
 // process do not give several messages in flight either. Throughput scales
@@ -58,6 +60,7 @@
 #include <vector>
 
 #include "ingest/classify.h"
+#include "ingest/classify_message.h"
 #include "ingest/confirmer.h"
 #include "ingest/writer.h"
 
@@ -104,6 +107,8 @@ class Subscriber {
   void on_message(const std::string& topic, const std::string& payload, const void* properties, bool retained);
   bool is_status_topic(const std::string& topic) const;
   void on_status(const std::string& topic, const std::string& payload);
+  // Logs a message's rejections at warning: one line per message.
+  void log_rejections(const std::string& topic, const std::vector<Row>& rows);
   // True the first time for `topic` (logs once per topic).
   bool first_time(std::set<std::string>& logged, const std::string& topic);
 

@@ -2,6 +2,7 @@
 #include "ingest/writer.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -84,18 +85,32 @@ void Writer::stop() {
 }
 
 Outcome Writer::submit(Row row, const RejectFn& as_rejected) {
-  Slot slot{std::move(row), as_rejected ? &as_rejected : nullptr};
+  std::vector<Row> rows;
+  rows.push_back(std::move(row));
+  if (!as_rejected) return submit_group(std::move(rows)).front();
+  const RejectRowFn by_index = [&as_rejected](std::size_t, const std::string& reason) { return as_rejected(reason); };
+  return submit_group(std::move(rows), by_index).front();
+}
+
+std::vector<Outcome> Writer::submit_group(std::vector<Row> rows, const RejectRowFn& as_rejected) {
+  const std::size_t n = rows.size();
+  Slot slot;
+  slot.rows = std::move(rows);
+  slot.as_rejected = as_rejected ? &as_rejected : nullptr;
   std::unique_lock lock(mutex_);
-  ++counters_.received;
+  ++counters_.messages;
+  counters_.received += n;
   last_submit_ = std::chrono::steady_clock::now();
-  if (finished_) {
-    ++abandoned_;
-    return Outcome::not_committed;
+  if (finished_ || n == 0) {
+    if (n > 0) ++abandoned_;
+    return std::vector<Outcome>(n, Outcome::not_committed);
   }
   queue_.push_back(&slot);
+  queued_rows_ += n;
   cv_.notify_all();
   cv_.wait(lock, [&] { return slot.done; });
-  return slot.outcome;
+  if (slot.outcomes.size() != n) slot.outcomes.assign(n, Outcome::not_committed);
+  return std::move(slot.outcomes);
 }
 
 Counters Writer::counters() const {
@@ -105,7 +120,7 @@ Counters Writer::counters() const {
 
 std::size_t Writer::pending() const {
   std::lock_guard lock(mutex_);
-  return queue_.size() + in_commit_;
+  return queued_rows_ + in_commit_;
 }
 
 bool Writer::wait_finished(std::chrono::milliseconds timeout) {
@@ -147,17 +162,18 @@ void Writer::run() {
       cv_.notify_all();
       return;
     }
+    // Whole messages up to max_batch_ rows; a larger one alone.
     std::vector<Slot*> batch;
-    while (!queue_.empty() && batch.size() < max_batch_) {
+    std::size_t rows = 0;
+    while (!queue_.empty() && (batch.empty() || rows + queue_.front()->rows.size() <= max_batch_)) {
+      rows += queue_.front()->rows.size();
+      queued_rows_ -= queue_.front()->rows.size();
       batch.push_back(queue_.front());
       queue_.pop_front();
     }
-    in_commit_ = batch.size();
-    std::vector<Row> rows;
-    rows.reserve(batch.size());
-    for (auto* s : batch) rows.push_back(std::move(s->row));
+    in_commit_ = rows;
 
-    const bool committed = commit_batch(lock, batch, rows);
+    const bool committed = commit_batch(lock, batch);
     in_commit_ = 0;
     if (!committed) {
       // Stopped while the store fails: these messages stay unacknowledged.
@@ -169,6 +185,7 @@ void Writer::run() {
       for (auto* s : queue_) s->done = true;
       abandoned_ += queue_.size();
       queue_.clear();
+      queued_rows_ = 0;
       finished_ = true;
       cv_.notify_all();
       return;
@@ -185,61 +202,91 @@ bool Writer::back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseco
   return true;
 }
 
-void Writer::finish(Slot& slot, const Row& row, CommitResult result, bool refused) {
-  Outcome o;
+Outcome Writer::finish(const Row& row, CommitResult result, bool refused) {
   if (std::holds_alternative<RejectedRow>(row)) {
-    o = Outcome::rejected;
     ++counters_.rejected;
     if (refused) ++counters_.store_refused;
-  } else if (result == CommitResult::written) {
-    o = Outcome::stored;
+    return Outcome::rejected;
+  }
+  if (result == CommitResult::written) {
     ++counters_.stored;
     if (!std::get<EventRow>(row).time_original.empty()) ++counters_.invalid_time;
-  } else if (result == CommitResult::duplicate) {
-    o = Outcome::duplicate;
-    ++counters_.duplicates;
-  } else {
-    o = Outcome::conflict;
-    ++counters_.conflicts;
-    const auto& e = std::get<EventRow>(row);
-    if (log_)
-      log_("warn", "event id '" + printable(e.event_id) + "' from source '" + printable(e.source) + "' (topic '" +
-                       printable(e.topic) +
-                       "') arrived with other content than the stored one: kept in the conflicts table");
+    return Outcome::stored;
   }
-  slot.outcome = o;
-  slot.done = true;
+  if (result == CommitResult::duplicate) {
+    ++counters_.duplicates;
+    return Outcome::duplicate;
+  }
+  ++counters_.conflicts;
+  const auto& e = std::get<EventRow>(row);
+  if (log_)
+    log_("warn", "event id '" + printable(e.event_id) + "' from source '" + printable(e.source) + "' (topic '" +
+                     printable(e.topic) + "') arrived with other content than the stored one: kept in the conflicts table");
+  return Outcome::conflict;
 }
 
-bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch, std::vector<Row>& rows) {
+bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch) {
+  // The messages' rows in one vector; message k has rows [begin[k], begin[k + 1]).
+  std::vector<Row> rows;
+  std::vector<std::size_t> begin;
+  for (auto* s : batch) {
+    begin.push_back(rows.size());
+    for (auto& row : s->rows) rows.push_back(std::move(row));
+  }
+  begin.push_back(rows.size());
   // stage: 0 the row as submitted; 1 its rejection (the store refused it);
   // 2 a rejection without payload (the store refused the rejection too).
   std::vector<int> stage(rows.size(), 0);
-  std::vector<bool> done(rows.size(), false);
+  // All messages together, or (after a refusal that names no row) one
+  // message per transaction from `next`.
   bool one_at_a_time = false;
+  std::size_t next = 0;
   std::chrono::milliseconds backoff = first_backoff;
+  // Replaces row i (of message k) by its rejection for `reason`; false when
+  // it is a payload-less rejection already.
+  const auto escalate = [&](std::size_t k, std::size_t i, const std::string& reason) {
+    if (stage[i] >= 2) return false;
+    const bool was_event = std::holds_alternative<EventRow>(rows[i]);
+    if (stage[i] == 0 && batch[k]->as_rejected && was_event) {
+      rows[i] = (*batch[k]->as_rejected)(i - begin[k], reason);
+      stage[i] = 1;
+    } else {
+      // An event without the message it came from, or a rejection the
+      // store refused: keep what can be kept.
+      rows[i] = rejection_from_row(rows[i], reason);
+      stage[i] = (stage[i] == 0 && was_event) ? 1 : 2;
+    }
+    return true;
+  };
   for (;;) {
-    auto first = std::find(done.begin(), done.end(), false);
-    if (first == done.end()) return true;
-    const auto i0 = static_cast<std::size_t>(first - done.begin());
+    if (next == batch.size()) return true;
+    const std::size_t k_end = one_at_a_time ? next + 1 : batch.size();
+    const std::size_t lo = begin[next], hi = begin[k_end];
 
     const CommitObserver observer = observer_;
     lock.unlock();
     std::vector<CommitResult> written;
+    std::vector<Row> part;
     std::string error;
     bool permanent = false;
+    std::optional<std::size_t> refused_row;
     try {
-      if (one_at_a_time) written = store_.commit(std::vector<Row>{rows[i0]});
-      else written = store_.commit(rows);
+      if (lo == 0 && hi == rows.size()) {
+        written = store_.commit(rows);
+      } else {
+        part.assign(rows.begin() + static_cast<std::ptrdiff_t>(lo), rows.begin() + static_cast<std::ptrdiff_t>(hi));
+        written = store_.commit(part);
+      }
     } catch (const StoreError& e) {
       error = e.what();
       permanent = e.permanent();
+      if (e.row() && *e.row() < hi - lo) refused_row = lo + *e.row();
     } catch (const std::exception& e) {  // bad_alloc and the like: retry
       error = e.what();
     }
     if (error.empty() && observer) {
       try {
-        observer(one_at_a_time ? streams_of(std::vector<Row>{rows[i0]}) : streams_of(rows));
+        observer(part.empty() ? streams_of(rows) : streams_of(part));
       } catch (const std::exception& e) {  // bad_alloc: the confirmation waits for the next commit
         if (log_) log_("warn", std::string("after a commit: ") + e.what());
       }
@@ -250,15 +297,14 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
       ++counters_.commits;
       failing_ = false;
       backoff = first_backoff;
-      if (one_at_a_time) {
-        finish(*batch[i0], rows[i0], written.at(0), stage[i0] > 0);
-        done[i0] = true;
-      } else {
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-          finish(*batch[i], rows[i], written.at(i), stage[i] > 0);
-          done[i] = true;
-        }
+      for (std::size_t k = next; k < k_end; ++k) {
+        auto& slot = *batch[k];
+        slot.outcomes.clear();
+        for (std::size_t i = begin[k]; i < begin[k + 1]; ++i)
+          slot.outcomes.push_back(finish(rows[i], written.at(i - lo), stage[i] > 0));
+        slot.done = true;
       }
+      next = k_end;
       cv_.notify_all();  // submitters whose rows are done go on
       const std::uint64_t pruned = store_.rejected_pruned();
       if (pruned > counters_.rejected_pruned) {
@@ -272,28 +318,39 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
 
     ++counters_.store_errors;
     failing_ = true;
-    if (permanent && !one_at_a_time && rows.size() > 1) {
-      if (log_)
-        log_("warn", "the store refused a batch of " + std::to_string(rows.size()) +
-                         " rows for good; committing them one per transaction to find the row: " + error);
-      one_at_a_time = true;
-      continue;
-    }
-    if (permanent && stage[i0] < 2) {
+    if (permanent) {
       const std::string reason = "the store refused this message for good: " + error;
-      if (log_) log_("error", "storing a message on '" + printable(topic_of(rows[i0])) + "' as rejected: " + reason);
-      if (stage[i0] == 0 && batch[i0]->as_rejected && std::holds_alternative<EventRow>(rows[i0])) {
-        rows[i0] = (*batch[i0]->as_rejected)(reason);
-        stage[i0] = 1;
+      if (refused_row) {
+        // The store named the row: replace it and commit the same messages again.
+        const std::size_t i = *refused_row;
+        const auto k = static_cast<std::size_t>(std::upper_bound(begin.begin(), begin.end(), i) - begin.begin()) - 1;
+        if (log_)
+          log_("error", "storing a row of a message on '" + printable(topic_of(rows[i])) + "' as rejected: " + reason);
+        if (escalate(k, i, reason)) continue;
+      } else if (k_end - next > 1) {
+        if (log_)
+          log_("warn", "the store refused a batch of " + std::to_string(hi - lo) + " rows (" +
+                           std::to_string(k_end - next) +
+                           " messages) for good; committing them one message per transaction to find the row: " +
+                           error);
+        one_at_a_time = true;
+        continue;
       } else {
-        // An event without the message it came from, or a rejection the
-        // store refused: keep what can be kept.
-        const bool was_event = std::holds_alternative<EventRow>(rows[i0]);
-        rows[i0] = rejection_from_row(rows[i0], reason);
-        stage[i0] = (stage[i0] == 0 && was_event) ? 1 : 2;
+        // One message, the row unknown: its events become rejections, all
+        // in one transaction; if it is still refused, its rejections lose
+        // their payloads.
+        bool changed = false;
+        for (std::size_t i = lo; i < hi; ++i)
+          if (stage[i] == 0 && std::holds_alternative<EventRow>(rows[i])) changed |= escalate(next, i, reason);
+        for (std::size_t i = lo; i < hi && !changed; ++i) changed |= escalate(next, i, reason);
+        if (changed) {
+          if (log_)
+            log_("error", "storing a message on '" + printable(topic_of(rows[lo])) + "' as rejected" +
+                              (hi - lo > 1 ? " (all " + std::to_string(hi - lo) + " rows of it)" : std::string()) +
+                              ": " + reason);
+          continue;
+        }
       }
-      if (!one_at_a_time && rows.size() > 1) one_at_a_time = true;
-      continue;
     }
     // Transient (or even the smallest rejection refused): wait and retry.
     if (!back_off(lock, backoff, error)) return false;

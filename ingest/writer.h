@@ -1,20 +1,33 @@
 // SPDX-License-Identifier: Apache-2.0
 // Writer commits rows to the Store from one thread, in group commits: every
-// row submitted while a commit is running goes into the next one. submit()
-// blocks until its row is committed, which is what lets a Paho message
-// callback acknowledge a message only after it is durable (see
-// subscriber.h).
+// message submitted while a commit is running goes into the next one.
+// submit_group() (and submit(), a message of one row) blocks until the
+// message's rows are committed, which is what lets a Paho message callback
+// acknowledge a message only after it is durable (see subscriber.h).
+//
+// A message is never split: its rows (one per event of a batch message) go
+// into one store transaction, together with other messages' rows. A group
+// commit takes whole messages up to max_batch rows; a message of more rows
+// than max_batch goes alone, in one transaction still (the subscriber
+// rejects such batches before they get here, see --max-batch).
 //
 // Store errors (StoreError, see store.h):
 // - transient: the batch is retried with exponential backoff (100 ms,
 //   doubling, at most max_backoff) until it succeeds or the Writer is
 //   stopped; submitters wait meanwhile (nothing is acknowledged, the broker
 //   keeps the messages).
-// - permanent: a row of the batch can never be stored. The rows are retried
-//   one per transaction; each row the store refuses is committed to the
-//   rejected table instead, with the store's reason (its SQLSTATE or SQLite
-//   code and message), and the others are stored. So one bad row never
-//   blocks the rows behind it.
+// - permanent: a row of the batch can never be stored. The row the store
+//   refuses is committed to the rejected table instead, with the store's
+//   reason (its SQLSTATE or SQLite code and message), and the others are
+//   stored. So one bad row never blocks the rows behind it. How the row is
+//   found without splitting a message: when the store names it
+//   (StoreError::row(), see store.h), that row is replaced by its rejection
+//   and the whole group is committed again (the failed transaction was
+//   rolled back, so nothing is stored twice); else the group is retried one
+//   message per transaction, and a message that the store still refuses
+//   without naming a row has all its rows replaced by rejections, in one
+//   transaction (its good events stay reprocessable from the rejected
+//   table). A message's rows are thus always committed together.
 // A conflict (an event whose (source, id) is stored with other content,
 // kept in the store's conflicts table) is counted and logged at warning;
 // like a duplicate, it is committed and its message may be acknowledged.
@@ -23,7 +36,7 @@
 // committed rows belong to (see streams_of), on the Writer's thread, with no
 // lock of the Writer held: it must be quick (the Confirmer queues them).
 //
-// Thread rule: submit(), counters(), pending(), failing(),
+// Thread rule: submit(), submit_group(), counters(), pending(), failing(),
 // set_commit_observer() and request_stop() from any thread; one mutex and
 // condition variable guard the queue, the counters and the observer.
 //
@@ -49,7 +62,8 @@
 namespace edge_outbox::ingest {
 
 struct Counters {
-  std::uint64_t received = 0;
+  std::uint64_t messages = 0;          // MQTT messages submitted (a batch message is one)
+  std::uint64_t received = 0;          // rows submitted: events and rejections (a batch gives one per element)
   std::uint64_t stored = 0;
   std::uint64_t duplicates = 0;        // events whose (source, id) was stored with the same content
   std::uint64_t conflicts = 0;         // events whose (source, id) was stored with other content, kept in conflicts
@@ -73,6 +87,9 @@ using Logger = std::function<void(const std::string& level, const std::string& m
 // Builds the rejected row for a message whose row the store refused, from
 // the message as it arrived; `reason` says why.
 using RejectFn = std::function<RejectedRow(const std::string& reason)>;
+// The same for the row at `index` of a message of several rows (a batch
+// element: its text as it arrived).
+using RejectRowFn = std::function<RejectedRow(std::size_t index, const std::string& reason)>;
 
 // Told the streams of each commit's rows.
 using CommitObserver = std::function<void(const std::vector<StreamKey>& streams)>;
@@ -96,6 +113,13 @@ class Writer {
   // refuses the row for good; without it, a rejection is made from the row
   // itself (an event's data as the payload).
   Outcome submit(Row row, const RejectFn& as_rejected = {});
+  // The rows of one message (a batch message: one per element), committed
+  // in one transaction; blocks until then. One outcome per row, in order;
+  // every one not_committed when the Writer was stopped while the store
+  // was failing (then the caller must not acknowledge the message).
+  // as_rejected: as for submit(), by row index.
+  // Requires: rows non-empty.
+  std::vector<Outcome> submit_group(std::vector<Row> rows, const RejectRowFn& as_rejected = {});
   Counters counters() const;
   // Number of rows submitted and not yet committed.
   std::size_t pending() const;
@@ -117,18 +141,19 @@ class Writer {
   std::size_t abandoned() const;
 
  private:
+  // One submitted message: its rows, and what became of each.
   struct Slot {
-    Row row;
-    const RejectFn* as_rejected = nullptr;
+    std::vector<Row> rows;
+    const RejectRowFn* as_rejected = nullptr;
     bool done = false;
-    Outcome outcome = Outcome::not_committed;
+    std::vector<Outcome> outcomes;
   };
   void run();
-  // Commits the batch; false if stopped while the store failed.
-  bool commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch, std::vector<Row>& rows);
+  // Commits the messages' rows; false if stopped while the store failed.
+  bool commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch);
   // Waits the backoff; false when stopping.
   bool back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds& backoff, const std::string& error);
-  void finish(Slot& slot, const Row& row, CommitResult result, bool refused);
+  Outcome finish(const Row& row, CommitResult result, bool refused);
 
   Store& store_;
   const std::size_t max_batch_;
@@ -137,6 +162,7 @@ class Writer {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Slot*> queue_;
+  std::size_t queued_rows_ = 0;  // rows of the messages in queue_
   bool stopping_ = false;
   bool finished_ = false;  // run() has returned
   bool failing_ = false;

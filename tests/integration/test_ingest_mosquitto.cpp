@@ -2,7 +2,8 @@
 // edge-outbox-ingest against a real mosquitto: each (source, id) stored once
 // whatever the content mode, a different event under a stored key kept as a
 // conflict, bad input rejected without stopping good events, the source
-// check, a clean exit on SIGTERM. Gap accounting:
+// check, a clean exit on SIGTERM, batch messages in both MQTT versions
+// (support/ingest_batches.h). Gap accounting:
 // test_ingest_gaps_mosquitto.cpp.
 #include <doctest/doctest.h>
 
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 
 #include "support/ingest.h"
+#include "support/ingest_batches.h"
 #include "support/mosquitto.h"
 #include "support/temp_dir.h"
 
@@ -112,7 +114,7 @@ TEST_CASE("malformed messages are rejected and counted while good events keep fl
   };
   std::vector<Bad> bad = {
       {"not a CloudEvent", "hello, world", {}, "not JSON"},
-      {"JSON but not an object", "[1,2,3]", {}, "not an object"},
+      {"JSON but not an object", "42", {}, "not an object"},  // an array is a batch message
       {"invalid JSON", R"({"specversion":"1.0","id":"x",)", {}, "not JSON"},
       {"no id", without("id"), {}, "missing attribute 'id'"},
       {"no source", without("source"), {}, "missing attribute 'source'"},
@@ -278,4 +280,52 @@ TEST_CASE("broker credentials: the password from a file or an environment variab
   CHECK(wrong.running());
   wrong.kill(SIGTERM);
   CHECK(wrong.wait(std::chrono::seconds(20)) == 0);
+}
+
+TEST_CASE("batch messages, MQTT 5 and 3.1.1, SQLite: one transaction each, a bad element rejected alone with its "
+          "stream position, unreadable batches rejected whole") {
+  Mosquitto broker;
+  TempDir dir;
+  auto args_for = [&](const std::string& name, const std::string& version) {
+    std::vector<std::string> args = {"--broker",    broker.uri(), "--store",           "sqlite:" + (dir / (name + ".db")).string(),
+                                     "--client-id", name,         "--exit-after-idle", "2",
+                                     "--mqtt-version", version,   "--topic",           name + "/+/events/#"};
+    args.insert(args.end(), batch_ingest_args.begin(), batch_ingest_args.end());
+    return args;
+  };
+  IngestProcess v5(dir.path(), "v5", args_for("v5", "5"));
+  IngestProcess v4(dir.path(), "v4", args_for("v4", "4"));
+  v5.wait_subscribed();
+  v4.wait_subscribed();
+  publish_batch_scenario(broker.uri(), MQTTVERSION_5, "v5");
+  publish_batch_scenario(broker.uri(), MQTTVERSION_3_1_1, "v4");
+  REQUIRE(v5.wait() == 0);
+  REQUIRE(v4.wait() == 0);
+  for (auto* ingest : {&v5, &v4}) {
+    const std::string name = ingest == &v5 ? "v5" : "v4";
+    CAPTURE(name);
+    INFO(ingest->log());
+    const auto db = dir / (name + ".db");
+    const auto problems = check_batch_scenario(ingest->counters(), [&](const std::string& sql) {
+      SQLite::Database d(db.string(), SQLite::OPEN_READONLY);
+      return d.execAndGet(sql).getString();
+    });
+    for (const auto& problem : problems) FAIL_CHECK(problem);
+    CHECK(problems.empty());
+    // One log line per batch message, however many of its events are rejected.
+    CHECK(ingest->log().find("rejected 1 of the 10 events of a batch on '" + name + "/dev-1/events/r'") !=
+          std::string::npos);
+  }
+  // The rejected element counts as its sequence's outcome: no gap in 1..160.
+  auto out = dir / "gaps.out", err = dir / "gaps.err";
+  auto gaps = Child::spawn(binary_dir() / "ingest" / "edge-outbox-ingest",
+                           {"gaps", "--store", "sqlite:" + (dir / "v5.db").string(), "--json"}, out, err);
+  CHECK(gaps.wait(std::chrono::seconds(60)) == 0);
+  INFO(read_text(out));
+  const auto report = json::parse(read_text(out));
+  CHECK(report["unexplained_total"] == 0);
+  REQUIRE(report["streams"].size() == 1);
+  CHECK(report["streams"][0]["streamid"] == "stream-1");
+  CHECK(report["streams"][0]["stored"] == 159);
+  CHECK(report["streams"][0]["rejected"] == json::array({json::array({155, 155})}));
 }

@@ -2,12 +2,14 @@
 // Scale-out: two ingest instances on one MQTT 5 shared subscription write
 // into one PostgreSQL; 20,000 events are each stored once, both instances
 // did work, and ids sent again are counted as duplicates by whichever
-// instance got them.
+// instance got them. Batch messages into PostgreSQL in both MQTT versions
+// (support/ingest_batches.h).
 #include <doctest/doctest.h>
 
 #include <signal.h>
 
 #include "support/ingest.h"
+#include "support/ingest_batches.h"
 #include "support/postgres.h"
 #include "support/mosquitto.h"
 #include "support/temp_dir.h"
@@ -102,4 +104,40 @@ TEST_CASE("SIGTERM while the PostgreSQL server is down: the ingest exits, the me
   INFO(fresh.log());
   CHECK(fresh.counters()["stored"] == 1);
   CHECK(pg.query("SELECT count(*) FROM events WHERE event_id = 'held-pg'") == "1");
+}
+
+TEST_CASE("batch messages, MQTT 5 and 3.1.1, PostgreSQL: one transaction each, a bad element rejected alone with its "
+          "stream position, unreadable batches rejected whole") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  pg.query("CREATE DATABASE v4");
+  Mosquitto broker;
+  TempDir dir;
+  auto args_for = [&](const std::string& name, const std::string& version, const std::string& database) {
+    std::vector<std::string> args = {"--broker",    broker.uri(), "--store",           pg.uri(database),
+                                     "--client-id", name,         "--exit-after-idle", "2",
+                                     "--mqtt-version", version,   "--topic",           name + "/+/events/#"};
+    args.insert(args.end(), batch_ingest_args.begin(), batch_ingest_args.end());
+    return args;
+  };
+  IngestProcess v5(dir.path(), "v5", args_for("v5", "5", "postgres"));
+  IngestProcess v4(dir.path(), "v4", args_for("v4", "4", "v4"));
+  v5.wait_subscribed();
+  v4.wait_subscribed();
+  publish_batch_scenario(broker.uri(), MQTTVERSION_5, "v5");
+  publish_batch_scenario(broker.uri(), MQTTVERSION_3_1_1, "v4");
+  REQUIRE(v5.wait() == 0);
+  REQUIRE(v4.wait() == 0);
+  for (auto* ingest : {&v5, &v4}) {
+    const std::string database = ingest == &v5 ? "postgres" : "v4";
+    CAPTURE(database);
+    INFO(ingest->log());
+    const auto problems =
+        check_batch_scenario(ingest->counters(), [&](const std::string& sql) { return pg.query(sql, database); });
+    for (const auto& problem : problems) FAIL_CHECK(problem);
+    CHECK(problems.empty());
+  }
 }

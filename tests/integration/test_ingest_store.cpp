@@ -710,14 +710,31 @@ TEST_CASE("PostgreSQL errors are classified by SQLSTATE class; NUL is refused, n
   auto long_source = event("long-source");
   long_source.source = incompressible(8000);  // index row too large for the btree: SQLSTATE 54000
   try {
-    store->commit({event("fine-1"), long_source});
+    store->commit({event("fine-1"), long_source, event("fine-2")});
     FAIL("an 8,000-character source was stored");
   } catch (const StoreError& e) {
     CHECK(e.permanent());
     CHECK(e.code() == "SQLSTATE 54000");
     CHECK(std::string(e.what()).find("index row size") != std::string::npos);
+    CHECK(e.row() == std::optional<std::size_t>(1));  // found inside the multi-row INSERT
   }
   CHECK(pg.query("SELECT count(*) FROM events") == "0");  // the batch is one transaction
+  CHECK(pg.query("SELECT count(*) FROM rejected") == "0");
+
+  // Rejections go in one multi-row INSERT; a NUL in a topic is refused (22021) and named.
+  auto nul_topic = rejection("payload");
+  nul_topic.topic = std::string("devices/d\0/events", 17);
+  try {
+    store->commit({event("fine-3"), rejection("a"), rejection("b"), nul_topic, rejection("c")});
+    FAIL("a topic with NUL was stored");
+  } catch (const StoreError& e) {
+    CHECK(e.permanent());
+    CHECK(e.code() == "SQLSTATE 22021");
+    CHECK(e.row() == std::optional<std::size_t>(3));
+  }
+  CHECK(pg.query("SELECT count(*) FROM rejected") == "0");
+  CHECK(store->commit({event("fine-3"), rejection("a"), rejection("b")}) == Results{written, written, written});
+  CHECK(pg.query("SELECT count(*) FROM rejected") == "2");
 
   auto with_nul = event(std::string("victim-0001\0junk", 16));
   try {
@@ -779,6 +796,7 @@ TEST_CASE("SQLite errors: a constraint (here a trigger's RAISE) is permanent") {
   } catch (const StoreError& e) {
     CHECK(e.permanent());
     CHECK(std::string(e.what()).find("source bad refused") != std::string::npos);
+    CHECK(e.row() == std::optional<std::size_t>(1));
   }
   CHECK(store->commit({event("ok-1")}) == Results{written});
 }

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdint>
+#include <optional>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -52,10 +54,18 @@ class FakeStore final : public Store {
       const auto* e = std::get_if<EventRow>(&row);
       const auto* r = std::get_if<RejectedRow>(&row);
       if ((e && e->source == "poison") || (r && r->payload == "poison-too"))
-        throw StoreError(StoreError::Kind::permanent, "SQLSTATE 54000", "index row size 8024 exceeds maximum 2704");
+        throw StoreError(StoreError::Kind::permanent, "SQLSTATE 54000", "index row size 8024 exceeds maximum 2704",
+                         name_row ? std::optional<std::size_t>(static_cast<std::size_t>(&row - rows.data()))
+                                  : std::nullopt);
     }
     batches.push_back(rows.size());
-    for (const auto& row : rows) committed.push_back(row);
+    std::vector<std::string> names;
+    for (const auto& row : rows) {
+      committed.push_back(row);
+      const auto* e = std::get_if<EventRow>(&row);
+      names.push_back(e ? e->event_id : "rejected:" + std::get<RejectedRow>(row).payload);
+    }
+    commits.push_back(std::move(names));
     return std::vector<CommitResult>(rows.size(), CommitResult::written);
   }
   void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>&) override {}
@@ -72,8 +82,10 @@ class FakeStore final : public Store {
   std::chrono::milliseconds delay{0};
   std::mutex mutex;
   int failures_left = 0;
+  bool name_row = false;  // a permanent error names the refused row (StoreError::row)
   std::vector<std::size_t> batches;
   std::vector<Row> committed;
+  std::vector<std::vector<std::string>> commits;  // per commit: event ids, "rejected:<payload>" for rejections
   std::atomic<bool> hold{false};  // commit() waits while set
   std::atomic<int> entered{0};     // commit() calls so far
 };
@@ -237,6 +249,171 @@ TEST_CASE("a row the store refuses for good is rejected with the store's reason;
   bool isolated = false;
   for (const auto& line : log.lines) isolated |= line.find("refused a batch of 8 rows") != std::string::npos;
   CHECK(isolated);
+}
+
+namespace {
+
+// A message of n events "<name>-0".."<name>-(n-1)"; the one at `poison` (if
+// any) is refused by FakeStore for good.
+std::vector<Row> message_rows(const std::string& name, std::size_t n, std::size_t poison = SIZE_MAX) {
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto e = event(name + "-" + std::to_string(i));
+    if (i == poison) e.source = "poison";
+    rows.emplace_back(std::move(e));
+  }
+  return rows;
+}
+
+// The rejection of element i: "<name> element i" as the payload.
+RejectRowFn element_rejection(const std::string& name) {
+  return [name](std::size_t i, const std::string& reason) {
+    RejectedRow r;
+    r.topic = "devices/d/events/x";
+    r.reason = reason;
+    r.payload = name + " element " + std::to_string(i);
+    r.payload_size = r.payload.size();
+    return r;
+  };
+}
+
+// True when every commit that holds a row of message `name` holds all n of them.
+bool never_split(const FakeStore& store, const std::string& name, std::size_t n) {
+  std::size_t seen = 0;
+  for (const auto& commit : store.commits) {
+    std::size_t here = 0;
+    for (const auto& id : commit)
+      here += id.starts_with(name + "-") || id.starts_with("rejected:" + name + " element") ? 1 : 0;
+    if (here != 0 && here != n) return false;
+    seen += here;
+  }
+  return seen == n;
+}
+
+}  // namespace
+
+TEST_CASE("a message's rows are committed in one transaction with other messages, never split by max_batch") {
+  FakeStore store;
+  store.hold = true;  // "a" is in its commit while b, c and d queue up
+  Writer writer(store, 4, {});
+  std::vector<Outcome> a, b, c, d;
+  std::thread ta([&] { a = writer.submit_group(message_rows("a", 1)); });
+  while (store.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread tb([&] { b = writer.submit_group(message_rows("b", 3)); });
+  while (writer.pending() < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread tc([&] { c = writer.submit_group(message_rows("c", 2)); });
+  while (writer.pending() < 6) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread td([&] { d = writer.submit_group(message_rows("d", 6)); });  // more rows than max_batch
+  while (writer.pending() < 12) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  store.hold = false;
+  for (auto* t : {&ta, &tb, &tc, &td}) t->join();
+  CHECK(a == std::vector<Outcome>(1, Outcome::stored));
+  CHECK(b == std::vector<Outcome>(3, Outcome::stored));
+  CHECK(c == std::vector<Outcome>(2, Outcome::stored));
+  CHECK(d == std::vector<Outcome>(6, Outcome::stored));
+  const auto counters = writer.counters();
+  CHECK(counters.messages == 4);
+  CHECK(counters.received == 12);
+  CHECK(counters.stored == 12);
+  std::lock_guard lock(store.mutex);
+  // a alone; b (3) does not fit beside c (2) under 4 rows; c; d alone although over max_batch.
+  CHECK(store.batches == std::vector<std::size_t>{1, 3, 2, 6});
+  CHECK(never_split(store, "b", 3));
+  CHECK(never_split(store, "d", 6));
+}
+
+TEST_CASE("the commit observer is told the streams of a message's rows, its rejected elements included") {
+  FakeStore store;
+  Writer writer(store, 64, {});
+  std::mutex mutex;
+  std::vector<StreamKey> told;
+  writer.set_commit_observer([&](const std::vector<StreamKey>& streams) {
+    std::lock_guard lock(mutex);
+    told.insert(told.end(), streams.begin(), streams.end());
+  });
+  auto rows = message_rows("m", 3);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    auto& e = std::get<EventRow>(rows[i]);
+    e.streamid = "s-1";
+    e.sequence = static_cast<std::int64_t>(i + 1);
+  }
+  RejectedRow element;
+  element.topic = "devices/d/events/x";
+  element.reason = "batch element 3 of 4: missing attribute 'type'";
+  element.source = "d";
+  element.streamid = "s-2";
+  element.sequence = 4;
+  rows.emplace_back(element);
+  CHECK(writer.submit_group(std::move(rows)) ==
+        std::vector<Outcome>{Outcome::stored, Outcome::stored, Outcome::stored, Outcome::rejected});
+  std::lock_guard lock(mutex);
+  CHECK(told == std::vector<StreamKey>{StreamKey{"d", "s-1"}, StreamKey{"d", "s-2"}});
+}
+
+TEST_CASE("a row the store refuses for good inside a message: only that row is rejected, the message stays one "
+          "transaction") {
+  FakeStore store;
+  Log log;
+  Writer writer(store, 64, log.logger());
+
+  SUBCASE("the store names the row: the same messages are committed again with its rejection") {
+    store.name_row = true;
+    store.hold = true;
+    std::vector<Outcome> first, batch;
+    std::thread t1([&] { first = writer.submit_group(message_rows("first", 1)); });
+    while (store.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto as_rejected = element_rejection("m");
+    std::thread t2([&] { batch = writer.submit_group(message_rows("m", 5, 2), as_rejected); });
+    while (writer.pending() < 6) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    Outcome single = Outcome::not_committed;
+    std::thread t3([&] { single = writer.submit(event("single")); });
+    while (writer.pending() < 7) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    store.hold = false;
+    t1.join();
+    t2.join();
+    t3.join();
+    CHECK(batch == std::vector<Outcome>{Outcome::stored, Outcome::stored, Outcome::rejected, Outcome::stored,
+                                        Outcome::stored});
+    CHECK(single == Outcome::stored);
+    std::lock_guard lock(store.mutex);
+    // "first" alone, then m and single together, refused once, then again with the rejection.
+    CHECK(store.batches == std::vector<std::size_t>{1, 6});
+    REQUIRE(store.commits.size() == 2);
+    CHECK(store.commits[1] ==
+          std::vector<std::string>{"m-0", "m-1", "rejected:m element 2", "m-3", "m-4", "single"});
+    CHECK(never_split(store, "m", 5));
+    CHECK(store.entered == 3);
+  }
+
+  SUBCASE("the store cannot name the row: one message per transaction, and that message's rows all rejected "
+          "together") {
+    store.hold = true;
+    std::vector<Outcome> first, batch, other;
+    std::thread t1([&] { first = writer.submit_group(message_rows("first", 1)); });
+    while (store.entered == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto as_rejected = element_rejection("m");
+    std::thread t2([&] { batch = writer.submit_group(message_rows("m", 4, 1), as_rejected); });
+    while (writer.pending() < 5) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::thread t3([&] { other = writer.submit_group(message_rows("o", 2)); });
+    while (writer.pending() < 7) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    store.hold = false;
+    t1.join();
+    t2.join();
+    t3.join();
+    CHECK(batch == std::vector<Outcome>(4, Outcome::rejected));
+    CHECK(other == std::vector<Outcome>(2, Outcome::stored));
+    CHECK(writer.counters().store_refused == 4);
+    std::lock_guard lock(store.mutex);
+    CHECK(store.batches == std::vector<std::size_t>{1, 4, 2});
+    CHECK(never_split(store, "m", 4));
+    CHECK(never_split(store, "o", 2));
+    REQUIRE(store.commits.size() == 3);
+    CHECK(store.commits[1][0] == "rejected:m element 0");
+    CHECK(store.commits[1][3] == "rejected:m element 3");
+  }
+  auto c = writer.counters();
+  CHECK(c.messages == 3);
+  CHECK(c.rejected >= 1);
 }
 
 TEST_CASE("a refused row without the message it came from, or a refused rejection, is still rejected") {

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// classify(): a received MQTT message becomes an event row or a rejection.
+// classify(): a received MQTT message becomes an event row or a rejection;
+// classify_message(): a batch message becomes one row per element.
 #include <doctest/doctest.h>
 
 #include <functional>
 
 #include <nlohmann/json.hpp>
 
+#include <edge_outbox/wire/batch.h>
+
 #include "ingest/classify.h"
+#include "ingest/classify_message.h"
 
 namespace ce = edge_outbox::cloudevents;
 using namespace edge_outbox::ingest;
@@ -309,4 +313,133 @@ TEST_CASE("--require-source-match: a rejection answers only for the topic's own 
   CHECK(position(run(binary, "devices/dev-1/events/x", strict)) == "dev-1/s/9");
   CHECK(position(run(binary, "devices/dev-2/events/x", strict)) == "none");
   CHECK(position(run(binary, "devices/dev-2/events/x")) == "dev-1/s/9");  // not asked to check
+}
+
+// ---------------------------------------------------------------------------
+// classify_message(): a batch message becomes one row per element.
+
+namespace {
+
+ClassifiedMessage run_message(const ce::MqttMessage& m, ClassifyOptions o = {},
+                              const std::string& topic = "devices/dev-1/events/x") {
+  Received r;
+  r.topic = topic;
+  r.payload = m.payload;
+  r.content_type = m.content_type;
+  r.user_properties = m.user_properties;
+  r.received_at_ms = 1234;
+  return classify_message(r, o);
+}
+
+std::vector<std::string> elements(std::size_t n) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto e = event();
+    e.id = "id-" + std::to_string(i);
+    e.sequence = 10 + i;
+    out.push_back(ce::encode_batch_element(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a batch message: one row per element, each event as classify() makes it, in order") {
+  for (auto compression : {ce::Compression::none, ce::Compression::zstd}) {
+    auto m = ce::encode_batch(elements(3), compression);
+    CAPTURE(static_cast<int>(compression));
+    for (bool mqtt5 : {true, false}) {
+      if (!mqtt5) {  // MQTT 3.1.1: no content type, no user property
+        m.content_type.clear();
+        m.user_properties.clear();
+      }
+      const auto out = run_message(m);
+      REQUIRE(out.rows.size() == 3);
+      CHECK(out.element_texts == elements(3));
+      for (std::size_t i = 0; i < 3; ++i) {
+        const auto& row = std::get<EventRow>(out.rows[i]);
+        CHECK(row.event_id == "id-" + std::to_string(i));
+        CHECK(row.sequence == static_cast<std::int64_t>(10 + i));
+        CHECK(row.mode == "batch");
+        CHECK(row.topic == "devices/dev-1/events/x");
+        CHECK(row.received_at_ms == 1234);
+        CHECK(row.extensions == R"({"site":"north"})");
+      }
+    }
+  }
+  // A single event is one row, as classify() makes it.
+  const auto single = run_message(ce::encode_binary(event()));
+  REQUIRE(single.rows.size() == 1);
+  CHECK(single.element_texts.empty());
+  CHECK(std::get<EventRow>(single.rows[0]).mode == "binary");
+}
+
+TEST_CASE("a bad element is rejected alone: its text, its reason, its stream position") {
+  auto texts = elements(4);
+  auto bad = nlohmann::json::parse(texts[2]);
+  bad.erase("type");
+  texts[2] = bad.dump();
+  auto other_source = event();
+  other_source.source = "dev-2";  // not the topic's device
+  other_source.sequence = 99;
+  texts[3] = ce::encode_batch_element(other_source);
+  ClassifyOptions o;
+  o.require_source_match = true;
+  const auto out = run_message(ce::encode_batch(texts, ce::Compression::zstd), o);
+  REQUIRE(out.rows.size() == 4);
+  CHECK(std::holds_alternative<EventRow>(out.rows[0]));
+  CHECK(std::holds_alternative<EventRow>(out.rows[1]));
+  const auto& r = std::get<RejectedRow>(out.rows[2]);
+  CHECK(r.reason.starts_with("batch element 2 of 4: "));
+  CHECK(r.reason.find("type") != std::string::npos);
+  CHECK(r.payload == texts[2]);
+  CHECK(r.payload_size == texts[2].size());
+  CHECK(r.topic == "devices/dev-1/events/x");
+  CHECK(r.received_at_ms == 1234);
+  CHECK(r.source == "dev-1");
+  CHECK(r.streamid == "s");
+  CHECK(r.sequence == 12);
+  const auto props = nlohmann::json::parse(r.properties);
+  CHECK(props["content_type"] == "application/cloudevents+json");
+  CHECK(props["batch_element"] == 2);
+  CHECK(props["batch_elements"] == 4);
+  // Under --require-source-match another device's event is rejected, and
+  // does not answer for that device's stream.
+  const auto& foreign = std::get<RejectedRow>(out.rows[3]);
+  CHECK(foreign.reason.find("--require-source-match") != std::string::npos);
+  CHECK(foreign.source.empty());
+  CHECK_FALSE(foreign.sequence);
+  // The rejection the Writer keeps when the store refuses element 1.
+  Received m;
+  m.topic = "devices/dev-1/events/x";
+  const auto refused = element_rejected_row(m, o, out.element_texts[1], 1, 4, "the store refused it");
+  CHECK(refused.payload == texts[1]);
+  CHECK(refused.sequence == 11);
+}
+
+TEST_CASE("a batch unreadable as a whole is one rejection naming why and the option") {
+  ClassifyOptions o;
+  o.max_payload_bytes = 4096;
+  o.max_batch_events = 5;
+  auto reason_of = [&](const ce::MqttMessage& m) {
+    const auto out = run_message(m, o);
+    REQUIRE(out.rows.size() == 1);
+    CHECK(out.element_texts.empty());
+    return std::get<RejectedRow>(out.rows[0]).reason;
+  };
+  CHECK(reason_of(ce::encode_batch(elements(6), ce::Compression::zstd))
+            .starts_with("batch: the batch has more than 5 events (--max-batch 5: it must be at least"));
+  ce::MqttMessage bomb;
+  bomb.payload = ce::zstd_compress("[" + std::string(10'000, ' ') + elements(1)[0] + "]");
+  CHECK(reason_of(bomb) == "batch: decompressed size exceeds 4096 bytes (--max-payload-bytes)");
+  auto truncated = ce::encode_batch(elements(3), ce::Compression::zstd);
+  truncated.payload.resize(truncated.payload.size() - 5);
+  CHECK(reason_of(truncated).starts_with("batch: "));
+  CHECK(reason_of(truncated).find("zstd frame") != std::string::npos);
+  ce::MqttMessage big;
+  big.payload = "[" + std::string(5000, ' ') + "]";
+  CHECK(reason_of(big) == "batch: payload of 5002 bytes exceeds the limit of 4096 (--max-payload-bytes)");
+  ce::MqttMessage not_json;
+  not_json.payload = "[1,";
+  CHECK(reason_of(not_json).starts_with("batch: the batch is not JSON"));
 }
