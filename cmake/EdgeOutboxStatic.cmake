@@ -12,7 +12,10 @@
 #   a binary that needs nothing on the device but the kernel.
 # - partial: Debian ships libpaho-mqttpp3 as a shared library only. Paho C,
 #   OpenSSL and libstdc++ are then used by that shared library and stay
-#   shared too; SQLite (and SQLiteCpp, always an archive) are linked in.
+#   shared too; SQLite and zstd (and SQLiteCpp, always an archive) are
+#   linked in.
+# zstd (PkgConfig::edge_outbox_zstd, from pkg-config, which names the
+# library by its path) is switched to libzstd.a in either mode when it exists.
 # EDGE_OUTBOX_STATIC_MODE says which (full, partial or off). Nothing is
 # stripped: strip the binary when you build the device image.
 #
@@ -88,8 +91,20 @@ if(EDGE_OUTBOX_STATIC_BINARIES)
     endif()
     set(EDGE_OUTBOX_STATIC_MODE full)
   endif()
+  if(TARGET PkgConfig::edge_outbox_zstd)
+    get_target_property(zstd_libraries PkgConfig::edge_outbox_zstd INTERFACE_LINK_LIBRARIES)
+    set(zstd_archives "")
+    foreach(library IN LISTS zstd_libraries)
+      string(REGEX REPLACE "\\.so(\\..*)?$" ".a" archive "${library}")
+      if(NOT archive STREQUAL library AND EXISTS "${archive}")
+        set(library "${archive}")
+      endif()
+      list(APPEND zstd_archives "${library}")
+    endforeach()
+    set_target_properties(PkgConfig::edge_outbox_zstd PROPERTIES INTERFACE_LINK_LIBRARIES "${zstd_archives}")
+  endif()
   message(STATUS "edge-outbox static device binaries: ${EDGE_OUTBOX_STATIC_MODE}"
-                 " (sqlite: ${sqlite_a}; paho-mqttpp3: ${paho_cpp_a})")
+                 " (sqlite: ${sqlite_a}; paho-mqttpp3: ${paho_cpp_a}; zstd: ${zstd_archives})")
   if(EDGE_OUTBOX_STATIC_MODE STREQUAL "partial")
     message(STATUS "  libpaho-mqttpp3.a not found: Paho, OpenSSL and libstdc++ stay shared")
   endif()

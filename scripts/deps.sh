@@ -23,7 +23,7 @@ edge_outbox_need_packages() {
 EDGE_OUTBOX_BUILD_PACKAGES=(
   build-essential cmake pkg-config
   libsqlite3-dev sqlite3 libsqlitecpp-dev
-  libpaho-mqtt-dev libpaho-mqttpp-dev
+  libpaho-mqtt-dev libpaho-mqttpp-dev libzstd-dev
   nlohmann-json3-dev doctest-dev libcli11-dev libpq-dev
   mosquitto mosquitto-clients openssl postgresql
 )

@@ -21,7 +21,8 @@
 // record_sent_through, synchronous=FULL on its own connection), which in
 // WAL mode makes every earlier commit durable too: a power cut can then
 // lose only events that never left, and no sequence number is ever used
-// twice. It costs one small synchronous commit per batch read.
+// twice. It costs one small synchronous commit per batch read (a read of
+// the queue, whatever the messages it makes: ForwarderOptions::Batch).
 //
 // Server confirmation (ForwarderOptions::confirmation): the forwarder
 // subscribes to its confirm topic; an acknowledged event is marked "sent,
@@ -62,7 +63,8 @@
 // Time: every interval (poll, expiry, retry, ack_timeout, the drain timeout
 // of stop()) is measured on the monotonic time of ForwarderOptions::clock.
 //
-// Memory is bounded by max_in_flight and batch_size, whatever the backlog.
+// Memory is bounded by max_in_flight, batch_size and batch.max_events,
+// whatever the backlog.
 //
 // Ownership: the Forwarder owns its Publisher and the Queue it opens on the
 // file (a connection of its own); it never owns the Outbox.
@@ -83,16 +85,24 @@
 #include <edge_outbox/log.h>
 #include <edge_outbox/options.h>
 #include <edge_outbox/publisher.h>
+#include <edge_outbox/wire/batch.h>
 
 namespace edge_outbox {
 
 class Outbox;
 
+// How a message of one event is encoded (a batch is always a JSON array of
+// structured events, ForwarderOptions::Batch).
 enum class WireMode {
   // CloudEvents binary mode on MQTT 5 connections, structured on 3.1.1.
   automatic,
   // Always a structured JSON envelope (application/cloudevents+json).
   structured,
+  // CloudEvents binary mode (attributes in MQTT 5 user properties). A 3.1.1
+  // connection cannot carry it: there the forwarder sends structured and
+  // logs so once (a publisher without the 3.1.1 fallback,
+  // MqttPublisherOptions::fallback_to_3_1_1 = false, never gets there).
+  binary,
 };
 
 struct ForwarderOptions {
@@ -105,7 +115,8 @@ struct ForwarderOptions {
   // Requires: >= 1 and at most the publisher's max_buffered_messages()
   // (MqttPublisherOptions::max_buffered_messages).
   std::size_t max_in_flight = 64;
-  // Events read from the database per query. Requires: >= 1.
+  // Events read from the database per query (at least batch.max_events are
+  // read). Requires: >= 1.
   std::size_t batch_size = 256;
   // How often PRAGMA data_version is checked (writes by other processes);
   // also the longest the thread sleeps. Requires: >= 1 ms.
@@ -160,6 +171,45 @@ struct ForwarderOptions {
   // needs it to confirm (the floor) and to see loss at a stream's tail.
   bool publish_stream_status = true;
 
+  // Batch mode: many events per MQTT message, a convention beyond the
+  // CloudEvents MQTT binding (which has none): a JSON array of structured
+  // events (cloudevents::encode_batch, content type
+  // application/cloudevents-batch+json on MQTT 5; on 3.1.1 the payload's
+  // first byte '[' or the zstd frame's magic says so). Only consumers that
+  // read batches (edge-outbox-ingest does, cloudevents::decode_batch) can
+  // take them: upgrade the ingests before turning it on. The default,
+  // max_events = 1, is one event per message, the binding as it is.
+  //
+  // A message takes up to max_events consecutive events with the same topic
+  // within max_bytes; a message of one event is a single-event message as
+  // without batching (wire_mode; never compressed). An event whose element
+  // alone exceeds the byte limit goes alone. max_in_flight counts messages.
+  // A PUBACK marks all the events of its message; a lost connection rewinds
+  // to the oldest event of the oldest message not acknowledged; a batch the
+  // broker refuses is split (its events go again one per message, no
+  // failure recorded for the batch), so that only the refused event itself
+  // is recorded (and dead-lettered) as without batching. MQTT 5 message
+  // expiry of a batch: none if any of its events has no TTL, else the
+  // largest TTL left (no event expires at the broker before its own TTL).
+  struct Batch {
+    // Most events per MQTT message. 1: one event per message. Requires:
+    // 1..10'000.
+    std::size_t max_events = 1;
+    // Most bytes of a batch's uncompressed payload
+    // (cloudevents::batch_payload_bytes); batches also stay below the
+    // broker's Maximum Packet Size (Publisher::max_packet_bytes) less the
+    // topic and properties. Requires: >= 1024.
+    std::size_t max_bytes = 64 * 1024;
+    // While online: how long the oldest event read may wait for a fuller
+    // batch when fewer than max_events are at hand and nothing more is
+    // pending; 0: send what is there. Not while stop() drains. Requires: >= 0.
+    std::chrono::milliseconds linger{20};
+    // zstd (one frame, level 3) for batches of two events or more; MQTT 5
+    // says so in the user property content-encoding: zstd.
+    cloudevents::Compression compression = cloudevents::Compression::none;
+  };
+  Batch batch;
+
   // Where the forwarder reads time: the monotonic time for every interval
   // above, the wall clock for ForwarderStats::last_publish_wall_ms. Tests
   // inject their own. Null: the system clock. The Queue's expiry reads the
@@ -171,8 +221,13 @@ struct ForwarderOptions {
 
 struct ForwarderStats {
   bool connected = false;
-  std::size_t in_flight = 0;
-  std::uint64_t published_total = 0;  // acknowledged and marked, since start
+  std::size_t in_flight = 0;          // MQTT messages outstanding
+  std::uint64_t published_total = 0;  // events acknowledged and marked, since start
+  std::uint64_t messages_acknowledged = 0;  // MQTT messages of events acknowledged (a batch is one)
+  // wire::publish_packet_bytes of every message of events handed to the
+  // publisher, plus wire::puback_packet_bytes per one acknowledged, since
+  // start (the stream status, CONNECT, PINGREQ and TCP/TLS are not counted).
+  std::uint64_t wire_bytes = 0;
   std::uint64_t ack_transactions = 0; // transactions that marked them (group commits)
   std::uint64_t failures = 0;         // refused attempts, since start
   std::uint64_t dead_lettered = 0;    // by refusals, since start

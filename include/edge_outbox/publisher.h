@@ -31,8 +31,8 @@
 // which refuses.
 //
 // Thread rule: publish(), connected(), version(), notify_connectivity(),
-// drop_connection() and max_buffered_messages() may be called from any
-// thread. Callbacks, message handlers and the connection handler run on the publisher's threads
+// drop_connection(), max_buffered_messages() and max_packet_bytes() may be
+// called from any thread. Callbacks, message handlers and the connection handler run on the publisher's threads
 // (or inside publish() or drop_connection() themselves); they must be quick,
 // must not block and must not call stop() or drop_connection().
 #pragma once
@@ -124,6 +124,10 @@ class Publisher {
   // ForwarderOptions::max_in_flight above it with Error(invalid_argument).
   // The default: no limit. Constant for the publisher's life.
   virtual std::size_t max_buffered_messages() const { return SIZE_MAX; }
+  // The largest PUBLISH packet the broker takes on the current connection
+  // (MQTT 5 CONNACK Maximum Packet Size), in bytes; 0: unknown or no limit
+  // (the default, and MQTT 3.1.1). A Forwarder keeps its batches below it.
+  virtual std::size_t max_packet_bytes() const { return 0; }
 };
 
 inline void Publisher::subscribe(std::string, MessageHandler) {

@@ -5,6 +5,15 @@
 #include <cstdint>
 
 namespace edge_outbox::detail {
+namespace {
+
+// Round up, and never 0 (which MQTT would read as "no expiry").
+std::chrono::seconds expiry_seconds(std::chrono::milliseconds ttl) {
+  auto ms = std::max<std::int64_t>(ttl.count(), 1);
+  return std::chrono::seconds((ms + 999) / 1000);
+}
+
+}  // namespace
 
 cloudevents::CloudEvent to_cloud_event(const StoredEvent& event, std::string_view source,
                                        std::string_view stream_id) {
@@ -34,13 +43,37 @@ OutgoingMessage to_message(const StoredEvent& event, std::string_view source, st
   if (version == MqttVersion::v5) {
     out.content_type = std::move(wire.content_type);
     out.user_properties = std::move(wire.user_properties);
-    if (event.remaining_ttl) {
-      // Round up, and never 0 (which MQTT would read as "no expiry").
-      auto ms = std::max<std::int64_t>(event.remaining_ttl->count(), 1);
-      out.expiry = std::chrono::seconds((ms + 999) / 1000);
-    }
+    if (event.remaining_ttl) out.expiry = expiry_seconds(*event.remaining_ttl);
   }
   return out;
+}
+
+std::string to_batch_element(const StoredEvent& event, std::string_view source, std::string_view stream_id) {
+  return cloudevents::encode_batch_element(to_cloud_event(event, source, stream_id));
+}
+
+OutgoingMessage to_batch_message(std::span<const StoredEvent> events, std::span<const std::string> elements,
+                                 cloudevents::Compression compression, MqttVersion version) {
+  OutgoingMessage out = cloudevents::encode_batch(elements, compression);
+  out.topic = events.front().topic;
+  out.encoded_for = version;
+  if (version == MqttVersion::v5) {
+    out.expiry = batch_expiry(events);
+  } else {
+    // 3.1.1 has no properties: the payload says what it is.
+    out.content_type.clear();
+    out.user_properties.clear();
+  }
+  return out;
+}
+
+std::optional<std::chrono::seconds> batch_expiry(std::span<const StoredEvent> events) noexcept {
+  std::chrono::milliseconds longest{0};
+  for (const auto& e : events) {
+    if (!e.remaining_ttl) return std::nullopt;
+    longest = std::max(longest, *e.remaining_ttl);
+  }
+  return expiry_seconds(longest);
 }
 
 }  // namespace edge_outbox::detail

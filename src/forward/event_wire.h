@@ -3,8 +3,13 @@
 // StoredEvent -> cloudevents::CloudEvent -> OutgoingMessage. Pure functions.
 #pragma once
 
+#include <chrono>
+#include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 
+#include <edge_outbox/wire/batch.h>
 #include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/event.h>
 #include <edge_outbox/publisher.h>
@@ -18,5 +23,21 @@ cloudevents::CloudEvent to_cloud_event(const StoredEvent& event, std::string_vie
 // for 3.1.1. The TTL left becomes the MQTT 5 message expiry (rounded up).
 OutgoingMessage to_message(const StoredEvent& event, std::string_view source, std::string_view stream_id,
                            MqttVersion version, bool structured);
+
+// The event's batch element (cloudevents::encode_batch_element). Throws as
+// encode_structured for an event that cannot be encoded.
+std::string to_batch_element(const StoredEvent& event, std::string_view source, std::string_view stream_id);
+
+// One message of several events on their (common) topic: a batch of their
+// elements (cloudevents::encode_batch), compressed as asked. MQTT 5: the
+// batch content type and content-encoding, and the expiry of
+// batch_expiry(events); 3.1.1: payload only.
+// Requires: events and elements non-empty, elements[i] made from events[i].
+OutgoingMessage to_batch_message(std::span<const StoredEvent> events, std::span<const std::string> elements,
+                                 cloudevents::Compression compression, MqttVersion version);
+
+// MQTT 5 message expiry of a batch: none when an event has no TTL, else the
+// largest TTL left, rounded up to seconds (at least 1).
+std::optional<std::chrono::seconds> batch_expiry(std::span<const StoredEvent> events) noexcept;
 
 }  // namespace edge_outbox::detail

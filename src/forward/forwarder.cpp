@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -11,6 +12,7 @@
 #include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
+#include <edge_outbox/wire/packet_size.h>
 #include <edge_outbox/wire/stream_status.h>
 
 #include "common/mutex.h"
@@ -44,6 +46,16 @@ void validate(const ForwarderOptions& o) {
   if (o.batch_size < 1) throw Error(ErrorKind::invalid_argument, "ForwarderOptions::batch_size must be at least 1");
   if (o.poll_interval.count() < 1 || o.expire_interval.count() < 1 || o.retry_interval.count() < 0) {
     throw Error(ErrorKind::invalid_argument, "ForwarderOptions intervals must be positive");
+  }
+  if (o.batch.max_events < 1 || o.batch.max_events > 10'000) {
+    throw Error(ErrorKind::invalid_argument,
+                "ForwarderOptions::batch.max_events must be 1 (one event per message) to 10,000");
+  }
+  if (o.batch.max_bytes < 1024) {
+    throw Error(ErrorKind::invalid_argument, "ForwarderOptions::batch.max_bytes must be at least 1024");
+  }
+  if (o.batch.linger.count() < 0) {
+    throw Error(ErrorKind::invalid_argument, "ForwarderOptions::batch.linger must be 0 (send at once) or positive");
   }
   if (o.ack_timeout.count() < 0) {
     throw Error(ErrorKind::invalid_argument,
@@ -93,11 +105,17 @@ detail::SendWindowOptions window_options(const ForwarderOptions& o) {
   w.expire_interval = o.expire_interval;
   w.retry_interval = o.retry_interval;
   w.ack_timeout = o.ack_timeout;
+  w.batch.max_events = o.batch.max_events;
+  w.batch.max_bytes = o.batch.max_bytes;
+  w.batch.linger = o.batch.linger;
+  w.batch.compressed = o.batch.compression != cloudevents::Compression::none;
   return w;
 }
 
+// A message's outcome: its oldest sequence and how many events it carried.
 struct Completion {
   std::int64_t sequence;
+  std::size_t events;
   PublishResult result;
 };
 
@@ -152,9 +170,9 @@ struct Forwarder::Impl {
     cv.notify_all();
   }
 
-  void on_completion(std::int64_t sequence, PublishResult result) EXCLUDES(mutex) {
+  void on_completion(std::int64_t sequence, std::size_t events, PublishResult result) EXCLUDES(mutex) {
     MutexLock lock(mutex);
-    completions.push_back({sequence, std::move(result)});
+    completions.push_back({sequence, events, std::move(result)});
     // The thread takes all completions at once: waking it for the first is
     // enough. (Waiting for more before waking measured slower: the window
     // runs dry while Paho's threads wait for the thread to refill it.)
@@ -402,16 +420,41 @@ struct Forwarder::Impl {
     if (oldest <= confirm_wait.highest()) confirm(confirm_wait.highest(), now_ms);
   }
 
+  // A message of events was acknowledged: its PUBACK on the wire.
+  void count_acknowledged() {
+    ++unreported_acks;
+    unreported_wire_bytes += wire::puback_packet_bytes;
+  }
+
+  // The counters kept by the thread since the last report, into the stats
+  // (once per round, not once per message).
+  void report_counts() REQUIRES(mutex) {
+    shared_stats.messages_acknowledged += unreported_acks;
+    shared_stats.wire_bytes += unreported_wire_bytes;
+    unreported_acks = 0;
+    unreported_wire_bytes = 0;
+  }
+
   void handle(SendWindow& window, std::vector<Completion>& done, std::int64_t now_ms) EXCLUDES(mutex) {
     for (auto& c : done) {
       switch (c.result.status) {
         case PublishResult::Status::acknowledged:
           window.completed(c.sequence, SendWindow::Outcome::acknowledged, now_ms);
+          count_acknowledged();
           break;
         case PublishResult::Status::not_sent:
           window.completed(c.sequence, SendWindow::Outcome::not_sent, now_ms);
           break;
         case PublishResult::Status::rejected: {
+          if (c.events > 1) {
+            // Which event the broker refuses is unknown: the window sends
+            // them again one per message; only a refused one is recorded.
+            window.completed(c.sequence, SendWindow::Outcome::refused, now_ms);
+            log(LogLevel::info, "a batch of " + std::to_string(c.events) + " events from " +
+                                    std::to_string(c.sequence) + " was refused (" + c.result.reason +
+                                    "); sending them again one per message");
+            break;
+          }
           bool dead = false;
           try {
             dead = queue->record_failure(c.sequence, c.result.reason, c.result.permanent);
@@ -437,10 +480,42 @@ struct Forwarder::Impl {
     done.clear();
   }
 
-  void send(SendWindow& window, const StoredEvent& ev, MqttVersion v) EXCLUDES(mutex) {
+  // The read action: with batching, each event's batch element too (empty
+  // for one that cannot be encoded: it goes alone and fails as such).
+  void read(SendWindow& window, const SendAction& a) {
+    auto events = queue->next_batch(a.after, a.limit);
+    std::vector<std::string> elements;
+    if (options.batch.max_events > 1) {
+      elements.reserve(events.size());
+      for (const auto& ev : events) {
+        try {
+          elements.push_back(detail::to_batch_element(ev, options.source, stream_id));
+        } catch (const std::exception&) {
+          elements.emplace_back();
+        }
+      }
+    }
+    window.batch_read(std::move(events), std::move(elements));
+  }
+
+  // WireMode::binary on a 3.1.1 connection: structured, said once.
+  void note_wire_mode(MqttVersion v) {
+    if (options.wire_mode != WireMode::binary || v != MqttVersion::v3_1_1 || binary_fallback_logged) return;
+    binary_fallback_logged = true;
+    log(LogLevel::warning, "forwarder: wire_mode binary, but the connection is MQTT 3.1.1, which cannot carry "
+                           "CloudEvents binary mode; sending structured events");
+  }
+
+  void send(SendWindow& window, SendAction& a, MqttVersion v) EXCLUDES(mutex) {
+    if (a.events.size() > 1) {
+      send_batch(window, a, v);
+      return;
+    }
+    const StoredEvent& ev = a.events.front();
     std::int64_t seq = ev.sequence;
     OutgoingMessage msg;
     try {
+      note_wire_mode(v);
       msg = detail::to_message(ev, options.source, stream_id, v, options.wire_mode == WireMode::structured);
     } catch (const std::exception& e) {
       // The event cannot be encoded: no broker will ever take it.
@@ -451,8 +526,34 @@ struct Forwarder::Impl {
       shared_stats.last_error = e.what();
       return;
     }
-    window.sent(seq, clock->monotonic_ms());
-    publisher->publish(std::move(msg), [this, seq](PublishResult r) { on_completion(seq, std::move(r)); });
+    publish(window, a.events, std::move(msg), v);
+  }
+
+  // Several events: one batch message (the elements were made when read).
+  void send_batch(SendWindow& window, SendAction& a, MqttVersion v) EXCLUDES(mutex) {
+    OutgoingMessage msg;
+    try {
+      msg = detail::to_batch_message(a.events, a.elements, options.batch.compression, v);
+    } catch (const std::exception& e) {
+      // Its elements were made already; should the batch itself fail, its
+      // events go one per message, as after a refusal.
+      log(LogLevel::error, std::string("forwarder: cannot encode a batch: ") + e.what() +
+                               "; sending its events one per message");
+      std::int64_t now_ms = clock->monotonic_ms();
+      window.sent(a.events, now_ms);
+      window.completed(a.events.front().sequence, SendWindow::Outcome::refused, now_ms);
+      return;
+    }
+    publish(window, a.events, std::move(msg), v);
+  }
+
+  void publish(SendWindow& window, std::span<const StoredEvent> events, OutgoingMessage msg, MqttVersion v)
+      EXCLUDES(mutex) {
+    const std::int64_t seq = events.front().sequence;
+    const std::size_t n = events.size();
+    unreported_wire_bytes += wire::publish_packet_bytes(msg, v);
+    window.sent(events, clock->monotonic_ms());
+    publisher->publish(std::move(msg), [this, seq, n](PublishResult r) { on_completion(seq, n, std::move(r)); });
   }
 
   // Publishes are outstanding and the broker has said nothing for
@@ -476,6 +577,7 @@ struct Forwarder::Impl {
   StepEnd step(SendWindow& window, std::int64_t now_ms, bool is_connected, MqttVersion v, bool draining)
       EXCLUDES(mutex) {
     window.begin_step(now_ms, is_connected, draining);
+    if (is_connected && options.batch.max_events > 1) window.set_max_packet_bytes(publisher->max_packet_bytes());
     bool drained = false;
     while (true) {
       SendAction a = window.next();
@@ -496,7 +598,7 @@ struct Forwarder::Impl {
           mark_published(window);
           break;
         case SendAction::Kind::read:
-          window.batch_read(queue->next_batch(a.after, a.limit));
+          read(window, a);
           break;
         case SendAction::Kind::record_sent:
           queue->record_sent_through(a.sequence);
@@ -513,7 +615,7 @@ struct Forwarder::Impl {
           break;
         }
         case SendAction::Kind::send:
-          send(window, a.event, v);
+          send(window, a, v);
           break;
         case SendAction::Kind::check_drained:
           drained = !queue->has_pending();
@@ -573,6 +675,7 @@ struct Forwarder::Impl {
 
       lock.lock();
       shared_stats.in_flight = window.in_flight();
+      report_counts();
       if (!completions.empty() || wake || !received.empty()) continue;
       std::int64_t wake_at = failed ? now_ms + 1000 : end.wake_at_ms;
       if (!failed && position_loaded) {
@@ -600,6 +703,7 @@ struct Forwarder::Impl {
       for (auto& c : done) {
         if (c.result.status == PublishResult::Status::acknowledged) {
           window.completed(c.sequence, SendWindow::Outcome::acknowledged, now_ms);
+          count_acknowledged();
         }
       }
       if (!window.acks().empty()) mark_published(window);
@@ -614,6 +718,7 @@ struct Forwarder::Impl {
     }
     lock.lock();
     shared_stats.in_flight = 0;
+    report_counts();
   }
 
   // Set at construction, then read-only.
@@ -636,6 +741,9 @@ struct Forwarder::Impl {
   StatusSchedule status_schedule;
   std::optional<wire::StreamStatus> last_status;  // the last published, waiting_ms left out
   std::uint64_t last_status_resends = 0;
+  bool binary_fallback_logged = false;
+  std::uint64_t unreported_acks = 0;        // for ForwarderStats::messages_acknowledged
+  std::uint64_t unreported_wire_bytes = 0;  // for ForwarderStats::wire_bytes
 
   // Shared with other threads.
   mutable Mutex mutex;

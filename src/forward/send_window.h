@@ -51,6 +51,18 @@
 // An event whose TTL ran out when read is not sent; the expiry (which
 // dead-letters it) is brought forward to now.
 //
+// Messages (SendWindowOptions::batch, forward/message_batch.h): a send
+// carries one message of one or more events; max_in_flight counts messages.
+// With max_events above 1 the window reads ahead (reads of at least
+// max_events) while the message at its front could take more events, and,
+// once caught up, holds such a message back until linger after its first
+// event was read (not while draining), waking then. A message completes as
+// a whole: acknowledged marks all its events; not_sent rewinds to its oldest
+// event; a refused message of several events is split: it rewinds to its
+// oldest event and its events go out one per message from then on (the
+// owner records no failure for it); a refused message of one event is a
+// failed attempt as above.
+//
 // Durable before send: before the first event above the highest sequence
 // recorded so far goes out, record_sent asks the owner to record the highest
 // sequence of the batch just read (Queue::record_sent_through: a commit
@@ -68,7 +80,7 @@
 // (after refilling the window, so that its commit overlaps the sending),
 // check_drained (draining, and nothing left in the window), and idle with
 // the time to wake: the earliest of the next poll, the next expiry, the next
-// wrap when one is wished, and the ack deadline.
+// wrap when one is wished, the end of a linger and the ack deadline.
 #pragma once
 
 #include <chrono>
@@ -78,12 +90,15 @@
 #include <deque>
 #include <limits>
 #include <span>
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include <edge_outbox/event.h>
 
 #include "forward/ack_timeout.h"
+#include "forward/message_batch.h"
 
 namespace edge_outbox::detail {
 
@@ -94,6 +109,7 @@ struct SendWindowOptions {
   std::chrono::milliseconds expire_interval{10'000};
   std::chrono::milliseconds retry_interval{1'000};
   std::chrono::milliseconds ack_timeout{15'000};  // 0: off
+  BatchPolicy batch;  // its max_packet_bytes is set_max_packet_bytes()'s
 };
 
 // What the owner does next; after each (except idle) it reports the result
@@ -106,8 +122,9 @@ struct SendAction {
     mark_published,   // Queue::mark_published(acks()), then marked()
     read,             // Queue::next_batch(after, limit), then batch_read()
     record_sent,      // Queue::record_sent_through(sequence), then sent_through_recorded(sequence)
-    send,             // encode and publish `event`: sent() just before publishing;
-                      // nothing to report if it cannot be encoded (a permanent failure)
+    send,             // encode and publish `events` as one message: sent() just before
+                      // publishing; nothing to report if it cannot be encoded (a
+                      // permanent failure; only a message of one event can fail so)
     resend,           // Queue::resend_unconfirmed(), then resent()
     check_drained,    // Queue::has_pending(): the forwarder is drained when nothing is
     idle,             // the step is over: wait until wake_at_ms or the next wake-up
@@ -116,7 +133,8 @@ struct SendAction {
   std::int64_t after = 0;      // read
   std::int64_t sequence = 0;   // record_sent: the highest sequence of the batch read
   std::size_t limit = 0;       // read
-  StoredEvent event;           // send
+  std::vector<StoredEvent> events;    // send: oldest first; one, or a batch of several
+  std::vector<std::string> elements;  // send, several events: their batch elements, in order
   std::int64_t silent_ms = 0;  // drop_connection: how long no publish completed
   std::size_t outstanding = 0; // drop_connection: publishes in flight
   std::int64_t wake_at_ms = 0; // idle: monotonic time, not before the step's now
@@ -135,7 +153,8 @@ class SendWindow {
 
   // The queue may hold events the window has not seen: read again.
   void queue_changed() noexcept { caught_up_ = false; }
-  // A publish completed (in any order, between steps).
+  // A publish completed (in any order, between steps); sequence: the oldest
+  // event of its message.
   void completed(std::int64_t sequence, Outcome outcome, std::int64_t now_ms);
 
   // Starts a step at now_ms; connected: whether sending makes sense;
@@ -146,7 +165,9 @@ class SendWindow {
   void polled(std::uint64_t data_version) noexcept;
   void expired() noexcept { next_expire_ms_ = now_ms_ + options_.expire_interval.count(); }
   void marked() noexcept { acks_.clear(); }
-  void batch_read(std::vector<StoredEvent> events);
+  // elements: empty, or each event's batch element (empty for one that
+  // cannot be encoded). Requires: elements empty or as many as events.
+  void batch_read(std::vector<StoredEvent> events, std::vector<std::string> elements = {});
   void sent_through_recorded(std::int64_t sequence) noexcept { sent_through_ = std::max(sent_through_, sequence); }
   // Server confirmation: send every unconfirmed event again. Stops sending,
   // waits until nothing is in flight, marks the acknowledgements, asks for
@@ -154,7 +175,13 @@ class SendWindow {
   void resend_unconfirmed() noexcept;
   void resent() noexcept { resend_wanted_ = false; }
   // now_ms: when it goes out (starts the ack wait if the window was empty).
+  // Requires: events as the send action gave them, not empty.
+  void sent(std::span<const StoredEvent> events, std::int64_t now_ms);
+  // A message of one event.
   void sent(std::int64_t sequence, std::int64_t now_ms);
+  // The broker's Maximum Packet Size of the current connection (0: unknown):
+  // batches stay below it.
+  void set_max_packet_bytes(std::size_t bytes) noexcept { options_.batch.max_packet_bytes = bytes; }
 
   std::span<const std::int64_t> acks() const noexcept { return acks_; }
   std::size_t in_flight() const noexcept { return in_flight_.size(); }
@@ -167,6 +194,7 @@ class SendWindow {
   enum class Phase { ack_timeout, poll, expire, rewind, wrap, dispatch, flush, drained, done };
   static constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
 
+  SendAction read() const;
   SendAction mark_published() const;
   std::int64_t wake_at() const noexcept;
 
@@ -174,8 +202,11 @@ class SendWindow {
   AckTimeout ack_timeout_;
 
   std::int64_t cursor_ = 0;
-  std::deque<StoredEvent> buffer_;
-  std::unordered_set<std::int64_t> in_flight_;
+  std::deque<BufferedEvent> buffer_;
+  // Messages in flight by their oldest sequence: the other sequences of a
+  // batch (empty for one event).
+  std::unordered_map<std::int64_t, std::vector<std::int64_t>> in_flight_;
+  std::unordered_set<std::int64_t> split_;  // from refused batches: to go one per message
   std::vector<std::int64_t> acks_;
   std::int64_t rewind_to_ = kNone;
   bool caught_up_ = false;
@@ -194,6 +225,7 @@ class SendWindow {
   std::int64_t now_ms_;
   bool connected_ = false;
   bool draining_ = false;
+  std::int64_t linger_until_ms_ = kNone;  // a message at the front waits for more until then
 };
 
 }  // namespace edge_outbox::detail

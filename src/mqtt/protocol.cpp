@@ -3,6 +3,8 @@
 
 #include <sstream>
 
+#include <edge_outbox/wire/packet_size.h>
+
 #include <mqtt/exception.h>
 
 namespace edge_outbox::mqtt_protocol {
@@ -68,24 +70,11 @@ std::string broker_disconnect_text(int reason_code) {
 }
 
 std::uint32_t varint_size(std::uint64_t n) {
-  std::uint32_t size = 1;
-  while (n >= 128) {
-    n /= 128;
-    ++size;
-  }
-  return size;
+  return static_cast<std::uint32_t>(wire::variable_byte_integer_bytes(static_cast<std::size_t>(n)));
 }
 
 std::uint64_t publish_packet_size(const OutgoingMessage& message, MqttVersion version) {
-  std::uint64_t remaining = 2 + message.topic.size() + 2 + message.payload.size();
-  if (version == MqttVersion::v5) {
-    std::uint64_t props = 0;
-    if (!message.content_type.empty()) props += 1 + 2 + message.content_type.size();
-    if (message.expiry) props += 1 + 4;
-    for (const auto& [name, value] : message.user_properties) props += 1 + 2 + name.size() + 2 + value.size();
-    remaining += varint_size(props) + props;
-  }
-  return 1 + varint_size(remaining) + remaining;
+  return wire::publish_packet_bytes(message, version);
 }
 
 PublishResult publish_result(bool ok, int reason_code, int return_code) {

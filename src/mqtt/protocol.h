@@ -48,6 +48,8 @@ std::uint32_t varint_size(std::uint64_t n);
 // The size of the PUBLISH packet Paho sends for message (QoS > 0) on a
 // connection speaking version: fixed header, topic, packet identifier, the
 // MQTT 5 properties (content type, expiry, user properties) and the payload.
+// Both are wire/packet_size.h's, one definition for the publisher's size
+// check and the forwarder's byte counts.
 std::uint64_t publish_packet_size(const OutgoingMessage& message, MqttVersion version);
 
 // What a PUBACK (or its absence) means: acknowledged when ok and no failure

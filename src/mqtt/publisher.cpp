@@ -562,6 +562,8 @@ std::size_t MqttPublisher::max_buffered_messages() const {
   return static_cast<std::size_t>(impl_->options.max_buffered_messages);
 }
 
+std::size_t MqttPublisher::max_packet_bytes() const { return broker_max_packet_size(); }
+
 std::uint32_t MqttPublisher::broker_max_packet_size() const {
   MutexLock lock(impl_->mutex);
   return impl_->machine.max_packet_size();

@@ -6,7 +6,8 @@
 // the broker acknowledged and then lost (nobody subscribed, no persistence)
 // are sent again after confirm_timeout and reach the ingest, where broker
 // confirmation loses them; a retained confirmation reaches a device that
-// connects later; the retained stream status reaches a late subscriber.
+// connects later; the retained stream status reaches a late subscriber; a
+// batching device against an ingest that never confirms keeps every event.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -235,4 +236,28 @@ TEST_CASE("the stream status is retained: a subscriber that comes later reads wh
   CHECK(st->unconfirmed == 15);
   CHECK(st->confirmation == wire::StreamStatus::Mode::server);
   CHECK(st->confirmed_through == 10);
+}
+
+TEST_CASE("batching on against an ingest that does not confirm batches: every event is kept, unconfirmed grows") {
+  Mosquitto broker;
+  Subscriber ingest(broker.uri(), {kDeviceTopic + "/events/#"});  // receives, never confirms
+  TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue(outbox, 500);
+  auto o = options(ForwarderOptions::Confirmation::server);
+  o.batch.max_events = 100;
+  o.batch.compression = cloudevents::Compression::zstd;
+  Forwarder forwarder(outbox, mqtt_publisher(broker), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return forwarder.stats().unconfirmed == 500; }, 30s));
+  // No confirmation for confirm_timeout (1 s): sent again, and still kept.
+  REQUIRE(eventually([&] { return forwarder.stats().resends >= 1; }, 30s));
+  REQUIRE(ingest.wait_for_count(10, 30s));
+  auto st = outbox.stats();
+  CHECK(st.pending == 500);  // nothing deleted
+  CHECK(forwarder.stats().published_total == 0);
+  CHECK(eventually([&] { return forwarder.stats().messages_acknowledged >= 10; }, 10s));  // 5 batches, sent twice
+  for (const auto& m : ingest.messages()) CHECK(m.property("content-encoding") == "zstd");
+  forwarder.stop(1s);
+  CHECK(outbox.stats().pending == 500);
 }

@@ -3,12 +3,16 @@
 // verified by an independent subscriber: offline first, broker SIGKILL
 // mid-drain, a blackholed link (noticed by keepalive, and by the ack timeout
 // with a long keepalive), a broker frozen with SIGSTOP, an ACL refusal, a
-// writer in another process, stop() while disconnected, MQTT 3.1.1 and TLS.
+// writer in another process, stop() while disconnected, MQTT 3.1.1 and TLS;
+// batch mode in both MQTT versions, plain and zstd, a rewind with batches in
+// flight, a refused batch split down to its refused events, and an event
+// too large for the broker's Maximum Packet Size among batched ones.
 #include <doctest/doctest.h>
 
 #include <dirent.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -18,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <edge_outbox/wire/batch.h>
 #include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/mqtt/publisher.h>
@@ -419,4 +424,167 @@ TEST_CASE("TLS with a CA and server certificate made by the test") {
     CHECK(sub.count() == 0);
     forwarder.stop(500ms);
   }
+}
+
+// --- batch mode -------------------------------------------------------------
+
+namespace {
+
+// Every event the subscriber saw on data topics, in arrival order, as its
+// sequence: batches decoded with decode_batch, single events with decode.
+std::vector<std::uint64_t> received_sequences(const Subscriber& sub, std::size_t* batches = nullptr) {
+  std::vector<std::uint64_t> out;
+  for (const auto& m : sub.messages()) {
+    if (m.topic.rfind("t/", 0) != 0) continue;
+    if (cloudevents::is_batch(m.payload, m.content_type, m.user_properties)) {
+      if (batches) ++*batches;
+      for (const auto& element : cloudevents::decode_batch(m.payload, m.user_properties, {})) {
+        REQUIRE(element.event);
+        out.push_back(*element.event->sequence);
+      }
+    } else {
+      out.push_back(*cloudevents::decode(m.payload, m.content_type, m.user_properties).sequence);
+    }
+  }
+  return out;
+}
+
+ForwarderOptions batch_forwarder_options(std::size_t max_events) {
+  auto o = forwarder_options();
+  o.batch.max_events = max_events;
+  return o;
+}
+
+}  // namespace
+
+// MQTT 5 with zstd: test_forwarder_confirm_mosquitto.cpp's batching case.
+TEST_CASE("batch mode end to end, MQTT 5 plain and 3.1.1 zstd: every sequence once, in order") {
+  MqttVersion version = MqttVersion::v5;
+  auto compression = cloudevents::Compression::none;
+  SUBCASE("MQTT 5, plain") {}
+  SUBCASE("MQTT 3.1.1, zstd") {
+    version = MqttVersion::v3_1_1;
+    compression = cloudevents::Compression::zstd;
+  }
+  const bool v5 = version == MqttVersion::v5;
+  TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Mosquitto broker;
+  Subscriber sub(broker.uri(), {"t/#"}, v5);
+  enqueue_many(outbox, 2000);
+  auto po = publisher_options(broker.uri());
+  po.version = version;
+  auto fo = batch_forwarder_options(100);
+  fo.batch.compression = compression;
+  Forwarder forwarder(outbox, std::make_unique<MqttPublisher>(po), fo);
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  REQUIRE(sub.wait_for([](const auto& ms) { return ms.size() >= 20; }, 30s));
+  std::size_t batches = 0;
+  auto seqs = received_sequences(sub, &batches);
+  REQUIRE(seqs.size() == 2000);
+  for (std::size_t i = 0; i < seqs.size(); ++i) REQUIRE(seqs[i] == i + 1);
+  CHECK(batches == 20);
+  for (const auto& m : sub.messages()) {
+    CHECK(m.content_type == (v5 ? std::string(cloudevents::batch_content_type) : std::string()));
+    bool zstd = compression == cloudevents::Compression::zstd;
+    CHECK(m.property("content-encoding") == (zstd && v5 ? "zstd" : ""));
+    CHECK((m.payload.rfind(std::string(cloudevents::zstd_frame_magic), 0) == 0) == zstd);
+  }
+  REQUIRE(eventually([&] { return forwarder.stats().messages_acknowledged == 20; }));
+  auto st = forwarder.stats();
+  CHECK(st.published_total == 2000);
+  CHECK(st.wire_bytes > 0);
+  std::string mode = std::string(v5 ? "MQTT 5" : "MQTT 3.1.1") +
+                     (compression == cloudevents::Compression::zstd ? ", zstd" : ", plain");
+  MESSAGE(mode << ": " << static_cast<double>(st.wire_bytes) / 2000.0 << " bytes per event on the wire");
+  forwarder.stop(2s);
+}
+
+TEST_CASE("batch mode: batches in flight on a link gone silent are sent again after the ack timeout; none lost") {
+  TempDir dir;
+  Outbox outbox(dir / "app.db");
+  Mosquitto broker;
+  TcpProxy proxy(broker.port());
+  Subscriber sub(broker.uri(), {"t/#"});
+  auto po = publisher_options(proxy.uri());
+  po.keepalive = 60s;
+  po.connect_timeout = 2s;
+  auto fo = batch_forwarder_options(50);
+  fo.ack_timeout = 1s;
+  Forwarder forwarder(outbox, std::make_unique<MqttPublisher>(po), fo);
+  forwarder.start();
+  enqueue_many(outbox, 200);
+  REQUIRE(eventually([&] { return received_sequences(sub).size() == 200; }, 30s));
+
+  proxy.set_mode(TcpProxy::Mode::blackhole);
+  enqueue_many(outbox, 500);  // ten batches sent into the silent link
+  REQUIRE(eventually([&] { return forwarder.stats().ack_timeouts >= 1; }, 30s));
+  CHECK(outbox.stats().pending > 0);
+  proxy.set_mode(TcpProxy::Mode::pass);
+
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }, 30s));
+  auto distinct_count = [&] {
+    auto seqs = received_sequences(sub);
+    return std::set<std::uint64_t>(seqs.begin(), seqs.end()).size();
+  };
+  REQUIRE(eventually([&] { return distinct_count() == 700; }, 20s));
+  auto seqs = received_sequences(sub);
+  std::set<std::uint64_t> distinct(seqs.begin(), seqs.end());
+  CHECK(*distinct.begin() == 1);
+  CHECK(*distinct.rbegin() == 700);
+  // Duplicates only from what was in flight when the link went silent.
+  CHECK(seqs.size() - distinct.size() <= fo.max_in_flight * fo.batch.max_events);
+  CHECK(forwarder.stats().failures == 0);
+  forwarder.stop(2s);
+}
+
+TEST_CASE("batch mode, MQTT 5: a refused batch is split and only its refused events are dead-lettered, each alone") {
+  TempDir dir;
+  OutboxOptions options;
+  options.dropped_event_topic = "t/data/outbox.dropped";
+  Outbox outbox(dir / "app.db", options);
+  MosquittoOptions mo;
+  mo.acl = "topic readwrite t/data/#\ntopic read #\n";
+  mo.max_packet_size = 8192;
+  Mosquitto broker(mo);
+  Subscriber sub(broker.uri(), {"t/#"});
+  enqueue_many(outbox, 30, "t/data/a");                // sequences 1..30
+  auto denied = enqueue_many(outbox, 3, "t/secret");  // 31..33, one batch, refused: 0x87 not authorized
+  Event big;
+  big.topic = "t/data/a";
+  big.type = "com.example.reading";
+  big.payload = std::string(9000, 'x');  // over the broker's Maximum Packet Size: alone, refused
+  auto too_large = outbox.enqueue(big);  // 34
+  enqueue_many(outbox, 30, "t/data/b");  // 35..64
+  Forwarder forwarder(outbox, std::make_unique<MqttPublisher>(publisher_options(broker.uri())),
+                      batch_forwarder_options(10));
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  REQUIRE(eventually([&] { return forwarder.stats().dead_lettered == 4; }));
+  auto dead = outbox.dead(10);
+  REQUIRE(dead.size() == 4);
+  std::set<std::string> dead_ids;
+  for (const auto& d : dead) {
+    dead_ids.insert(d.event.id);
+    CHECK(d.event.attempts == 1);
+  }
+  CHECK(dead_ids == std::set<std::string>{denied[0], denied[1], denied[2], too_large});
+  CHECK(forwarder.stats().failures == 4);
+  std::set<std::uint64_t> expected;
+  for (std::uint64_t s = 1; s <= 64; ++s)
+    if (s < 31 || s > 34) expected.insert(s);
+  auto arrived = [&] {
+    auto seqs = received_sequences(sub);
+    return std::set<std::uint64_t>(seqs.begin(), seqs.end());
+  };
+  REQUIRE(eventually(
+      [&] {
+        auto got = arrived();
+        return std::includes(got.begin(), got.end(), expected.begin(), expected.end());
+      },
+      20s));
+  auto got = arrived();
+  for (std::uint64_t s = 31; s <= 34; ++s) CHECK(!got.count(s));
+  forwarder.stop(2s);
 }

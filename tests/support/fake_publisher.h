@@ -8,7 +8,9 @@
 // complete_outstanding() completes them, set_rule() decides per message,
 // set_connected(false) loses the connection (outstanding publishes complete
 // as not_sent, then the connection handler hears of it), and
-// set_max_buffered_messages() sets the publisher's limit. It records every
+// set_max_buffered_messages() sets the publisher's limit and
+// set_max_packet_bytes() the broker's Maximum Packet Size it reports
+// (refuse_if() refuses the messages a predicate picks). It records every
 // publish (sent()), the deepest the outstanding list got, and the
 // drop_connection() calls. It keeps the publishers' subscriptions
 // (subscriptions()); deliver() plays the broker delivering a message to
@@ -78,6 +80,7 @@ struct State {
   int drops GUARDED_BY(mutex) = 0;  // drop_connection() calls that dropped a connection
   std::string drop_reason GUARDED_BY(mutex);
   std::size_t max_buffered GUARDED_BY(mutex) = SIZE_MAX;
+  std::size_t max_packet_bytes GUARDED_BY(mutex) = 0;
   std::vector<std::pair<std::string, MessageHandler>> subscriptions GUARDED_BY(mutex);
 };
 
@@ -176,6 +179,10 @@ class FakePublisher final : public Publisher {
     MutexLock l(s_->mutex);
     return s_->max_buffered;
   }
+  std::size_t max_packet_bytes() const override {
+    MutexLock l(s_->mutex);
+    return s_->max_packet_bytes;
+  }
 
  private:
   std::shared_ptr<State> s_;
@@ -197,6 +204,24 @@ class FakeBroker {
   void set_rule(Rule rule) {
     MutexLock l(s_->mutex);
     s_->rule = std::move(rule);
+  }
+  // From now on: refuses (permanently, with reason) each publish that
+  // refused(message) picks, acknowledges the others at once.
+  void refuse_if(std::function<bool(const OutgoingMessage&)> refused, std::string reason = "refused by the test") {
+    set_rule([refused = std::move(refused), reason = std::move(reason)](const OutgoingMessage& m) {
+      PublishResult r;
+      if (refused(m)) {
+        r.status = PublishResult::Status::rejected;
+        r.permanent = true;
+        r.reason = reason;
+      }
+      return std::optional<PublishResult>(r);
+    });
+  }
+  // The broker's Maximum Packet Size the publishers report (0: none).
+  void set_max_packet_bytes(std::size_t n) {
+    MutexLock l(s_->mutex);
+    s_->max_packet_bytes = n;
   }
   // Requires: before a Forwarder takes a publisher of this broker (the
   // limit is constant for a publisher's life).

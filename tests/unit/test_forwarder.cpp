@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Forwarder against a fake Publisher: ordering, the in-flight window, group
 // commits of acknowledgements, refusals and dead letters, connection loss,
-// stop semantics, resuming in a new Forwarder, the wire mapping, and the ack
-// timeout (a broker that stops acknowledging), on a clock moved by hand.
+// stop semantics, resuming in a new Forwarder, the wire mapping, the ack
+// timeout (a broker that stops acknowledging), on a clock moved by hand, and
+// batch mode (messages of many events, a refused event inside a batch).
 // The real broker is exercised in test_forwarder_mosquitto.cpp.
 #include <doctest/doctest.h>
 
@@ -17,12 +18,15 @@
 #include <thread>
 #include <vector>
 
+#include <edge_outbox/wire/batch.h>
 #include <edge_outbox/wire/cloudevents.h>
+#include <edge_outbox/wire/packet_size.h>
 #include <edge_outbox/error.h>
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/outbox.h>
 
 #include "forward/ack_timeout.h"
+#include "forward/event_wire.h"
 #include "support/error_checks.h"
 #include "support/fake_publisher.h"
 #include "support/manual_clock.h"
@@ -625,4 +629,243 @@ TEST_CASE("ack_timeout 0: a silent broker is left to the publisher's keepalive")
   CHECK(broker.drops() == 0);
   CHECK(forwarder.stats().ack_timeouts == 0);
   forwarder.stop();
+}
+
+// --- batch mode (ForwarderOptions::Batch) -----------------------------------
+
+namespace {
+
+ForwarderOptions batch_options(std::size_t max_events) {
+  auto o = fast_options();
+  o.batch.max_events = max_events;
+  o.batch.linger = 0ms;
+  return o;
+}
+
+// Every event in the messages sent, in order: its sequence, from batches
+// (decode_batch) and single-event messages (decode) alike.
+std::vector<std::uint64_t> event_sequences(const std::vector<OutgoingMessage>& messages) {
+  std::vector<std::uint64_t> out;
+  for (const auto& m : messages) {
+    if (cloudevents::is_batch(m.payload, m.content_type, m.user_properties)) {
+      for (const auto& element : cloudevents::decode_batch(m.payload, m.user_properties, {})) {
+        REQUIRE(element.event);
+        out.push_back(*element.event->sequence);
+      }
+    } else {
+      out.push_back(*cloudevents::decode(m.payload, m.content_type, m.user_properties).sequence);
+    }
+  }
+  return out;
+}
+
+bool carries(const OutgoingMessage& m, const std::string& id) {
+  return property(m, "id") == id || m.payload.find("\"" + id + "\"") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("batch mode: up to max_events per message, each event once in order; stats count messages and bytes") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 250);
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), batch_options(100));
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 250; }));
+  forwarder.stop();
+  auto sent = broker.sent();
+  REQUIRE(sent.size() == 3);
+  auto seqs = event_sequences(sent);
+  REQUIRE(seqs.size() == 250);
+  CHECK(std::is_sorted(seqs.begin(), seqs.end()));
+  CHECK(std::set<std::uint64_t>(seqs.begin(), seqs.end()).size() == 250);
+  std::size_t bytes = 0;
+  for (const auto& m : sent) {
+    CHECK(m.content_type == cloudevents::batch_content_type);
+    CHECK(m.user_properties.empty());  // not compressed
+    CHECK(m.topic == "t/data");
+    CHECK(!m.expiry.has_value());      // no TTL
+    bytes += wire::publish_packet_bytes(m, MqttVersion::v5) + wire::puback_packet_bytes;
+  }
+  auto st = forwarder.stats();
+  CHECK(st.messages_acknowledged == 3);
+  CHECK(st.wire_bytes == bytes);
+}
+
+TEST_CASE("batch mode: one event per message sends the single-event message as without batching") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  auto id = outbox.enqueue(sample(1));
+  test::FakeBroker broker;
+  auto o = batch_options(100);
+  o.batch.compression = cloudevents::Compression::zstd;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 1; }));
+  forwarder.stop();
+  auto m = broker.sent().at(0);
+  CHECK(property(m, "id") == id);  // binary mode, never compressed
+  CHECK(m.payload == "payload-1");
+  CHECK(forwarder.stats().messages_acknowledged == 1);
+  CHECK(forwarder.stats().wire_bytes == wire::publish_packet_bytes(m, MqttVersion::v5) + wire::puback_packet_bytes);
+}
+
+TEST_CASE("batch mode: zstd, on MQTT 5 with the content-encoding property, on 3.1.1 by the frame alone") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 50);
+  test::FakeBroker broker;
+  bool v5 = true;
+  SUBCASE("MQTT 5") {}
+  SUBCASE("MQTT 3.1.1") {
+    v5 = false;
+    broker.set_connected(true, MqttVersion::v3_1_1);
+  }
+  auto o = batch_options(50);
+  o.batch.compression = cloudevents::Compression::zstd;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 50; }));
+  forwarder.stop();
+  REQUIRE(broker.sent_count() == 1);
+  auto m = broker.sent().at(0);
+  CHECK(m.payload.rfind(std::string(cloudevents::zstd_frame_magic), 0) == 0);
+  if (v5) {
+    CHECK(m.content_type == cloudevents::batch_content_type);
+    CHECK(property(m, "content-encoding") == "zstd");
+  } else {
+    CHECK(m.encoded_for == MqttVersion::v3_1_1);
+    CHECK(m.content_type.empty());
+    CHECK(m.user_properties.empty());
+  }
+  CHECK(event_sequences({m}).size() == 50);
+}
+
+TEST_CASE("batch mode: batches stay within max_bytes and the broker's Maximum Packet Size") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 300);
+  test::FakeBroker broker;
+  auto o = batch_options(1000);
+  std::size_t packet_limit = 0;
+  SUBCASE("max_bytes") { o.batch.max_bytes = 4096; }
+  SUBCASE("Maximum Packet Size") {
+    packet_limit = 3000;
+    broker.set_max_packet_bytes(packet_limit);
+  }
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 300; }));
+  forwarder.stop();
+  auto sent = broker.sent();
+  CHECK(sent.size() > 3);
+  CHECK(event_sequences(sent).size() == 300);
+  for (const auto& m : sent) {
+    if (packet_limit) CHECK(wire::publish_packet_bytes(m, MqttVersion::v5) <= packet_limit);
+    else CHECK(m.payload.size() <= 4096);
+  }
+}
+
+TEST_CASE("batch mode: a refused event inside a batch is dead-lettered alone; the rest are published") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  auto ids = enqueue_many(outbox, 30);
+  test::FakeBroker broker;
+  const std::string refused = ids[17];
+  broker.refuse_if([&](const OutgoingMessage& m) { return carries(m, refused); }, "not authorized");
+  Forwarder forwarder(outbox, broker.publisher(), batch_options(10));
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  // 29, and the outbox.dropped event that reports the dead letter.
+  REQUIRE(eventually([&] {
+    auto s = forwarder.stats();
+    return s.published_total == 30 && s.dead_lettered == 1;
+  }));
+  forwarder.stop();
+  auto dead = outbox.dead(10);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].event.id == refused);
+  CHECK(dead[0].reason.find("not authorized") != std::string::npos);
+  CHECK(dead[0].event.attempts == 1);  // the batch's refusal was no attempt of its events
+  CHECK(forwarder.stats().failures == 1);
+  // The batch of 11..20 came back split: 10 single messages.
+  std::size_t singles = 0;
+  for (const auto& m : broker.sent()) {
+    singles += m.topic == "t/data" && m.content_type != cloudevents::batch_content_type;
+  }
+  CHECK(singles == 10);
+}
+
+TEST_CASE("batch mode: a lost connection mid-batch sends the unacknowledged batches again, oldest first") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 40);
+  test::FakeBroker broker;
+  broker.hold_all();
+  Forwarder forwarder(outbox, broker.publisher(), batch_options(10));
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 4; }));
+  REQUIRE(broker.complete_oldest());  // 1..10
+  broker.set_connected(false);        // 11..40 come back not_sent
+  REQUIRE(eventually([&] { return !forwarder.stats().connected; }));
+  broker.ack_all_later();
+  broker.set_connected(true);
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  forwarder.stop();
+  auto seqs = event_sequences(broker.sent());
+  REQUIRE(seqs.size() == 70);
+  CHECK(std::vector<std::uint64_t>(seqs.begin() + 40, seqs.end()) ==
+        std::vector<std::uint64_t>(seqs.begin() + 10, seqs.begin() + 40));
+  CHECK(forwarder.stats().messages_acknowledged == 4);
+}
+
+TEST_CASE("batch mode: MQTT 5 expiry of a batch is its longest TTL left, none if an event has none") {
+  std::vector<StoredEvent> events(3);
+  events[0].remaining_ttl = 1500ms;
+  events[1].remaining_ttl = 90'100ms;
+  events[2].remaining_ttl = 200ms;
+  CHECK(detail::batch_expiry(events) == std::chrono::seconds(91));
+  events[1].remaining_ttl.reset();
+  CHECK(!detail::batch_expiry(events).has_value());
+}
+
+TEST_CASE("WireMode::binary: binary on MQTT 5; structured on 3.1.1, said once in the log") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 3);
+  test::FakeBroker broker;
+  broker.set_connected(true, MqttVersion::v3_1_1);
+  std::atomic<int> said{0};
+  auto o = fast_options();
+  o.wire_mode = WireMode::binary;
+  o.log = [&](LogLevel, std::string_view text) {
+    if (text.find("cannot carry CloudEvents binary mode") != std::string_view::npos) ++said;
+  };
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return forwarder.stats().published_total == 3; }));
+  forwarder.stop();
+  for (const auto& m : broker.sent()) CHECK(cloudevents::decode(m.payload, "", {}).type == "com.example.sample");
+  CHECK(said == 1);
+}
+
+TEST_CASE("bad batch options are refused") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  test::FakeBroker broker;
+  auto o = fast_options();
+  o.batch.max_events = 0;
+  CHECK_THROWS_ERROR_WITH(ErrorKind::invalid_argument, "max_events", Forwarder(outbox, broker.publisher(), o));
+  o.batch.max_events = 10'001;
+  CHECK_THROWS_ERROR_WITH(ErrorKind::invalid_argument, "max_events", Forwarder(outbox, broker.publisher(), o));
+  o.batch.max_events = 10'000;
+  o.batch.max_bytes = 1023;
+  CHECK_THROWS_ERROR_WITH(ErrorKind::invalid_argument, "max_bytes", Forwarder(outbox, broker.publisher(), o));
+  o.batch.max_bytes = 1024;
+  o.batch.linger = -1ms;
+  CHECK_THROWS_ERROR_WITH(ErrorKind::invalid_argument, "linger", Forwarder(outbox, broker.publisher(), o));
+  o.batch.linger = 0ms;
+  CHECK_NOTHROW(Forwarder(outbox, broker.publisher(), o));
 }

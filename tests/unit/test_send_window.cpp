@@ -38,7 +38,12 @@ struct Rig {
   std::map<std::int64_t, StoredEvent> acked;
   int resends = 0;
   std::vector<std::int64_t> recorded;  // every record_sent, in order
-  std::vector<std::string> log;        // "record 6", "send 4", ... in order
+  std::vector<std::string> log;        // "record 6", "send 4", "send 5,6,7" ... in order
+  // Batches: reads hand the window each event's element (its size from
+  // element_bytes, else 20 bytes) when `elements` is set.
+  bool elements = false;
+  std::map<std::int64_t, std::size_t> element_bytes;
+  std::vector<std::vector<std::int64_t>> messages;  // every send, its sequences
 
   static detail::SendWindowOptions options() {
     detail::SendWindowOptions o;
@@ -53,11 +58,12 @@ struct Rig {
 
   std::int64_t now() const { return clock.monotonic_ms(); }
 
-  void add(std::int64_t from, std::int64_t to) {
+  void add(std::int64_t from, std::int64_t to, const std::string& topic = "t/data") {
     for (auto s = from; s <= to; ++s) {
       StoredEvent e;
       e.sequence = s;
       e.id = "id-" + std::to_string(s);
+      e.topic = topic;
       pending[s] = e;
     }
   }
@@ -100,17 +106,32 @@ struct Rig {
           break;
         case Kind::read: {
           std::vector<StoredEvent> batch;
+          std::vector<std::string> texts;
           for (auto it = pending.upper_bound(a.after); it != pending.end() && batch.size() < a.limit; ++it) {
             batch.push_back(it->second);
+            if (elements) {
+              auto size = element_bytes.count(it->first) ? element_bytes[it->first] : std::size_t{20};
+              texts.push_back(std::string(size, 'x'));
+            }
           }
-          w.batch_read(std::move(batch));
+          w.batch_read(std::move(batch), std::move(texts));
           break;
         }
-        case Kind::send:
-          sent.push_back(a.event.sequence);
-          log.push_back("send " + std::to_string(a.event.sequence));
-          w.sent(a.event.sequence, now());
+        case Kind::send: {
+          REQUIRE(!a.events.empty());
+          CHECK(a.elements.size() == (a.events.size() > 1 ? a.events.size() : 0));
+          std::vector<std::int64_t> seqs;
+          std::string text;
+          for (const auto& e : a.events) {
+            seqs.push_back(e.sequence);
+            text += (text.empty() ? "" : ",") + std::to_string(e.sequence);
+          }
+          sent.push_back(seqs.front());
+          log.push_back("send " + text);
+          messages.push_back(seqs);
+          w.sent(a.events, now());
           break;
+        }
         case Kind::record_sent:
           recorded.push_back(a.sequence);
           log.push_back("record " + std::to_string(a.sequence));
@@ -423,4 +444,220 @@ TEST_CASE("resend while disconnected happens at once; the events go out after th
   CHECK(rig.resends == 1);
   CHECK(rig.pending.size() == 2);
   CHECK(rig.step(w, true) == Seqs{1, 2});
+}
+
+// --- messages of several events (SendWindowOptions::batch) ------------------
+
+namespace {
+
+detail::SendWindowOptions batch_options(std::size_t max_events, std::chrono::milliseconds linger = 0ms) {
+  auto o = Rig::options();
+  o.batch.max_events = max_events;
+  o.batch.max_bytes = 1024;
+  o.batch.linger = linger;
+  return o;
+}
+
+using Messages = std::vector<Seqs>;
+
+}  // namespace
+
+TEST_CASE("batches: up to max_events consecutive events per message; max_in_flight counts messages") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 20);
+  SendWindow w(batch_options(3), rig.now());
+  CHECK(rig.step(w) == Seqs{1, 4, 7, 10});
+  CHECK(rig.messages == Messages{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {10, 11, 12}});
+  CHECK(w.in_flight() == 4);
+  rig.complete(w, {1, 4}, Outcome::acknowledged);  // a message's oldest sequence completes it
+  CHECK(rig.step(w) == Seqs{13, 16});
+  CHECK(rig.marked == Seqs{1, 2, 3, 4, 5, 6});
+  rig.complete(w, {7, 10, 13, 16}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{19});  // caught up with 19, 20: linger 0 sends what is there
+  CHECK(rig.messages.back() == Seqs{19, 20});
+  rig.complete(w, {19}, Outcome::acknowledged);
+  rig.step(w);
+  CHECK(rig.pending.empty());
+  CHECK(rig.marked.size() == 20);
+}
+
+TEST_CASE("batches: a message stays within max_bytes of batch payload") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 7);
+  for (std::int64_t s = 1; s <= 7; ++s) rig.element_bytes[s] = 300;
+  SendWindow w(batch_options(100), rig.now());
+  rig.step(w);
+  // "[" + 3 x 300 + 2 "," + "]" = 904 <= 1024; a fourth makes 1205.
+  CHECK(rig.messages == Messages{{1, 2, 3}, {4, 5, 6}, {7}});
+}
+
+TEST_CASE("batches: only events with the same topic share a message") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 2, "t/a");
+  rig.add(3, 4, "t/b");
+  rig.add(5, 5, "t/a");
+  SendWindow w(batch_options(10), rig.now());
+  rig.step(w);
+  CHECK(rig.messages == Messages{{1, 2}, {3, 4}, {5}});
+}
+
+TEST_CASE("batches: an event over max_bytes by itself goes alone; the others around it are batched") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 5);
+  rig.element_bytes[3] = 2000;
+  SendWindow w(batch_options(10), rig.now());
+  rig.step(w);
+  CHECK(rig.messages == Messages{{1, 2}, {3}, {4, 5}});
+}
+
+TEST_CASE("batches: the broker's Maximum Packet Size lowers the byte limit") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 6);
+  for (std::int64_t s = 1; s <= 6; ++s) rig.element_bytes[s] = 200;
+  SendWindow w(batch_options(100), rig.now());
+  // 700 bytes of packet: less the topic (6) and the largest other parts
+  // (80), 614 for the payload: "[" + 3 x 200 + 2 + "]" = 604.
+  w.set_max_packet_bytes(700);
+  rig.step(w);
+  CHECK(rig.messages == Messages{{1, 2, 3}, {4, 5, 6}});
+
+  detail::BatchPolicy p;
+  p.max_bytes = 64 * 1024;
+  CHECK(detail::batch_byte_limit(p, "t/data") == 64 * 1024);
+  p.max_packet_bytes = 1000;
+  CHECK(detail::batch_byte_limit(p, "t/data") == 1000 - 86);
+  p.compressed = true;  // room for zstd's growth: 914 - 64 - 914 / 256 - 1
+  CHECK(detail::batch_byte_limit(p, "t/data") == 846);
+  p.max_packet_bytes = 10;
+  CHECK(detail::batch_byte_limit(p, "t/data") == 2);
+}
+
+TEST_CASE("batches: without elements (batching off, or unencodable) events go one per message") {
+  Rig rig;
+  rig.add(1, 3);  // no elements handed over
+  SendWindow w(batch_options(10), rig.now());
+  rig.step(w);
+  CHECK(rig.messages == Messages{{1}, {2}, {3}});
+}
+
+TEST_CASE("batches: linger holds a message that could take more until linger after its first event was read") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 3);
+  SendWindow w(batch_options(5, 20ms), rig.now());
+  SendAction idle;
+  CHECK(rig.step(w, true, false, &idle).empty());
+  CHECK(idle.wake_at_ms == rig.now() + 20);
+  rig.clock.advance(10);
+  rig.add(4, 4);  // a commit: read and joined, the message still has room
+  w.queue_changed();
+  CHECK(rig.step(w, true, false, &idle).empty());
+  CHECK(idle.wake_at_ms == rig.now() + 10);  // counted from the first read, not the last
+  rig.clock.advance(10);
+  CHECK(rig.step(w) == Seqs{1});
+  CHECK(rig.messages == Messages{{1, 2, 3, 4}});
+
+  SUBCASE("a full message goes at once") {
+    rig.add(5, 9);
+    w.queue_changed();
+    CHECK(rig.step(w) == Seqs{5});
+    CHECK(rig.messages.back() == Seqs{5, 6, 7, 8, 9});
+  }
+  SUBCASE("a message ended by a topic change goes at once; the rest lingers") {
+    rig.add(5, 5, "t/a");
+    rig.add(6, 6, "t/b");
+    w.queue_changed();
+    CHECK(rig.step(w) == Seqs{5});
+    CHECK(rig.messages.back() == Seqs{5});
+    rig.clock.advance(20);
+    CHECK(rig.step(w) == Seqs{6});
+  }
+  SUBCASE("draining sends what is there") {
+    rig.add(5, 6);
+    w.queue_changed();
+    CHECK(rig.step(w, true, true) == Seqs{5});
+    CHECK(rig.messages.back() == Seqs{5, 6});
+  }
+}
+
+TEST_CASE("batches: reads take a full message at least, and read ahead while the front message has room") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 12);
+  auto o = batch_options(6);
+  o.batch_size = 2;
+  SendWindow w(o, rig.now());
+  rig.step(w);
+  CHECK(rig.messages == Messages{{1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12}});
+}
+
+TEST_CASE("batches: durable before send records the highest sequence read before the message goes out") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 4);
+  SendWindow w(batch_options(10), rig.now());
+  rig.step(w);
+  CHECK(rig.log == std::vector<std::string>{"record 4", "send 1,2,3,4"});
+}
+
+TEST_CASE("batches: a refused batch is split, its events go alone, and the one refused alone is retried alone") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 9);
+  SendWindow w(batch_options(3), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 4, 7});
+  rig.complete(w, {1}, Outcome::acknowledged);
+  rig.complete(w, {4}, Outcome::refused);  // no failure recorded: the owner's rule for batches
+  CHECK(w.rewinding());
+  CHECK(rig.step(w).empty());  // 7 is still in flight
+  rig.complete(w, {7}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{4, 5, 6});
+  CHECK(rig.messages.back() == Seqs{6});
+  CHECK(rig.marked == Seqs{1, 2, 3, 7, 8, 9});
+  rig.complete(w, {4, 6}, Outcome::acknowledged);
+  rig.complete(w, {5}, Outcome::refused);  // alone: a failed attempt, retried after catching up
+  rig.step(w);
+  rig.clock.advance(1000);
+  rig.step(w);
+  CHECK(rig.messages.back() == Seqs{5});
+  rig.complete(w, {5}, Outcome::acknowledged);
+  rig.step(w);
+  CHECK(rig.pending.empty());
+}
+
+TEST_CASE("batches: not_sent mid-batch rewinds to the oldest event of the oldest message not acknowledged") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 8);
+  SendWindow w(batch_options(3), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 4, 7});
+  rig.complete(w, {1}, Outcome::acknowledged);
+  rig.complete(w, {7, 4}, Outcome::not_sent);
+  CHECK(rig.step(w, false).empty());
+  rig.messages.clear();
+  CHECK(rig.step(w) == Seqs{4, 7});
+  CHECK(rig.messages == Messages{{4, 5, 6}, {7, 8}});
+  CHECK(rig.marked == Seqs{1, 2, 3});
+}
+
+TEST_CASE("batches in server mode: a batch's acknowledgement marks all its events acknowledged") {
+  Rig rig;
+  rig.server = true;
+  rig.elements = true;
+  rig.add(1, 5);
+  SendWindow w(batch_options(5), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1});
+  rig.complete(w, {1}, Outcome::acknowledged);
+  rig.step(w);
+  CHECK(rig.acked.size() == 5);
+  CHECK(rig.mark_transactions == 1);
+  w.resend_unconfirmed();
+  rig.messages.clear();
+  CHECK(rig.step(w) == Seqs{1});
+  CHECK(rig.messages == Messages{{1, 2, 3, 4, 5}});
 }

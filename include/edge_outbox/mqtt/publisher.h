@@ -115,6 +115,9 @@ class MqttPublisher final : public Publisher {
   // options.max_buffered_messages.
   std::size_t max_buffered_messages() const override;
 
+  // broker_max_packet_size(): the current connection's limit, 0 for none.
+  std::size_t max_packet_bytes() const override;
+
   // The broker's Maximum Packet Size from the last CONNACK; 0: none given.
   std::uint32_t broker_max_packet_size() const;
 

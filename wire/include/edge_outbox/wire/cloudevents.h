@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The wire format edge-outbox speaks: CloudEvents 1.0 over MQTT, per the
-// CloudEvents MQTT protocol binding. wire/ (this header, mqtt_message.h,
-// dropped_report.h, sequence_ranges.h) is all that the device side and the
-// server-side ingest share; it depends on neither.
+// CloudEvents MQTT protocol binding. wire/ (this header, batch.h for many
+// events in one message, mqtt_message.h, packet_size.h, dropped_report.h,
+// sequence_ranges.h, stream_status.h, topic_filter.h) is all that the device
+// side and the server-side ingest share; it depends on neither.
 //
 //  - MQTT 5, binary content mode: every CloudEvents attribute (specversion,
 //    id, source, type, time and the extensions) is an MQTT user property;
