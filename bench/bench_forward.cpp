@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// bench_forward: the forwarder's drain rate against raw Paho, and its memory.
+// bench_forward: the forwarder's drain rate against raw Paho, one event per
+// message and batched, binary and structured mode, and its memory.
 //
 //   raw_paho_events_per_s     Paho async_client, QoS 1, the same CloudEvents
 //                             binary-mode messages (payload + user
@@ -16,12 +17,30 @@
 //                             events (the 1M run drains its first 100,000);
 //   forward_rss_growth_kib    their difference (target: within 2 MiB)
 //   forward_events            events per rate run (the workload's size)
+//   forward_batch_events_per_s, forward_batch_zstd_events_per_s   the same
+//                             drain with ForwarderOptions::batch: up to 100
+//                             events per MQTT message (the same backlog and
+//                             window of 64 messages), plain and with zstd
+//   batch_vs_single_ratio     batched / one event per message (target >= 4)
+//   batch_vs_raw_paho_ratio   batched events/s / raw Paho msg/s (target >= 3)
+//   device_cpu_us_per_event_single, device_cpu_us_per_event_batch   the
+//                             forwarder process's CPU per event, one per
+//                             message and batched (target: batch <= 1/4 of
+//                             single); _zstd beside them
+//   forward_structured_events_per_s, forward_structured_cpu_us_per_event,
+//   forward_structured_vs_binary_ratio (events/s) and
+//   forward_structured_vs_binary_cpu_ratio (CPU per event): single events
+//                             in structured mode (one JSON envelope, only
+//                             the content type property) against binary mode
+//                             (per-event user properties), both on MQTT 5
+//   raw_paho_structured_events_per_s, raw_paho_structured_cpu_us_per_event
+//                             raw Paho with the structured messages
 //
 // Runs against --broker URI if given, otherwise starts its own mosquitto on
-// a free 127.0.0.1 port. Baseline and forwarder runs alternate; figures are
-// medians of 3. Full: 100,000 events per rate run. --quick: 4,000 events per
-// rate run, and a backlog of 100,000 for the memory run, which drains its
-// first 10,000.
+// a free 127.0.0.1 port. Baseline and forwarder runs alternate (every variant
+// once per repetition); figures are medians of 3. Full: 100,000 events per
+// rate run. --quick: 4,000 events per rate run, and a backlog of 100,000 for
+// the memory run, which drains its first 10,000.
 #include <sys/resource.h>
 
 #include <condition_variable>
@@ -35,6 +54,7 @@
 
 #include <mqtt/async_client.h>
 
+#include <edge_outbox/wire/batch.h>
 #include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/mqtt/publisher.h>
@@ -142,15 +162,27 @@ eo::ForwarderOptions options_with_window(std::size_t window) {
   return f;
 }
 
+// What a forward run sends: one event per message in binary or structured
+// mode, or batches of 100, plain or compressed.
+enum class Variant { binary, structured, batch, batch_zstd };
+
+eo::ForwarderOptions options_for(Variant variant, std::size_t window) {
+  auto f = options_with_window(window);
+  if (variant == Variant::structured) f.wire_mode = eo::WireMode::structured;
+  if (variant == Variant::batch || variant == Variant::batch_zstd) f.batch.max_events = 100;
+  if (variant == Variant::batch_zstd) f.batch.compression = ce::Compression::zstd;
+  return f;
+}
+
 double forward_run(const b::ScratchDir& dir, const std::string& uri, std::uint64_t n, std::size_t window,
-                   eo::Durability durability, int rep, double* cpu_us_per_event) {
+                   eo::Durability durability, int rep, double* cpu_us_per_event, Variant variant = Variant::binary) {
   const auto file = dir / ("forward-" + std::to_string(rep) + ".db");
   b::remove_database(file);
   fill_in_child(file, n, "fwd" + std::to_string(rep));
   eo::OutboxOptions q;
   q.durability = durability;
   const double cpu0 = cpu_seconds();
-  const double seconds = b::forwarder_drain(file, q, uri, n, "bench-forwarder", options_with_window(window));
+  const double seconds = b::forwarder_drain(file, q, uri, n, "bench-forwarder", options_for(variant, window));
   *cpu_us_per_event = (cpu_seconds() - cpu0) * 1e6 / static_cast<double>(n);
   b::remove_database(file);
   return static_cast<double>(n) / seconds;
@@ -203,33 +235,62 @@ int main(int argc, char** argv) try {
   sample.streamid = "stream-0123456789abcdef";
   sample.priority = "normal";
   const auto wire = ce::encode_binary(sample);
+  const auto wire_structured = ce::encode_structured(sample);
 
-  std::vector<double> raw, full, normal, raw_cpu, full_cpu, normal_cpu;
-  for (int rep = 0; rep < reps; ++rep) {
-    {
-      RawPublisher p(uri, window);
-      const double cpu0 = cpu_seconds();
-      raw.push_back(p.run(n, wire, sample.streamid));
-      raw_cpu.push_back((cpu_seconds() - cpu0) * 1e6 / static_cast<double>(n));
-    }
-    b::note("  rep %d raw paho       %.0f msg/s, %.1f us CPU/msg", rep + 1, raw.back(), raw_cpu.back());
+  // Rates (events or messages per second) and CPU per event of each run.
+  struct Series {
+    std::vector<double> rate, cpu;
+  };
+  Series raw, raw_structured, full, normal, structured, batch, batch_zstd;
+  auto raw_run = [&](Series& series, const ce::MqttMessage& message, const char* label, int rep) {
+    RawPublisher p(uri, window);
+    const double cpu0 = cpu_seconds();
+    series.rate.push_back(p.run(n, message, sample.streamid));
+    series.cpu.push_back((cpu_seconds() - cpu0) * 1e6 / static_cast<double>(n));
+    b::note("  rep %d %-22s %.0f msg/s, %.1f us CPU/msg", rep + 1, label, series.rate.back(), series.cpu.back());
+  };
+  auto forwarder_run = [&](Series& series, eo::Durability durability, Variant variant, const char* label, int rep) {
     double cpu = 0;
-    full.push_back(forward_run(dir, uri, n, window, eo::Durability::full, rep, &cpu));
-    full_cpu.push_back(cpu);
-    b::note("  rep %d forward FULL   %.0f ev/s, %.1f us CPU/ev", rep + 1, full.back(), cpu);
-    normal.push_back(forward_run(dir, uri, n, window, eo::Durability::normal, rep, &cpu));
-    normal_cpu.push_back(cpu);
-    b::note("  rep %d forward NORMAL %.0f ev/s, %.1f us CPU/ev", rep + 1, normal.back(), cpu);
+    series.rate.push_back(forward_run(dir, uri, n, window, durability, rep, &cpu, variant));
+    series.cpu.push_back(cpu);
+    b::note("  rep %d %-22s %.0f ev/s, %.1f us CPU/ev", rep + 1, label, series.rate.back(), cpu);
+  };
+  for (int rep = 0; rep < reps; ++rep) {
+    raw_run(raw, wire, "raw paho", rep);
+    forwarder_run(full, eo::Durability::full, Variant::binary, "forward FULL", rep);
+    forwarder_run(normal, eo::Durability::normal, Variant::binary, "forward NORMAL", rep);
+    forwarder_run(batch, eo::Durability::full, Variant::batch, "forward batch 100", rep);
+    forwarder_run(batch_zstd, eo::Durability::full, Variant::batch_zstd, "forward batch 100 zstd", rep);
+    raw_run(raw_structured, wire_structured, "raw paho structured", rep);
+    forwarder_run(structured, eo::Durability::full, Variant::structured, "forward structured", rep);
   }
+  auto rate = [](const Series& s) { return b::median(s.rate); };
+  auto cpu = [](const Series& s) { return b::median(s.cpu); };
   b::figure("forward_events", static_cast<double>(n));
-  b::figure("raw_paho_cpu_us_per_event", b::median(raw_cpu));
-  b::figure("forward_cpu_us_per_event", b::median(full_cpu));
-  b::figure("forward_normal_cpu_us_per_event", b::median(normal_cpu));
-  b::figure("raw_paho_events_per_s", b::median(raw));
-  b::figure("forward_events_per_s", b::median(full));
-  b::figure("forward_ratio", b::median(full) / b::median(raw));
-  b::figure("forward_normal_events_per_s", b::median(normal));
-  b::figure("forward_normal_ratio", b::median(normal) / b::median(raw));
+  b::figure("raw_paho_cpu_us_per_event", cpu(raw));
+  b::figure("forward_cpu_us_per_event", cpu(full));
+  b::figure("forward_normal_cpu_us_per_event", cpu(normal));
+  b::figure("raw_paho_events_per_s", rate(raw));
+  b::figure("forward_events_per_s", rate(full));
+  b::figure("forward_ratio", rate(full) / rate(raw));
+  b::figure("forward_normal_events_per_s", rate(normal));
+  b::figure("forward_normal_ratio", rate(normal) / rate(raw));
+
+  b::figure("forward_batch_events_per_s", rate(batch));
+  b::figure("forward_batch_zstd_events_per_s", rate(batch_zstd));
+  b::figure("batch_vs_single_ratio", rate(batch) / rate(full));
+  b::figure("batch_vs_raw_paho_ratio", rate(batch) / rate(raw));
+  b::figure("batch_zstd_vs_single_ratio", rate(batch_zstd) / rate(full));
+  b::figure("device_cpu_us_per_event_single", cpu(full));
+  b::figure("device_cpu_us_per_event_batch", cpu(batch));
+  b::figure("device_cpu_us_per_event_zstd", cpu(batch_zstd));
+
+  b::figure("raw_paho_structured_events_per_s", rate(raw_structured));
+  b::figure("raw_paho_structured_cpu_us_per_event", cpu(raw_structured));
+  b::figure("forward_structured_events_per_s", rate(structured));
+  b::figure("forward_structured_cpu_us_per_event", cpu(structured));
+  b::figure("forward_structured_vs_binary_ratio", rate(structured) / rate(full));
+  b::figure("forward_structured_vs_binary_cpu_ratio", cpu(structured) / cpu(full));
 
   b::note("bench_forward: peak RSS draining from 10,000 and %llu pending", static_cast<unsigned long long>(big));
   const auto small_kib = rss_run(dir, uri, 10'000, 10'000, window);

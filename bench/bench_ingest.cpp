@@ -13,6 +13,13 @@
 //       then the ingest connects and the time runs until all N are stored
 //       (its rate). N is 10,000 (--quick: 300). The store runs with
 //       synchronous=FULL (the key) and NORMAL.
+//   latency_p50_ms_batch, latency_p99_ms_batch   the latency run with the
+//       forwarder batching (up to 100 events per message) with the default
+//       linger, latency_linger_ms (target: p99 <= linger + 10 ms).
+//   ingest_events_per_s_batch, forward_events_per_s_batch_ingest_run,
+//   ingest_vs_forward_batch_ratio   the rate run (FULL) with the forwarder
+//       sending batches of 100: the ingest commits each batch in one
+//       transaction. N is 10,000 (--quick: 1,000).
 #include <unistd.h>
 
 #include <algorithm>
@@ -135,23 +142,32 @@ struct Latency {
   double p50, p99;
 };
 
-Latency latency_run(const b::ScratchDir& dir, const std::string& broker, int rep, std::chrono::seconds duration) {
-  const auto store_file = dir / ("latency-ingest-" + std::to_string(rep) + ".db");
+// The forwarder's options for the single-event runs and the batched ones.
+eo::ForwarderOptions forwarder_options(bool batched) {
+  auto f = b::forwarder_options();
+  if (batched) f.batch.max_events = 100;
+  return f;
+}
+
+Latency latency_run(const b::ScratchDir& dir, const std::string& broker, int rep, std::chrono::seconds duration,
+                    bool batched) {
+  const std::string tag = std::string(batched ? "batch-" : "") + std::to_string(rep);
+  const auto store_file = dir / ("latency-ingest-" + tag + ".db");
   TimingStore store(ig::open_sqlite_store(store_file.string(), ig::SqliteSync::full));
   const auto subscribed = std::make_shared<std::atomic<bool>>(false);
   ig::Writer writer(store, 512, ingest_log(subscribed));
-  ig::Subscriber subscriber(subscriber_options(broker, "bench-latency-ingest-" + std::to_string(rep)), {}, writer,
+  ig::Subscriber subscriber(subscriber_options(broker, "bench-latency-ingest-" + tag), {}, writer,
                             ingest_log(subscribed));
 
-  const auto device_file = dir / ("latency-device-" + std::to_string(rep) + ".db");
+  const auto device_file = dir / ("latency-device-" + tag + ".db");
   eo::Outbox outbox(device_file);
   eo::Forwarder forwarder(outbox,
                           std::make_unique<eo::MqttPublisher>(b::publisher_options(broker, "bench-latency-device")),
-                          b::forwarder_options());
+                          forwarder_options(batched));
   forwarder.start();
   // Warm up: once the ingest is subscribed, one event goes all the way.
   wait_subscribed(subscriber, *subscribed);
-  const auto warm_id = "warm-" + std::to_string(rep);
+  const auto warm_id = "warm-" + tag;
   outbox.enqueue(reading(warm_id));
   drive(subscriber, [&] { return store.stored_at(warm_id).has_value(); }, std::chrono::seconds(30), "warm-up");
 
@@ -160,7 +176,7 @@ Latency latency_run(const b::ScratchDir& dir, const std::string& broker, int rep
   const auto period = std::chrono::milliseconds(10);
   auto next = b::SteadyClock::now();
   for (int i = 0; i < events; ++i) {
-    const auto id = "lat-" + std::to_string(rep) + "-" + std::to_string(i);
+    const auto id = "lat-" + tag + "-" + std::to_string(i);
     const auto t = b::SteadyClock::now();
     outbox.enqueue(reading(id));
     sent.emplace_back(id, t);
@@ -188,8 +204,9 @@ struct Rates {
 };
 
 Rates ingest_run(const b::ScratchDir& dir, const std::string& broker, std::uint64_t events, ig::SqliteSync sync,
-                 int rep) {
-  const std::string tag = std::string(sync == ig::SqliteSync::full ? "full" : "normal") + "-" + std::to_string(rep);
+                 int rep, bool batched = false) {
+  const std::string tag = std::string(sync == ig::SqliteSync::full ? "full" : "normal") + (batched ? "-batch-" : "-") +
+                          std::to_string(rep);
   const auto store_file = dir / ("rate-ingest-" + tag + ".db");
   const std::string client_id = "bench-rate-ingest-" + tag;
   const auto device_file = dir / ("rate-device-" + tag + ".db");
@@ -206,7 +223,8 @@ Rates ingest_run(const b::ScratchDir& dir, const std::string& broker, std::uint6
   b::fill_outbox(device_file, events, false, 120, "rate-" + tag);
   eo::OutboxOptions q;
   q.durability = eo::Durability::full;
-  const double forward_s = b::forwarder_drain(device_file, q, broker, events, "bench-rate-device");
+  const double forward_s =
+      b::forwarder_drain(device_file, q, broker, events, "bench-rate-device", forwarder_options(batched));
 
   TimingStore store(ig::open_sqlite_store(store_file.string(), sync));
   const auto subscribed = std::make_shared<std::atomic<bool>>(false);
@@ -232,7 +250,7 @@ int main(int argc, char** argv) try {
   const auto duration = std::chrono::seconds(args.quick ? 1 : 30);
   std::vector<double> p50, p99;
   for (int rep = 0; rep < 3; ++rep) {
-    const auto l = latency_run(dir, args.broker, rep, duration);
+    const auto l = latency_run(dir, args.broker, rep, duration, false);
     p50.push_back(l.p50);
     p99.push_back(l.p99);
     b::note("bench_ingest: rep %d: latency p50 %.2f ms, p99 %.2f ms", rep, l.p50, l.p99);
@@ -240,6 +258,16 @@ int main(int argc, char** argv) try {
   b::figure("latency_seconds", static_cast<double>(duration.count()));
   b::figure("latency_p50_ms", b::median(p50));
   b::figure("latency_p99_ms", b::median(p99));
+  std::vector<double> p50_batch, p99_batch;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto l = latency_run(dir, args.broker, rep, duration, true);
+    p50_batch.push_back(l.p50);
+    p99_batch.push_back(l.p99);
+    b::note("bench_ingest: rep %d: latency batched p50 %.2f ms, p99 %.2f ms", rep, l.p50, l.p99);
+  }
+  b::figure("latency_linger_ms", static_cast<double>(forwarder_options(true).batch.linger.count()));
+  b::figure("latency_p50_ms_batch", b::median(p50_batch));
+  b::figure("latency_p99_ms_batch", b::median(p99_batch));
 
   const std::uint64_t events = args.quick ? 300 : 10'000;
   std::vector<double> ingest_full, ingest_normal, forward;
@@ -259,6 +287,19 @@ int main(int argc, char** argv) try {
   b::figure("forward_events_per_s_ingest_run", b::median(forward));
   b::figure("ingest_vs_forward_ratio", b::median(ingest_full) / b::median(forward));
   b::figure("ingest_vs_forward_ratio_normal", b::median(ingest_normal) / b::median(forward));
+
+  const std::uint64_t batch_events = args.quick ? 1'000 : 10'000;
+  std::vector<double> ingest_batch, forward_batch;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto r = ingest_run(dir, args.broker, batch_events, ig::SqliteSync::full, rep, true);
+    ingest_batch.push_back(r.ingest);
+    forward_batch.push_back(r.forward);
+    b::note("bench_ingest: rep %d: batches of 100: ingest %.0f/s (FULL); forwarder %.0f/s", rep, r.ingest, r.forward);
+  }
+  b::figure("ingest_batch_events", static_cast<double>(batch_events));
+  b::figure("ingest_events_per_s_batch", b::median(ingest_batch));
+  b::figure("forward_events_per_s_batch_ingest_run", b::median(forward_batch));
+  b::figure("ingest_vs_forward_batch_ratio", b::median(ingest_batch) / b::median(forward_batch));
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_ingest: %s\n", e.what());

@@ -97,6 +97,8 @@ run bench_ingest "${quick[@]}" --broker "$broker"
 if [[ -x $bin/bench_forward ]]; then
   run bench_forward "${quick[@]}" --broker "$broker"
 fi
+# Bytes per event on the wire, through a counting relay to the same broker.
+run bench_wire "${quick[@]}" --broker "$broker"
 
 # sim_binary_bytes: the stripped simulator, x86-64 and (if cross built) aarch64.
 strip_size() {

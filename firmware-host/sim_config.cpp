@@ -119,6 +119,14 @@ const std::vector<Field>& fields() {
       {"confirm-timeout",
        [](SimConfig& c, const json& v) { c.confirm_timeout = want_duration("confirm-timeout", v); },
        [](SimConfig& c, const SimConfig& f) { c.confirm_timeout = f.confirm_timeout; }},
+      {"batch", [](SimConfig& c, const json& v) { c.batch = want_count("batch", v); },
+       [](SimConfig& c, const SimConfig& f) { c.batch = f.batch; }},
+      {"batch-bytes", [](SimConfig& c, const json& v) { c.batch_bytes = want_count("batch-bytes", v); },
+       [](SimConfig& c, const SimConfig& f) { c.batch_bytes = f.batch_bytes; }},
+      {"linger", [](SimConfig& c, const json& v) { c.linger = want_duration("linger", v); },
+       [](SimConfig& c, const SimConfig& f) { c.linger = f.linger; }},
+      EO_STRING_FIELD("compress", compress),
+      EO_STRING_FIELD("format", format),
       EO_STRING_FIELD("durability", durability),
       {"max-pending", [](SimConfig& c, const json& v) { c.max_pending = want_count("max-pending", v); },
        [](SimConfig& c, const SimConfig& f) { c.max_pending = f.max_pending; }},
@@ -230,6 +238,25 @@ void add_options(CLI::App& app, SimConfig& cli) {
       [&cli](const std::string& s) { cli.confirm_timeout = cli_duration("--confirm-timeout", s); },
       "With --confirm server: send the unconfirmed events again when no confirmation advances for this long "
       "(default 30s; doubles while nothing is confirmed, up to 8 times)");
+  app.add_option("--batch", cli.batch,
+                 "Most events per MQTT message (1: one per message, as the CloudEvents MQTT binding says; more: "
+                 "a JSON batch, application/cloudevents-batch+json, which only a batch-aware consumer such as "
+                 "edge-outbox-ingest reads; 1..10000)")
+      ->capture_default_str();
+  app.add_option("--batch-bytes", cli.batch_bytes,
+                 "Most bytes of a batch's uncompressed payload (at least 1024; also kept below the broker's "
+                 "maximum packet size)")
+      ->capture_default_str();
+  app.add_option_function<std::string>(
+      "--linger", [&cli](const std::string& s) { cli.linger = cli_duration("--linger", s); },
+      "With --batch: how long the oldest event read may wait for a fuller batch while online and idle "
+      "(default 20ms; 0: send what is there)");
+  app.add_option("--compress", cli.compress, "Batch compression: none or zstd (needs --batch 2 or more)")
+      ->capture_default_str();
+  app.add_option("--format", cli.format,
+                 "Single-event messages: auto (CloudEvents binary mode on MQTT 5, structured on 3.1.1), binary "
+                 "(MQTT 5 only: no fallback to 3.1.1) or structured (one JSON envelope)")
+      ->capture_default_str();
   app.add_option("--durability", cli.durability,
                  "full: every reading survives a power loss; normal: a crash, not a power loss")
       ->capture_default_str();
@@ -312,6 +339,18 @@ void validate(SimConfig& c) {
     bad("--confirm must be broker or server, not \"" + c.confirm + "\"");
   }
   if (c.confirm_timeout.count() <= 0) bad("--confirm-timeout must be positive, such as 30s");
+  if (c.batch < 1 || c.batch > 10'000) bad("--batch must be 1..10000 events per message");
+  if (c.batch_bytes < 1024 || c.batch_bytes > 268'435'455) {
+    bad("--batch-bytes must be 1024..268435455 bytes (MQTT's largest packet)");
+  }
+  if (c.linger.count() < 0) bad("--linger must be 0 or more, such as 20ms");
+  if (c.compress != "none" && c.compress != "zstd") bad("--compress must be none or zstd, not \"" + c.compress + "\"");
+  if (c.compress != "none" && c.batch < 2) {
+    bad("--compress " + c.compress + " needs --batch 2 or more: only batches are compressed");
+  }
+  if (c.format != "auto" && c.format != "binary" && c.format != "structured") {
+    bad("--format must be auto, binary or structured, not \"" + c.format + "\"");
+  }
   if (c.capacity_policy != "reject_new" && c.capacity_policy != "drop_oldest") {
     bad("--capacity-policy must be reject_new or drop_oldest, not \"" + c.capacity_policy + "\"");
   }

@@ -45,6 +45,17 @@ struct SimConfig {
   std::chrono::milliseconds ack_timeout{15'000};  // ForwarderOptions::ack_timeout; 0: off
   std::string confirm = "broker";                 // broker | server (ForwarderOptions::confirmation)
   std::chrono::milliseconds confirm_timeout{30'000};  // ForwarderOptions::confirm_timeout
+  // ForwarderOptions::batch: most events per MQTT message (1: one per message,
+  // the CloudEvents MQTT binding as it is), most bytes of a batch's payload,
+  // how long the oldest event may wait for a fuller batch, and compression
+  // (none | zstd; only with batch >= 2).
+  std::uint64_t batch = 1;
+  std::uint64_t batch_bytes = 64 * 1024;
+  std::chrono::milliseconds linger{20};
+  std::string compress = "none";
+  // ForwarderOptions::wire_mode: auto (binary on MQTT 5, structured on 3.1.1),
+  // binary (MQTT 5 only: no fallback to 3.1.1) or structured.
+  std::string format = "auto";
   std::string durability = "full";           // full | normal
   std::uint64_t max_pending = 0;             // 0: unbounded
   std::string capacity_policy = "reject_new";  // reject_new | drop_oldest

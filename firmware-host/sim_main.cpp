@@ -3,6 +3,7 @@
 // records each reading and its event in one transaction, and forwards the
 // events to an MQTT broker. See docs/simulator.md.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/outbox.h>
+#include <edge_outbox/wire/batch.h>
 
 #include "host/log_sink.h"
 #include "host/read_secret.h"
@@ -64,18 +66,35 @@ std::unique_ptr<edge_outbox::Publisher> make_mqtt_publisher(const sim::SimConfig
   }
   o.backoff_max = c.backoff_max;
   if (o.backoff_initial > o.backoff_max) o.backoff_initial = o.backoff_max;
+  // Binary mode needs MQTT 5's properties: a broker that refuses version 5 is
+  // an error, not a quiet switch to structured messages.
+  if (c.format == "binary") o.fallback_to_3_1_1 = false;
   o.status_topic = c.topic_prefix + "/" + c.device_id + "/status";
   o.log = log;
   return std::make_unique<edge_outbox::MqttPublisher>(std::move(o));
 }
 
+edge_outbox::WireMode wire_mode_of(const std::string& format) {
+  if (format == "binary") return edge_outbox::WireMode::binary;
+  if (format == "structured") return edge_outbox::WireMode::structured;
+  return edge_outbox::WireMode::automatic;
+}
+
+// Bytes on the wire per event forwarded since start; empty before the first.
+std::optional<double> wire_bytes_per_event(const edge_outbox::ForwarderStats& forwarder) {
+  if (forwarder.published_total == 0) return std::nullopt;
+  return static_cast<double>(forwarder.wire_bytes) / static_cast<double>(forwarder.published_total);
+}
+
 std::string summary_json(std::uint64_t readings, std::uint64_t enqueued, const edge_outbox::OutboxStats& stats,
                          const edge_outbox::ForwarderStats& forwarder, const sim::DrainMeter& drain) {
-  nlohmann::ordered_json backlog = nullptr, drain_ms = nullptr;
+  nlohmann::ordered_json backlog = nullptr, drain_ms = nullptr, per_event = nullptr;
   if (auto last = drain.last()) {
     backlog = last->backlog;
     if (last->drain_time) drain_ms = last->drain_time->count();
   }
+  // One decimal: enough to compare formats, and stable in logs.
+  if (auto b = wire_bytes_per_event(forwarder)) per_event = std::round(*b * 10) / 10;
   return nlohmann::ordered_json{{"readings", readings},
                                 {"enqueued", enqueued},
                                 {"published", stats.published_total},
@@ -86,7 +105,10 @@ std::string summary_json(std::uint64_t readings, std::uint64_t enqueued, const e
                                 {"ack_timeouts", forwarder.ack_timeouts},
                                 {"resends", forwarder.resends},
                                 {"backlog_at_reconnect", backlog},
-                                {"drain_ms", drain_ms}}
+                                {"drain_ms", drain_ms},
+                                {"messages", forwarder.messages_acknowledged},
+                                {"wire_bytes", forwarder.wire_bytes},
+                                {"wire_bytes_per_event", per_event}}
       .dump();
 }
 
@@ -127,6 +149,12 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
   fo.confirmation = c.confirm == "server" ? edge_outbox::ForwarderOptions::Confirmation::server
                                           : edge_outbox::ForwarderOptions::Confirmation::broker;
   fo.confirm_timeout = c.confirm_timeout;
+  fo.wire_mode = wire_mode_of(c.format);
+  fo.batch.max_events = static_cast<std::size_t>(c.batch);
+  fo.batch.max_bytes = static_cast<std::size_t>(c.batch_bytes);
+  fo.batch.linger = c.linger;
+  fo.batch.compression =
+      c.compress == "zstd" ? edge_outbox::cloudevents::Compression::zstd : edge_outbox::cloudevents::Compression::none;
   fo.log = log;
   edge_outbox::Forwarder forwarder(outbox, oo, std::move(publisher), fo);
   forwarder.start();
@@ -156,6 +184,7 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
     f.rejected = rejected;
     f.connected = fs.connected;
     f.offline_by_schedule = gate && !gate->online();
+    f.wire_bytes_per_event = wire_bytes_per_event(fs);
     status.write(f, now);
   };
   // One pass of the housekeeping the main loop does between readings.
@@ -269,7 +298,8 @@ int main(int argc, char** argv) {
       "reading.recorded event in one transaction, and forwards the events to an MQTT broker.\n"
       "Prints one JSON summary line on stdout at exit:\n"
       "  {\"readings\":N,\"enqueued\":N,\"published\":N,\"pending\":N,\"unconfirmed\":N,\"dead\":N,\n"
-      "   \"reconnects\":N,\"ack_timeouts\":N,\"resends\":N,\"backlog_at_reconnect\":N|null,\"drain_ms\":N|null}"};
+      "   \"reconnects\":N,\"ack_timeouts\":N,\"resends\":N,\"backlog_at_reconnect\":N|null,\"drain_ms\":N|null,\n"
+      "   \"messages\":N,\"wire_bytes\":N,\"wire_bytes_per_event\":X|null}"};
   sim::SimConfig cli;
   sim::add_options(app, cli);
   try {

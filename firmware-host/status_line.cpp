@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "status_line.h"
 
+#include <cmath>
+
 namespace edge_outbox::sim {
 
 std::string format_status(const StatusFigures& f) {
@@ -8,6 +10,7 @@ std::string format_status(const StatusFigures& f) {
   if (f.unconfirmed) s += "  unconfirmed " + std::to_string(*f.unconfirmed);
   s += "  published " + std::to_string(f.published) + "  dead " + std::to_string(f.dead);
   if (f.rejected) s += "  rejected " + std::to_string(f.rejected);
+  if (f.wire_bytes_per_event) s += "  wire " + std::to_string(std::llround(*f.wire_bytes_per_event)) + " B/event";
   s += f.connected ? "  connected yes" : (f.offline_by_schedule ? "  connected no (scheduled outage)" : "  connected no");
   return s;
 }

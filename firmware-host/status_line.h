@@ -23,10 +23,13 @@ struct StatusFigures {
   std::uint64_t rejected = 0;  // readings refused by a full outbox, this run
   bool connected = false;
   bool offline_by_schedule = false;
+  // Bytes on the wire per event forwarded this run (ForwarderStats::
+  // wire_bytes / published_total); empty until one was forwarded.
+  std::optional<double> wire_bytes_per_event;
 };
 
-// "readings 120  pending 3  published 117  dead 0  connected yes"; with
-// server confirmation "pending 3  unconfirmed 2".
+// "readings 120  pending 3  published 117  dead 0  wire 312 B/event
+// connected yes"; with server confirmation "pending 3  unconfirmed 2".
 std::string format_status(const StatusFigures& figures);
 
 class StatusLine {

@@ -7,7 +7,11 @@
 # until that confirmation (server confirmation, --confirm server). At the end it prints what was recorded, what arrived,
 # the duplicates the ingest dropped, how many readings were lost (must be 0;
 # the script exits non-zero otherwise), and how long the outage's backlog
-# took to drain after the reconnection.
+# took to drain after the reconnection. Then two more devices forward the same
+# number of readings recorded while the broker was out of reach, one with one
+# event per MQTT message, one with batches of up to 100 compressed with zstd
+# (--batch 100 --compress zstd), and it prints the bytes per event each put on
+# the wire.
 #
 # Everything runs on 127.0.0.1 in a temporary directory; every process the
 # script started is stopped on exit, also on Ctrl-C.
@@ -16,6 +20,8 @@
 #   EDGE_OUTBOX_DEMO_SECONDS   how long the device produces (default 30); the
 #                              outage starts at 1/3 and lasts 1/3 of it
 #   EDGE_OUTBOX_DEMO_RATE      readings per second (default 50)
+#   EDGE_OUTBOX_DEMO_WIRE_READINGS  readings of each of the two wire-bytes
+#                              devices (default 1000)
 #   EDGE_OUTBOX_BUILD_DIR      build tree to use (default build)
 #   EDGE_OUTBOX_DEMO_NO_BUILD  set to 1 to use the binaries as they are
 #   EDGE_OUTBOX_DEMO_KEEP      set to 1 to keep the temporary directory
@@ -24,6 +30,7 @@ cd "$(dirname "$0")/.."
 
 seconds=${EDGE_OUTBOX_DEMO_SECONDS:-30}
 rate=${EDGE_OUTBOX_DEMO_RATE:-50}
+wire_readings=${EDGE_OUTBOX_DEMO_WIRE_READINGS:-1000}
 build_dir=${EDGE_OUTBOX_BUILD_DIR:-build}
 device=demo-device
 outage_at=$(( seconds / 3 ))
@@ -95,6 +102,12 @@ for _ in $(seq 100); do
   if port_free "$candidate"; then port=$candidate; break; fi
 done
 [ -n "$port" ] || die "no free port found on 127.0.0.1"
+unreachable_port=''
+for _ in $(seq 100); do
+  candidate=$(( 20000 + RANDOM % 40000 ))
+  if [ "$candidate" != "$port" ] && port_free "$candidate"; then unreachable_port=$candidate; break; fi
+done
+[ -n "$unreachable_port" ] || die "no free port found on 127.0.0.1"
 
 {
   [ "$(id -u)" -ne 0 ] || echo "user root"
@@ -196,6 +209,38 @@ for _ in $(seq 300); do
   [ "$stored" -ge "$readings" ] && break
   sleep 0.1
 done
+# Bytes on the wire: each device records its readings with the broker out of
+# reach, then a second run forwards the backlog (so that batches are full)
+# and waits for the ingest's confirmation. The simulator counts the bytes of
+# its PUBLISH and PUBACK packets (wire_bytes_per_event in its summary).
+wire_run() {  # wire_run DEVICE FLAGS...: the forwarding run's summary on stdout
+  local device=$1
+  shift
+  "$sim" --db "$work/$device.db" --device-id "$device" --broker "mqtt://127.0.0.1:$unreachable_port" \
+    --count "$wire_readings" --rate 0 --durability normal >/dev/null 2>"$work/$device.offline.stderr" \
+    || { cat "$work/$device.offline.stderr" >&2; die "edge-outbox-sim ($device, offline) failed"; }
+  "$sim" --db "$work/$device.db" --device-id "$device" --broker "mqtt://127.0.0.1:$port" \
+    --count 0 --exit-when-drained --drain-timeout 60s --confirm server "$@" \
+    >"$work/$device.stdout" 2>"$work/$device.stderr" \
+    || { cat "$work/$device.stderr" >&2; die "edge-outbox-sim ($device) failed"; }
+  tail -n 1 "$work/$device.stdout"
+}
+say "bytes on the wire: $wire_readings readings one per message, then in batches of 100 with zstd"
+single_summary=$(wire_run demo-single)
+batched_summary=$(wire_run demo-batched --batch 100 --compress zstd)
+json_number() { printf '%s' "$1" | grep -o "\"$2\":[0-9.]*" | cut -d: -f2; }
+wire_lost=0
+for wire_device in demo-single demo-batched; do
+  n=0
+  for _ in $(seq 300); do
+    n=$(sqlite3 "$work/ingest.db" "SELECT COUNT(DISTINCT CAST(json_extract(CAST(payload AS TEXT), '\$.reading_id') AS INTEGER))
+      FROM events WHERE type = 'reading.recorded' AND source = '$wire_device'" 2>/dev/null || echo 0)
+    [ "$n" -ge "$wire_readings" ] && break
+    sleep 0.1
+  done
+  wire_lost=$(( wire_lost + wire_readings - n ))
+done
+
 stop_pid "$ingest_pid"
 ingest_pid=''
 counters=$(tail -n 1 "$work/ingest.stdout")
@@ -227,9 +272,15 @@ fi
 printf '  %-34s %s\n' "drain time after reconnect" "$drain"
 printf '  %-34s %s\n' "total run" "$(fmt_s $(( $(now_ms) - sim_started )))"
 echo
-if [ "$lost" != 0 ]; then
-  echo "FAILED: $lost readings never reached the ingest (files kept in $work)" >&2
+echo "bytes on the wire per event (PUBLISH + PUBACK packets; $wire_readings readings each, all stored by the ingest):"
+printf '  %-34s %s\n' "one event per message" \
+  "$(json_number "$single_summary" wire_bytes_per_event) bytes ($(json_number "$single_summary" messages) messages)"
+printf '  %-34s %s\n' "--batch 100 --compress zstd" \
+  "$(json_number "$batched_summary" wire_bytes_per_event) bytes ($(json_number "$batched_summary" messages) messages)"
+echo
+if [ "$lost" != 0 ] || [ "$wire_lost" != 0 ]; then
+  echo "FAILED: $(( lost + wire_lost )) readings never reached the ingest (files kept in $work)" >&2
   EDGE_OUTBOX_DEMO_KEEP=1
   exit 1
 fi
-echo "lost 0: every reading recorded on the device reached the server exactly once in its store"
+echo "lost 0: every reading recorded on the devices reached the server exactly once in its store"

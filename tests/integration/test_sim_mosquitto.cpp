@@ -3,7 +3,9 @@
 // mosquitto: the summary agrees with the database, an offline run is drained
 // by a later one, SIGTERM and restart lose nothing, outages by schedule (with
 // the drain figures), --ack-timeout on a blackholed link, --confirm server
-// (events kept until a confirmation covers them; the retained stream status).
+// (events kept until a confirmation covers them; the retained stream status),
+// --batch with --compress zstd and --format structured (every reading once,
+// the bytes on the wire counted by a relay).
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -16,6 +18,9 @@
 #include <vector>
 
 #include <mqtt/async_client.h>
+
+#include <edge_outbox/wire/batch.h>
+#include <edge_outbox/wire/cloudevents.h>
 
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
@@ -383,4 +388,97 @@ TEST_CASE("--confirm server: events stay until a confirmation covers them; the s
   CHECK(second.summary()["published"] == 40);
   CHECK(second.summary()["unconfirmed"] == 0);
   CHECK(sql_count(db, kPending) == 0);
+}
+
+TEST_CASE("--batch 100 --compress zstd: every reading arrives once, in batches, for far fewer bytes on the wire") {
+  Mosquitto broker;
+  TcpProxy relay(broker.port());  // counts the bytes between the sim and the broker
+  Subscriber sub(broker.uri(), {"devices/+/events/#"});
+  TempDir dir;
+  constexpr int readings = 500;
+  // Records a backlog offline, then drains it through the relay; returns the
+  // drain run's summary and the relay's bytes (both ways) during it.
+  auto drain_run = [&](const std::string& device, const std::vector<std::string>& flags) {
+    const auto db = dir / (device + ".db");
+    auto offline = run_binary(dir, sim_binary(),
+                              {"--db", db.string(), "--device-id", device, "--broker", unreachable_broker(),
+                               "--count", std::to_string(readings), "--rate", "0", "--durability", "normal"});
+    INFO(offline.err);
+    REQUIRE(offline.status == 0);
+    std::vector<std::string> args = {"--db", db.string(), "--device-id", device, "--broker", relay.uri(),
+                                     "--count", "0", "--exit-when-drained", "--drain-timeout", "60s"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto before = relay.bytes_forwarded();
+    auto drain = run_binary(dir, sim_binary(), args);
+    INFO(drain.err);
+    REQUIRE(drain.status == 0);
+    return std::pair{drain.summary(), relay.bytes_forwarded() - before};
+  };
+  auto [single, single_bytes] = drain_run("gw-single", {});
+  auto [batched, batched_bytes] = drain_run("gw-zstd", {"--batch", "100", "--compress", "zstd"});
+  auto [structured, structured_bytes] = drain_run("gw-structured", {"--format", "structured"});
+
+  for (const auto* s : {&single, &batched, &structured}) {
+    CHECK((*s)["published"] == readings);
+    CHECK((*s)["pending"] == 0);
+    CHECK((*s)["wire_bytes_per_event"].is_number());
+  }
+  CHECK(single["messages"] == readings);
+  CHECK(batched["messages"].get<int>() >= readings / 100);
+  CHECK(batched["messages"].get<int>() < readings / 10);  // batches, not single events
+  // The forwarder counts its PUBLISH and PUBACK packets; the relay sees them
+  // and the connection's other packets.
+  CHECK(single["wire_bytes"].get<std::uint64_t>() <= single_bytes);
+  CHECK(batched["wire_bytes"].get<std::uint64_t>() <= batched_bytes);
+  CHECK(structured["wire_bytes"].get<std::uint64_t>() <= structured_bytes);
+  MESSAGE("relay bytes per event: single ", single_bytes / readings, ", batch 100 + zstd ", batched_bytes / readings,
+          ", structured ", structured_bytes / readings);
+  CHECK(batched_bytes * 3 < single_bytes);
+
+  // Every reading once, decoded as a consumer would: batches by decode_batch.
+  namespace ce = edge_outbox::cloudevents;
+  struct Seen {
+    std::multiset<std::int64_t> ids;
+    bool batch = false;
+    std::string content_type;
+  };
+  auto seen_of = [](const std::vector<ReceivedMessage>& messages, const std::string& device) {
+    Seen seen;
+    for (const auto& m : messages) {
+      if (m.topic != "devices/" + device + "/events/reading.recorded") continue;
+      seen.content_type = m.content_type;
+      ce::UserProperties props(m.user_properties.begin(), m.user_properties.end());
+      std::vector<std::string> datas;
+      if (ce::is_batch(m.payload, m.content_type, props)) {
+        seen.batch = true;
+        for (const auto& element : ce::decode_batch(m.payload, props, ce::BatchLimits{})) {
+          if (element.event) datas.push_back(element.event->data);
+        }
+      } else {
+        datas.push_back(ce::decode(m.payload, m.content_type, props).data);
+      }
+      for (const auto& data : datas) seen.ids.insert(json::parse(data)["reading_id"].get<std::int64_t>());
+    }
+    return seen;
+  };
+  const std::vector<std::string> devices = {"gw-single", "gw-zstd", "gw-structured"};
+  REQUIRE(sub.wait_for(
+      [&](const std::vector<ReceivedMessage>& messages) {
+        for (const auto& device : devices) {
+          if (seen_of(messages, device).ids.size() < readings) return false;
+        }
+        return true;
+      },
+      30s));
+  const auto messages = sub.messages();
+  for (const auto& device : devices) {
+    CAPTURE(device);
+    const auto seen = seen_of(messages, device);
+    CHECK(seen.ids.size() == readings);
+    CHECK(std::set<std::int64_t>(seen.ids.begin(), seen.ids.end()).size() == readings);
+    CHECK(*seen.ids.begin() == 1);
+    CHECK(*seen.ids.rbegin() == readings);
+    CHECK(seen.batch == (device == "gw-zstd"));
+    if (device == "gw-structured") CHECK(seen.content_type == "application/cloudevents+json");
+  }
 }

@@ -180,7 +180,17 @@ std::uint64_t TcpProxy::accepted_total() const {
 
 std::uint64_t TcpProxy::bytes_forwarded() const {
   MutexLock lock(mutex_);
-  return forwarded_;
+  return to_target_ + to_clients_;
+}
+
+std::uint64_t TcpProxy::bytes_to_target() const {
+  MutexLock lock(mutex_);
+  return to_target_;
+}
+
+std::uint64_t TcpProxy::bytes_to_clients() const {
+  MutexLock lock(mutex_);
+  return to_clients_;
 }
 
 void TcpProxy::run() {
@@ -220,11 +230,11 @@ void TcpProxy::run() {
 
     // Deliver what is due; a side that ended is closed once what it sent is
     // delivered, and the link with it.
-    std::uint64_t moved = 0;
+    std::uint64_t moved_up = 0, moved_down = 0;
     if (forwarding) {
       for (auto& link : links) {
         if (link.upstream < 0) continue;
-        if (!flush(link.up, link.upstream, now, moved) || !flush(link.down, link.client, now, moved) ||
+        if (!flush(link.up, link.upstream, now, moved_up) || !flush(link.down, link.client, now, moved_down) ||
             (link.up.ended && link.up.queue.empty()) || (link.down.ended && link.down.queue.empty())) {
           link.dead = true;
         }
@@ -236,7 +246,8 @@ void TcpProxy::run() {
     {
       MutexLock lock(mutex_);
       open_ = links.size();
-      forwarded_ += moved;
+      to_target_ += moved_up;
+      to_clients_ += moved_down;
     }
 
     const bool reading = forwarding && (mode != Mode::slow || tokens >= 1);

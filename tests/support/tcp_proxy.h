@@ -25,7 +25,8 @@
 // wait of its own; a reader that stops reading stops the proxy reading from
 // its peer, as a direct connection would. When one side closes, what it sent
 // is delivered, then both sides are closed. Flapping is set_mode() from the
-// test on a timer.
+// test on a timer. It counts the bytes it delivers in each direction (a
+// benchmark's wire bytes).
 // One background thread; the destructor closes everything and joins it.
 //
 // Thread rule: all methods may be called from any thread.
@@ -77,6 +78,12 @@ class TcpProxy {
   std::size_t open_connections() const;
   std::uint64_t accepted_total() const;
   std::uint64_t bytes_forwarded() const;
+  // The same bytes by direction: written to the target (what clients sent,
+  // e.g. a device's PUBLISH packets) and written to the clients (what the
+  // target sent back, e.g. its PUBACKs). TCP payload only: no headers, and
+  // bytes a mode threw away are not counted. bytes_forwarded() is their sum.
+  std::uint64_t bytes_to_target() const;
+  std::uint64_t bytes_to_clients() const;
 
  private:
   void run();
@@ -93,7 +100,8 @@ class TcpProxy {
   bool stopping_ GUARDED_BY(mutex_) = false;
   std::size_t open_ GUARDED_BY(mutex_) = 0;
   std::uint64_t accepted_ GUARDED_BY(mutex_) = 0;
-  std::uint64_t forwarded_ GUARDED_BY(mutex_) = 0;
+  std::uint64_t to_target_ GUARDED_BY(mutex_) = 0;
+  std::uint64_t to_clients_ GUARDED_BY(mutex_) = 0;
   std::thread thread_;
 };
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // firmware-host/sim_config.cpp and duration.cpp: the simulator's command line
-// and its JSON config file.
+// and its JSON config file; status_line.cpp: the status line's text.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -14,6 +14,7 @@
 
 #include "host/duration.h"
 #include "sim_config.h"
+#include "status_line.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
@@ -217,4 +218,76 @@ TEST_CASE("the JSON config: unknown keys, wrong types and bad JSON are clear err
         std::string::npos);
   CHECK(error_of([&] { parse({"--config", (dir / "missing.json").string()}); }).find("cannot read") !=
         std::string::npos);
+}
+
+TEST_CASE("batching and format: flags, config keys, defaults and errors") {
+  auto c = parse({"--db", "x.db"});
+  CHECK(c.batch == 1);
+  CHECK(c.batch_bytes == 65536);
+  CHECK(c.linger == 20ms);
+  CHECK(c.compress == "none");
+  CHECK(c.format == "auto");
+
+  c = parse({"--db", "x.db", "--batch", "100", "--batch-bytes", "4096", "--linger", "50ms", "--compress", "zstd",
+             "--format", "structured"});
+  CHECK(c.batch == 100);
+  CHECK(c.batch_bytes == 4096);
+  CHECK(c.linger == 50ms);
+  CHECK(c.compress == "zstd");
+  CHECK(c.format == "structured");
+  CHECK(parse({"--db", "x.db", "--linger", "0"}).linger == 0ms);
+  CHECK(parse({"--db", "x.db", "--format", "binary"}).format == "binary");
+  CHECK(parse({"--db", "x.db", "--batch", "10000"}).batch == 10000);
+
+  CHECK(error_of([] { parse({"--db", "x.db", "--compress", "zstd"}); }).find("needs --batch 2 or more") !=
+        std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x.db", "--batch", "1", "--compress", "zstd"}); }).find("needs --batch") !=
+        std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x.db", "--batch", "5", "--compress", "gzip"}); }).find("none or zstd") !=
+        std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x.db", "--batch", "0"}); }).find("--batch must be 1..10000") !=
+        std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x.db", "--batch", "10001"}); }).find("--batch must be 1..10000") !=
+        std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x.db", "--batch-bytes", "1023"}); }).find("--batch-bytes") !=
+        std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x.db", "--format", "json"}); }).find("auto, binary or structured") !=
+        std::string::npos);
+  CHECK_THROWS_AS(parse({"--db", "x.db", "--linger", "-5ms"}), CLI::ValidationError);
+
+  test::TempDir dir;
+  auto file = dir / "sim.json";
+  std::ofstream(file) << R"({"db": "d.db", "batch": 50, "batch_bytes": 2048, "linger": "5ms", "compress": "zstd",
+                             "format": "binary"})";
+  c = parse({"--config", file.string()});
+  CHECK(c.batch == 50);
+  CHECK(c.batch_bytes == 2048);
+  CHECK(c.linger == 5ms);
+  CHECK(c.compress == "zstd");
+  CHECK(c.format == "binary");
+  c = parse({"--config", file.string(), "--batch", "200", "--linger", "0"});  // flags win
+  CHECK(c.batch == 200);
+  CHECK(c.linger == 0ms);
+  CHECK(c.compress == "zstd");
+  // The file's compression with a batch of 1 from the command line: the same rule.
+  CHECK(error_of([&] { parse({"--config", file.string(), "--batch", "1"}); }).find("needs --batch") !=
+        std::string::npos);
+
+  sim::SimConfig j;
+  sim::apply_json(j, json{{"linger", 0.25}});  // a number of seconds
+  CHECK(j.linger == 250ms);
+  CHECK(error_of([&] { sim::apply_json(j, json{{"batch", -1}}); }).find("non-negative integer") != std::string::npos);
+  CHECK(error_of([&] { sim::apply_json(j, json{{"compress", true}}); }).find("\"compress\" must be a string") !=
+        std::string::npos);
+}
+
+TEST_CASE("the status line shows the bytes per event on the wire once an event was forwarded") {
+  sim::StatusFigures f;
+  f.readings = 120;
+  f.pending = 3;
+  f.published = 117;
+  f.connected = true;
+  CHECK(sim::format_status(f) == "readings 120  pending 3  published 117  dead 0  connected yes");
+  f.wire_bytes_per_event = 41.6;
+  CHECK(sim::format_status(f) == "readings 120  pending 3  published 117  dead 0  wire 42 B/event  connected yes");
 }
