@@ -156,6 +156,15 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
   fo.batch.compression =
       c.compress == "zstd" ? edge_outbox::cloudevents::Compression::zstd : edge_outbox::cloudevents::Compression::none;
   fo.log = log;
+  if (c.batch > 1 && fo.confirmation == edge_outbox::ForwarderOptions::Confirmation::broker) {
+    // Only an ingest that reads batches can store them; in broker mode an
+    // event leaves the device at the broker's PUBACK, whoever reads it.
+    log(LogLevel::warning,
+        "--batch " + std::to_string(c.batch) +
+            " with --confirm broker: an ingest that cannot read batches rejects them and the events are lost "
+            "to it; use --confirm server so that the device keeps them until they are stored "
+            "(docs/upgrading.md)");
+  }
   edge_outbox::Forwarder forwarder(outbox, oo, std::move(publisher), fo);
   forwarder.start();
 
