@@ -33,7 +33,8 @@ ctest_args=("$@")
 
 build_dir=${EDGE_OUTBOX_BUILD_DIR:-$default_dir}
 jobs=$(nproc)
-# Debug info and -O1: readable stacks at a bearable speed. The benchmarks
+# Debug info and -O1: readable stacks at a bearable speed (the tests' own
+# code at -Og, cmake/EdgeOutboxTestCode.cmake). The benchmarks
 # measure nothing useful under a sanitizer.
 # A new build directory uses Ninja, which builds the several targets below
 # in one parallel run (make builds them one after the other); an existing

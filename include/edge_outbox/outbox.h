@@ -74,9 +74,11 @@ class CommitSubscription;
 
 class Outbox {
  public:
-  // Opens or creates the file (created 0600). Throws Error(corrupt) for a
-  // file that is not SQLite, is truncated, or (with options.check_on_open)
-  // fails quick_check (the file is left untouched),
+  // Opens or creates the file (created 0600; a new or empty file gets 1 KiB
+  // pages, an existing one keeps its page size: docs/library.md, "Flash
+  // wear"). Throws Error(corrupt) for a file that is not SQLite, is
+  // truncated, or (with options.check_on_open) fails quick_check (the file
+  // is left untouched),
   // Error(schema_too_new), Error(io) for a missing file (OpenMode::existing,
   // inspect), an unwritable directory, or a kernel that gives no random
   // bytes for event ids (getrandom(2) missing or forbidden).

@@ -284,7 +284,12 @@ void open_connection(Connection& out, const std::filesystem::path& path, const C
     }
     if (!inspect) {
       const bool fresh = db.execAndGet("PRAGMA page_count").getInt() == 0;
-      if (fresh) db.exec("PRAGMA auto_vacuum = INCREMENTAL");
+      if (fresh) {
+        // Both only take effect on a file without pages, before WAL mode
+        // writes its header: an existing file keeps its own.
+        db.exec("PRAGMA page_size = " + std::to_string(created_page_size));
+        db.exec("PRAGMA auto_vacuum = INCREMENTAL");
+      }
       const auto mode = db.execAndGet("PRAGMA journal_mode = WAL").getString();
       if (mode != "wal" && options.log)
         options.log(LogLevel::warning, "journal_mode is " + mode + ", not wal, on " + path.string());

@@ -34,6 +34,13 @@ namespace edge_outbox {
 inline constexpr int current_schema_version = 1;
 inline constexpr int current_schema_revision = 2;
 
+// The page size of a database file this library creates (docs/library.md,
+// "Flash wear"): every commit rewrites whole pages (the table's and each
+// index's last leaf, their parents, the header page), once in the -wal and
+// again at the checkpoint, so small pages write less per event. An existing
+// file keeps the page size it was created with (VACUUM changes it).
+inline constexpr int created_page_size = 1024;
+
 // The connections of this process to one database file (Outboxes, Queues)
 // write one at a time through this gate, first come first served. SQLite's
 // own lock is polled with sleeps (busy_timeout), so without the gate a

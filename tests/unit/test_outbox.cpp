@@ -102,6 +102,36 @@ TEST_CASE("the file is created 0600 in WAL mode with the chosen synchronous leve
   CHECK(check.execAndGet("PRAGMA user_version").getInt() == 0);  // the application's, untouched
 }
 
+TEST_CASE("a file the library creates has 1 KiB pages; a file with pages keeps its own") {
+  test::TempDir dir;
+  {
+    Outbox outbox(dir / "new.db");
+    outbox.enqueue(reading_event(1));
+  }
+  {
+    SQLite::Database check((dir / "new.db").string());
+    CHECK(check.execAndGet("PRAGMA page_size").getInt() == 1024);
+    CHECK(check.execAndGet("PRAGMA auto_vacuum").getInt() == 2);  // incremental
+  }
+
+  // An application's own file, created with its own page size before the
+  // outbox first opens it.
+  {
+    SQLite::Database app((dir / "app.db").string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    app.exec("PRAGMA page_size = 4096");
+    app.exec("CREATE TABLE readings (id INTEGER PRIMARY KEY, value REAL NOT NULL)");
+  }
+  {
+    Outbox outbox(dir / "app.db");
+    create_readings(outbox);
+    outbox.enqueue(reading_event(2));
+    CHECK(outbox.stats().pending == 1);
+  }
+  SQLite::Database check((dir / "app.db").string());
+  CHECK(check.execAndGet("PRAGMA page_size").getInt() == 4096);
+  CHECK(check.execAndGet("PRAGMA journal_mode").getString() == "wal");
+}
+
 TEST_CASE("events come out in commit order across reopen; ids are unique and time-ordered") {
   test::TempDir dir;
   std::vector<std::string> ids;
