@@ -26,7 +26,7 @@ RejectedRow element_rejected_row(const Received& m, const ClassifyOptions& optio
   Received element;
   element.topic = m.topic;
   element.payload = text;
-  element.content_type = element_content_type;
+  element.content_type = cloudevents::structured_content_type;
   element.retained = m.retained;
   element.received_at_ms = m.received_at_ms;
   RejectedRow row = rejected_row(element, options, reason);

@@ -21,11 +21,6 @@
 
 namespace edge_outbox::ingest {
 
-// The JSON content type a batch element's rejection records as its
-// properties' content_type, so that `reprocess` decodes the element as the
-// structured event it is meant to be.
-inline constexpr std::string_view element_content_type = "application/cloudevents+json";
-
 struct ClassifiedMessage {
   // The rows, in the message's order: one for a single event or a batch
   // rejected whole, else one per batch element.
@@ -38,7 +33,8 @@ struct ClassifiedMessage {
 ClassifiedMessage classify_message(const Received& m, const ClassifyOptions& options);
 
 // The rejection of element `index` of batch message m: the element's text as
-// the payload (with element_content_type in the properties, and the element's
+// the payload (with cloudevents::structured_content_type in the properties, so
+// that `reprocess` decodes it as the structured event it is meant to be, and the element's
 // place in the batch), the reason, and the stream position the element names
 // (set_stream_position on the element as a structured payload).
 RejectedRow element_rejected_row(const Received& m, const ClassifyOptions& options, std::string_view text,
