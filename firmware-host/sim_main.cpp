@@ -19,6 +19,7 @@
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/wire/batch.h>
 
+#include "host/command_line.h"
 #include "host/log_sink.h"
 #include "host/read_secret.h"
 #include "host/termination_signals.h"
@@ -311,11 +312,8 @@ int main(int argc, char** argv) {
       "   \"messages\":N,\"wire_bytes\":N,\"wire_bytes_per_event\":X|null}"};
   sim::SimConfig cli;
   sim::add_options(app, cli);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  host::add_version_flag(app, "edge-outbox-sim");
+  if (const auto done = host::parse_command_line(app, argc, argv)) return *done;
   sim::SimConfig config;
   std::string password;  // the broker's, read once; never logged
   try {
