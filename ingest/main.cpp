@@ -36,7 +36,9 @@
 #include "common/mutex.h"
 #include "host/log_sink.h"
 #include "host/read_secret.h"
+#include "host/service_notify.h"
 #include "host/termination_signals.h"
+#include "host/watchdog_pacer.h"
 #include "ingest/confirmer.h"
 #include "ingest/gaps.h"
 #include "ingest/reprocess.h"
@@ -140,6 +142,15 @@ int run_reprocess(const std::string& store_spec, const ingest::ClassifyOptions& 
     log("error", std::string("reprocess stopped: ") + e.what() + " (what was reprocessed so far stays; run it again)");
     return kExitReprocessFailed;
   }
+}
+
+// The service manager's STATUS= line: what the store holds since start.
+std::string service_status(const ingest::Writer& writer) {
+  const auto c = writer.counters();
+  std::string text = "stored " + std::to_string(c.stored) + ", duplicates " + std::to_string(c.duplicates) +
+                     ", rejected " + std::to_string(c.rejected) + ", pending " + std::to_string(writer.pending());
+  if (writer.failing()) text += "; the store is failing (retrying)";
+  return text;
 }
 
 }  // namespace
@@ -302,6 +313,14 @@ int main(int argc, char** argv) {
     return kExitCannotStart;
   }
 
+  // Under a service manager (Type=notify): ready once the store is open,
+  // never waiting for the broker; keep-alives only while the writer thread
+  // goes round (host/watchdog_pacer.h).
+  const host::ServiceNotifier notifier;
+  host::WatchdogPacer watchdog(notifier.watchdog_interval());
+  notifier.ready("storing into " + store->describe() + "; " + service_status(writer));
+  auto last_status = std::chrono::steady_clock::now();
+
   // Paho calls (connect, is_connected, disconnect) can block while a
   // message callback waits on the Writer (a failing store): they run on
   // their own thread, so this one always answers signals.
@@ -330,6 +349,11 @@ int main(int argc, char** argv) {
     exit_signal = signals.wait(std::chrono::milliseconds(200));
     if (exit_signal) break;
     auto now = std::chrono::steady_clock::now();
+    if (watchdog.due(writer.worker_passes(), now)) notifier.watchdog();
+    if (notifier.active() && now - last_status >= std::chrono::seconds(2)) {
+      last_status = now;
+      notifier.status(service_status(writer));
+    }
     if (stats_interval > 0 && now - last_stats >= std::chrono::duration<double>(stats_interval)) {
       last_stats = now;
       log("info", "stats " + counters_json(writer.counters(), confirmer->counters()));
@@ -343,6 +367,7 @@ int main(int argc, char** argv) {
     }
   }
   if (exit_signal) log("info", "stopping on " + std::string(host::TerminationSignals::name(exit_signal)));
+  notifier.stopping();
 
   // Disconnect, letting callbacks commit what they hold; but while the store
   // fails they cannot, and Paho's disconnect waits for them: then do not

@@ -133,6 +133,11 @@ std::size_t Writer::abandoned() const {
   return abandoned_;
 }
 
+std::uint64_t Writer::worker_passes() const {
+  std::lock_guard lock(mutex_);
+  return worker_passes_;
+}
+
 bool Writer::failing() const {
   std::lock_guard lock(mutex_);
   return failing_;
@@ -156,7 +161,9 @@ void Writer::set_commit_observer(CommitObserver observer) {
 void Writer::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    ++worker_passes_;
+    // Wakes every second even when idle, so that worker_passes() moves.
+    if (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || !queue_.empty(); })) continue;
     if (queue_.empty()) {  // stopping with nothing left
       finished_ = true;
       cv_.notify_all();
@@ -197,7 +204,14 @@ void Writer::run() {
 bool Writer::back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds& backoff,
                       const std::string& error) {
   if (log_) log_("error", "store commit failed, retrying in " + std::to_string(backoff.count()) + " ms: " + error);
-  if (cv_.wait_for(lock, backoff, [&] { return stopping_; })) return false;
+  // In slices of at most a second, each a round of worker_passes().
+  const auto until = std::chrono::steady_clock::now() + backoff;
+  while (std::chrono::steady_clock::now() < until) {
+    ++worker_passes_;
+    const auto slice = std::min<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now(),
+                                                                     std::chrono::seconds(1));
+    if (cv_.wait_for(lock, slice, [&] { return stopping_; })) return false;
+  }
   backoff = std::min(backoff * 2, max_backoff_);
   return true;
 }

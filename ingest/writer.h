@@ -139,6 +139,11 @@ class Writer {
   bool wait_finished(std::chrono::milliseconds timeout);
   // Rows that ended not_committed (stopped while the store failed).
   std::size_t abandoned() const;
+  // Rounds of the writer thread's loop, since start: at least one a second
+  // while it runs, idle or committing (a backoff wait counts as a round). A
+  // count that stands still means the thread is stuck, e.g. in a store call
+  // that hangs (a service manager's watchdog pings only while it moves).
+  std::uint64_t worker_passes() const;
 
  private:
   // One submitted message: its rows, and what became of each.
@@ -167,6 +172,7 @@ class Writer {
   bool finished_ = false;  // run() has returned
   bool failing_ = false;
   std::size_t abandoned_ = 0;
+  std::uint64_t worker_passes_ = 0;
   Counters counters_;
   CommitObserver observer_;
   std::size_t in_commit_ = 0;

@@ -239,6 +239,11 @@ struct ForwarderStats {
   std::uint64_t resends = 0;          // times it sent the unconfirmed events again
   std::string last_error;
   std::int64_t last_publish_wall_ms = 0;  // last acknowledgement; 0: none yet
+  // Rounds of the worker thread's loop, since start. It goes round at least
+  // every poll_interval (every second after an error) while running, online
+  // or offline: a count that stands still means a stuck worker (a service
+  // manager's watchdog pings only while it moves).
+  std::uint64_t worker_passes = 0;
 };
 
 class Forwarder {

@@ -674,6 +674,7 @@ struct Forwarder::Impl {
       if (end.drained) break;
 
       lock.lock();
+      ++shared_stats.worker_passes;
       shared_stats.in_flight = window.in_flight();
       report_counts();
       if (!completions.empty() || wake || !received.empty()) continue;
