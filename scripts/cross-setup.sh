@@ -42,7 +42,7 @@ say() { echo "cross-setup $arch: $*" >&2; }
 target_packages=(
   libsqlite3-dev libsqlitecpp-dev
   libpaho-mqtt-dev libpaho-mqttpp-dev
-  libssl-dev libzstd-dev
+  libssl-dev libzstd-dev libsystemd-dev
 )
 # Header-only and architecture independent: native packages for the
 # multiarch build, unpacked into the sysroot for the sysroot build (only the

@@ -26,4 +26,8 @@ EDGE_OUTBOX_BUILD_PACKAGES=(
   libpaho-mqtt-dev libpaho-mqttpp-dev libzstd-dev
   nlohmann-json3-dev doctest-dev libcli11-dev libpq-dev
   mosquitto mosquitto-clients openssl postgresql
+  libsystemd-dev systemd
 )
+# What scripts/package-test.sh needs beyond the build (cpack's
+# dpkg-shlibdeps comes with build-essential's dpkg-dev).
+EDGE_OUTBOX_PACKAGE_TEST_PACKAGES=(lintian file)
