@@ -50,7 +50,7 @@ done
 step "lintian"
 for deb in "${debs[@]}"; do
   # --fail-on error: tags of severity error fail; warnings are printed.
-  lintian --fail-on error --no-tag-display-limit "$deb" || fail "lintian reports errors for $(basename "$deb")"
+  lintian --fail-on error --tag-display-limit 0 "$deb" || fail "lintian reports errors for $(basename "$deb")"
 done
 
 [ "$(id -u)" -eq 0 ] || fail "dpkg -i needs root"
@@ -119,8 +119,12 @@ dpkg --purge "${names[@]}" >"$out/dpkg-purge.log" 2>&1 || { cat "$out/dpkg-purge
 trap - EXIT
 left=()
 for f in "${files[@]}" /etc/edge-outbox /var/lib/edge-outbox /var/lib/edge-outbox-ingest; do
-  [ -f "$f" ] || [ -L "$f" ] && left+=("$f")
-  case "$f" in /etc/edge-outbox|/var/lib/edge-outbox|/var/lib/edge-outbox-ingest) [ -e "$f" ] && left+=("$f");; esac
+  # A file or link of the packages; a directory only if it is one of theirs
+  # (/lib and the like are shared, or links to /usr on a merged /usr).
+  case "$f" in
+    /etc/edge-outbox|/var/lib/edge-outbox|/var/lib/edge-outbox-ingest) [ -e "$f" ] && left+=("$f") ;;
+    *) { [ -L "$f" ] || [ -f "$f" ]; } && [ ! -d "$f" ] && left+=("$f") ;;
+  esac
 done
 [ ${#left[@]} -eq 0 ] || fail "left after the purge: ${left[*]}"
 step "done: ${#debs[@]} packages built, linted, installed and purged"
