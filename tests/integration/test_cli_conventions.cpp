@@ -129,3 +129,25 @@ TEST_CASE("a value an option refuses is a usage error too (exit 2, not CLI11's o
     CHECK_FALSE(std::filesystem::exists(db));
   }
 }
+
+TEST_CASE("the ingest's run-time failures are not usage errors: cannot start 1, an unreadable store 3") {
+  TempDir dir;
+  std::filesystem::path ingest;
+  for (const auto& b : built_binaries())
+    if (b.filename() == "edge-outbox-ingest") ingest = b;
+  if (ingest.empty()) return;  // a device-only build
+  std::filesystem::create_directory(dir / "a-directory");
+  const auto not_a_store = "sqlite:" + (dir / "a-directory").string();
+
+  auto r = run_binary(dir, ingest, {"--store", not_a_store, "--broker", "mqtt://127.0.0.1:1"});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("edge-outbox-ingest error: ") != std::string::npos);
+
+  r = run_binary(dir, ingest, {"reprocess", "--store", not_a_store});
+  CHECK(r.status == 3);
+  CHECK(r.out.empty());
+
+  r = run_binary(dir, ingest, {"gaps", "--store", not_a_store});
+  CHECK(r.status == 3);
+  CHECK(r.out.empty());
+}
