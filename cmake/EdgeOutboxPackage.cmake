@@ -50,11 +50,6 @@ if(TARGET edge-outbox-ingest)
   install(FILES ${_edge_outbox_packaging}/config/edge-outbox-ingest.default
           DESTINATION /etc/default RENAME edge-outbox-ingest COMPONENT ingest)
 endif()
-# The forwarder daemon, when this tree builds it (its own install rule may
-# name no component).
-if(TARGET edge-outbox-forwarder)
-  install(TARGETS edge-outbox-forwarder RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
-endif()
 
 # edge-outbox-packaged: builds what the packages hold and nothing else (a
 # cross build configured with CMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON packages
