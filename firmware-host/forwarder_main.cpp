@@ -21,6 +21,8 @@
 #include "host/daemon_signals.h"
 #include "host/exit_codes.h"
 #include "host/log_sink.h"
+#include "host/service_notify.h"
+#include "host/watchdog_pacer.h"
 
 #include "forwarder_config.h"
 #include "lease.h"
@@ -130,12 +132,37 @@ int run(const device::ForwarderConfig& c, const std::string& password, const hos
                                       lease->lock_file().string() + "): forwarding to " + c.broker + " as " +
                                       c.device_id + ", " + std::to_string(outbox.stats().pending) + " pending");
 
+  // Under a service manager (Type=notify): ready once the database is open,
+  // never waiting for the broker; keep-alives only while the forwarder's
+  // worker goes round (host/watchdog_pacer.h).
+  const host::ServiceNotifier notifier;
+  host::WatchdogPacer watchdog(notifier.watchdog_interval());
+  const auto service_status = [&] {
+    const auto fs = forwarder.stats();
+    return std::string(fs.connected ? "connected" : "offline") + ", " + std::to_string(outbox.stats().pending) +
+           " pending, " + std::to_string(fs.unconfirmed) + " unconfirmed, " + std::to_string(fs.published_total) +
+           " published";
+  };
+  notifier.ready("serving " + c.db + "; " + service_status());
+  auto last_status = std::chrono::steady_clock::now();
+
   int signal = 0;
   for (;;) {
     signal = signals.wait(milliseconds(1000));
     if (signal == SIGHUP) log.reopen();
     if (host::DaemonSignals::stops(signal)) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (watchdog.due(forwarder.stats().worker_passes, now)) notifier.watchdog();
+    if (notifier.active() && now - last_status >= std::chrono::seconds(2)) {
+      last_status = now;
+      try {
+        notifier.status(service_status());
+      } catch (const std::exception& e) {
+        log.write(host::LogLevel::warning, std::string("no service status: ") + e.what());
+      }
+    }
   }
+  notifier.stopping();
   log.write(host::LogLevel::info, std::string("stopping (") + std::string(host::DaemonSignals::name(signal)) +
                                       "): forwarding for up to " + std::to_string(c.stop_timeout.count()) +
                                       " ms more while events are pending or in flight");
