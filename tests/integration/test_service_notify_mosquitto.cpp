@@ -130,6 +130,8 @@ TEST_CASE("the ingest: no WATCHDOG while its writer is stuck in a store call, ag
 }
 
 #if EDGE_OUTBOX_TEST_HAVE_FORWARDER
+// With the package's default config file (/etc/edge-outbox/forwarder.json),
+// its broker overridden by the flag, as the unit runs it.
 TEST_CASE("the forwarder daemon: READY with no broker listening, STATUS, WATCHDOG, STOPPING") {
   if (skip_without_systemd()) return;
   NotifySocket socket;
@@ -137,7 +139,9 @@ TEST_CASE("the forwarder daemon: READY with no broker listening, STATUS, WATCHDO
   const ServiceEnvironment environment(socket, "1000000");
   const std::string nobody = "mqtt://127.0.0.1:" + std::to_string(free_port());
   auto daemon = Child::spawn(binary_dir() / "firmware-host" / "edge-outbox-forwarder",
-                             {"--db", (dir / "outbox.db").string(), "--broker", nobody, "--device-id", "dev-1"},
+                             {"--db", (dir / "outbox.db").string(), "--config",
+                              EDGE_OUTBOX_PACKAGING_DIR "/config/forwarder.json", "--broker", nobody, "--device-id",
+                              "dev-1", "--file-mode", "0660"},
                              dir / "forwarder.out", dir / "forwarder.err");
   check_service_lifecycle(
       socket,
@@ -146,5 +150,9 @@ TEST_CASE("the forwarder daemon: READY with no broker listening, STATUS, WATCHDO
         return daemon.wait(30s);
       },
       [&] { return read_text(dir / "forwarder.err"); });
+  CHECK(socket.count_prefix("STATUS=offline, 0 pending") >= 1);
+  CHECK((std::filesystem::status(dir / "outbox.db").permissions() & std::filesystem::perms::all) ==
+        (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+         std::filesystem::perms::group_read | std::filesystem::perms::group_write));
 }
 #endif
