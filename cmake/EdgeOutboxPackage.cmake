@@ -121,13 +121,20 @@ set(CPACK_DEBIAN_GATEWAY_PACKAGE_CONTROL_EXTRA
     ${_edge_outbox_packaging}/debian/edge-outbox/conffiles ${_edge_outbox_packaging}/debian/edge-outbox/postinst
     ${_edge_outbox_packaging}/debian/edge-outbox/prerm ${_edge_outbox_packaging}/debian/edge-outbox/postrm)
 set(CPACK_DEBIAN_GATEWAY_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+# libedge-outbox.so.0 (the C API, when built): a shlibs file for the packages
+# that link it ("edge-outbox (>= version)") and the ldconfig trigger (the
+# maintainer scripts are ours, so cpack adds no ldconfig call).
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
+if(TARGET edge_outbox_c)
+  list(APPEND CPACK_DEBIAN_GATEWAY_PACKAGE_CONTROL_EXTRA ${_edge_outbox_packaging}/debian/edge-outbox/triggers)
+endif()
 set(CPACK_DEBIAN_GATEWAY_DESCRIPTION "transactional outbox for edge gateways: SQLite to MQTT
  edge-outbox keeps the events an application commits together with its own
  rows in a SQLite database and forwards them to an MQTT broker at least once.
  This package holds the forwarder daemon edge-outbox-forwarder (a systemd
  template unit, one instance per database), the inspection tool
  edge-outbox-ctl and the C library libedge-outbox.so.0.")
-set(CPACK_DEBIAN_GATEWAY_PACKAGE_GENERATE_SHLIBS ON)
 
 set(CPACK_DEBIAN_DEVEL_PACKAGE_NAME libedge-outbox-dev)
 set(CPACK_DEBIAN_DEVEL_PACKAGE_SECTION libdevel)
