@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <edge_outbox/error.h>
+#include <edge_outbox/wire/mqtt_connect.h>
 
 #include "host/duration.h"
 #include "host/log_sink.h"
@@ -127,6 +128,7 @@ const std::vector<Field>& fields() {
        [](SimConfig& c, const SimConfig& f) { c.linger = f.linger; }},
       EO_STRING_FIELD("compress", compress),
       EO_STRING_FIELD("format", format),
+      EO_STRING_FIELD("mqtt-version", mqtt_version),
       EO_STRING_FIELD("durability", durability),
       {"max-pending", [](SimConfig& c, const json& v) { c.max_pending = want_count("max-pending", v); },
        [](SimConfig& c, const SimConfig& f) { c.max_pending = f.max_pending; }},
@@ -257,6 +259,10 @@ void add_options(CLI::App& app, SimConfig& cli) {
                  "Single-event messages: auto (CloudEvents binary mode on MQTT 5, structured on 3.1.1), binary "
                  "(MQTT 5 only: no fallback to 3.1.1) or structured (one JSON envelope)")
       ->capture_default_str();
+  app.add_option("--mqtt-version", cli.mqtt_version,
+                 "auto (MQTT 5, falling back to 3.1.1 when the broker refuses 5 or closes the connection on its "
+                 "CONNECT), 5, or 4 (MQTT 3.1.1)")
+      ->capture_default_str();
   app.add_option("--durability", cli.durability,
                  "full: every reading survives a power loss; normal: a crash, not a power loss")
       ->capture_default_str();
@@ -350,6 +356,12 @@ void validate(SimConfig& c) {
   }
   if (c.format != "auto" && c.format != "binary" && c.format != "structured") {
     bad("--format must be auto, binary or structured, not \"" + c.format + "\"");
+  }
+  if (!edge_outbox::wire::parse_mqtt_version_choice(c.mqtt_version)) {
+    bad("--mqtt-version must be auto, 5 or 4, not \"" + c.mqtt_version + "\"");
+  }
+  if (c.format == "binary" && c.mqtt_version == "4") {
+    bad("--format binary needs MQTT 5: it does not go with --mqtt-version 4");
   }
   if (c.capacity_policy != "reject_new" && c.capacity_policy != "drop_oldest") {
     bad("--capacity-policy must be reject_new or drop_oldest, not \"" + c.capacity_policy + "\"");

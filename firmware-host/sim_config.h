@@ -56,6 +56,9 @@ struct SimConfig {
   // ForwarderOptions::wire_mode: auto (binary on MQTT 5, structured on 3.1.1),
   // binary (MQTT 5 only: no fallback to 3.1.1) or structured.
   std::string format = "auto";
+  // MqttPublisherOptions::mqtt_version: auto (MQTT 5, falling back to 3.1.1
+  // when the broker refuses 5 or closes on its CONNECT), 5 or 4 (3.1.1).
+  std::string mqtt_version = "auto";
   std::string durability = "full";           // full | normal
   std::uint64_t max_pending = 0;             // 0: unbounded
   std::string capacity_policy = "reject_new";  // reject_new | drop_oldest

@@ -67,9 +67,11 @@ std::unique_ptr<edge_outbox::Publisher> make_mqtt_publisher(const sim::SimConfig
   }
   o.backoff_max = c.backoff_max;
   if (o.backoff_initial > o.backoff_max) o.backoff_initial = o.backoff_max;
+  o.mqtt_version = edge_outbox::wire::parse_mqtt_version_choice(c.mqtt_version)
+                       .value_or(edge_outbox::MqttVersionChoice::automatic);
   // Binary mode needs MQTT 5's properties: a broker that refuses version 5 is
   // an error, not a quiet switch to structured messages.
-  if (c.format == "binary") o.fallback_to_3_1_1 = false;
+  if (c.format == "binary") o.mqtt_version = edge_outbox::MqttVersionChoice::v5;
   o.status_topic = c.topic_prefix + "/" + c.device_id + "/status";
   o.log = log;
   return std::make_unique<edge_outbox::MqttPublisher>(std::move(o));

@@ -184,7 +184,7 @@ TEST_CASE("MQTT 3.1.1 on request; a message encoded for 5 is not sent on it") {
   Subscriber sub(broker.uri(), {"t/#"}, false);
   Recorder rec;
   auto o = options_for(broker.uri(), rec);
-  o.version = MqttVersion::v3_1_1;
+  o.mqtt_version = MqttVersionChoice::v3_1_1;
   MqttPublisher pub(o);
   pub.set_connection_handler(rec.handler());
   pub.start();

@@ -111,8 +111,8 @@ TEST_CASE("the texts name the cause") {
   CHECK(text(silent(TcpProbe::accepted)) ==
         "the broker at 127.0.0.1:1883 closed the connection during the MQTT 5 CONNECT");
   ConnectFailure tls;
-  tls.tls_error = "ssl::certificate verify failed";
-  CHECK(text(tls) == "TLS: certificate verify failed (ssl::certificate verify failed)");
+  tls.tls_error = "certificate verify failed: unable to get local issuer certificate";
+  CHECK(text(tls) == "TLS with 127.0.0.1:1883: certificate verify failed: unable to get local issuer certificate");
   CHECK(text(connack(3)) == "Paho's text");
   auto far = silent(TcpProbe::unreachable);
   far.probe_error = "No route to host";

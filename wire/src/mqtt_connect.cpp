@@ -106,8 +106,8 @@ std::string describe(const ConnectFailure& f, ConnectFailureCause cause, std::st
                      MqttVersion attempted, std::string_view client_text) {
   const std::string where(address);
   switch (cause) {
-    case ConnectFailureCause::tls_verify_failed: return "TLS: certificate verify failed (" + f.tls_error + ")";
-    case ConnectFailureCause::tls_failed: return "TLS handshake failed (" + f.tls_error + ")";
+    case ConnectFailureCause::tls_verify_failed: return "TLS with " + where + ": " + f.tls_error;
+    case ConnectFailureCause::tls_failed: return "TLS handshake with " + where + " failed: " + f.tls_error;
     case ConnectFailureCause::version_refused:
       return "the broker refused MQTT " + std::string(version_name(attempted)) + " (protocol version)";
     case ConnectFailureCause::not_authorised: return "not authorised: " + authorisation_text(connack_code(f));

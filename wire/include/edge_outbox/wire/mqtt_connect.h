@@ -5,16 +5,17 @@
 // and the cause of a failed connect told apart and named.
 //
 // Paho reports "nothing listens", a TLS failure and a connection closed
-// during CONNECT alike (return code -1). The callers gather the facts Paho
-// does not give: what its TLS error callback reported during the attempt,
-// and, when that is silent and no CONNACK came, a plain TCP probe of the
-// broker's address (probe_tcp). classify() turns the facts into a cause;
-// describe() names it.
+// during CONNECT alike (return code -1). When no CONNACK came, the callers
+// gather the facts Paho does not give (connect_probe.h: a plain TCP probe
+// of the broker's address and, for TLS, a handshake of their own; Paho's
+// own TLS error callback cannot be used: Paho C++ 1.2 hands Paho C the
+// address of a connect_options copy that is gone when the callback runs).
+// classify() turns the facts into a cause; describe() names it.
 //
 // Fallback (MqttVersionChoice::automatic): MQTT 5 first; MQTT 3.1.1 at once
 // when the attempt with 5 was refused for its protocol version (CONNACK
 // 0x84, or the 3.1.1 return code 1) or was closed during CONNECT once TCP
-// accepted and TLS reported no error (a 3.1.1-only broker may close rather
+// accepted and TLS succeeded (a 3.1.1-only broker may close rather
 // than answer). The fallback holds for that connection only: every attempt
 // after a backoff or a lost connection starts with MQTT 5 again.
 //
@@ -57,7 +58,7 @@ struct ConnectFailure {
   // return code (1..5), or a MQTT 5 CONNACK reason code (>= 0x80).
   int return_code = kClientFailure;
   int reason_code = 0;    // the MQTT 5 reason code; 0: none
-  std::string tls_error;  // what the TLS error callback reported in this attempt; empty: nothing
+  std::string tls_error;  // why TLS failed ("certificate verify failed: ..."); empty: it did not
   TcpProbe probe = TcpProbe::not_probed;
   std::string probe_error;  // unreachable: why (strerror)
 };
@@ -79,7 +80,8 @@ enum class ConnectFailureCause {
 bool needs_tcp_probe(const ConnectFailure& failure);
 ConnectFailureCause classify(const ConnectFailure& failure);
 
-// One line naming the cause: "certificate verify failed (...)", "the broker
+// One line naming the cause: "TLS with HOST:PORT: certificate verify
+// failed: ...", "the broker
 // refused MQTT 5 (protocol version)", "not authorised (...)", "connection
 // refused: nothing listens on HOST:PORT", ... `address` is "host:port";
 // `client_text` is the client library's own text, used for refused_by_broker
