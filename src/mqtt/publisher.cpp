@@ -32,6 +32,8 @@ using detail::ConnectionMachine;
 
 // How long each step of a failed connect's investigation may take.
 constexpr std::chrono::milliseconds kProbeTimeout{2000};
+// The largest MQTT 5 reason code.
+constexpr int kLastReasonCode = 0xA2;
 
 std::string random_client_id() {
   std::random_device rd;
@@ -126,8 +128,10 @@ struct MqttPublisher::Impl {
       const auto address = wire::broker_address(options.uri);
       if (address) wire::investigate(facts, *address, tls_probe_options(), kProbeTimeout);
       r.cause = wire::classify(facts);
+      // Paho C++ reports reason code 0xff ("none") after a 3.1.1 attempt.
+      const int reason = reason_code <= kLastReasonCode ? reason_code : 0;
       r.failure = wire::describe(facts, r.cause, address ? address->text() : options.uri, attempted,
-                                 mqtt_protocol::describe_failure(return_code, reason_code));
+                                 mqtt_protocol::describe_failure(return_code, reason));
     }
     MutexLock lock(mutex);
     if (machine.connect_result(gen, std::move(r))) cv.notify_all();

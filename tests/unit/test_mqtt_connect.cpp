@@ -75,6 +75,8 @@ TEST_CASE("CONNACK refusals are classified without a probe") {
   CHECK(classify(connack(0x86, 0x86)) == ConnectFailureCause::not_authorised);
   CHECK(classify(connack(-1, 0x87)) == ConnectFailureCause::not_authorised);
   CHECK(classify(connack(3)) == ConnectFailureCause::refused_by_broker);
+  // Paho C++'s 0xff after a 3.1.1 attempt is no reason code.
+  CHECK(needs_tcp_probe(connack(-1, 0xff)));
   CHECK(classify(connack(0x88, 0x88)) == ConnectFailureCause::refused_by_broker);
 }
 

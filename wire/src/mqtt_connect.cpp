@@ -24,8 +24,12 @@ constexpr int kBadUserNameOrPassword = 0x86;
 constexpr int kNotAuthorized = 0x87;
 constexpr int kBanned = 0x8A;
 
+// The largest MQTT 5 reason code; Paho C++ reports 0xff for "none" after a
+// 3.1.1 attempt.
+constexpr int kLastReason = 0xA2;
+
 int connack_code(const ConnectFailure& f) {
-  if (f.reason_code >= kFirstFailureReason) return f.reason_code;
+  if (f.reason_code >= kFirstFailureReason && f.reason_code <= kLastReason) return f.reason_code;
   return f.return_code > 0 ? f.return_code : 0;
 }
 

@@ -57,7 +57,7 @@ struct ConnectFailure {
   // Paho's return code: negative for a client error, a MQTT 3.1.1 CONNACK
   // return code (1..5), or a MQTT 5 CONNACK reason code (>= 0x80).
   int return_code = kClientFailure;
-  int reason_code = 0;    // the MQTT 5 reason code; 0: none
+  int reason_code = 0;    // the MQTT 5 reason code; 0 (or anything above 0xA2): none
   std::string tls_error;  // why TLS failed ("certificate verify failed: ..."); empty: it did not
   TcpProbe probe = TcpProbe::not_probed;
   std::string probe_error;  // unreachable: why (strerror)
