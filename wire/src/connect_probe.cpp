@@ -15,6 +15,9 @@
 namespace edge_outbox::wire {
 namespace {
 
+// How long a finished handshake waits for the server's alert.
+constexpr std::chrono::milliseconds kAlertWait{300};
+
 // A blocking TCP socket connected to address, with send and receive timeouts;
 // -1 when none of its addresses accepts.
 int connect_tcp(const BrokerAddress& address, std::chrono::milliseconds timeout) {
@@ -98,7 +101,17 @@ std::string probe_tls(const BrokerAddress& address, const TlsProbeOptions& tls, 
         failure = "the connection closed during the TLS handshake";
       }
     } else {
-      SSL_shutdown(ssl.get());
+      // With TLS 1.3 a server that refuses the client's certificate says so
+      // after the client's handshake is done: wait briefly for its alert.
+      timeval tv{};
+      tv.tv_usec = static_cast<suseconds_t>(kAlertWait.count() * 1000);
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char byte = 0;
+      const int got = SSL_peek(ssl.get(), &byte, 1);
+      if (got <= 0 && SSL_get_error(ssl.get(), got) == SSL_ERROR_SSL) {
+        failure = openssl_error();
+      }
+      if (failure.empty()) SSL_shutdown(ssl.get());
     }
   }
   ssl.reset();
