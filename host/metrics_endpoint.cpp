@@ -51,6 +51,15 @@ ListenAddress parse_listen_address(std::string_view text) {
   return ListenAddress{std::string(host), port};
 }
 
+std::string listen_address_problem(const std::string& text) {
+  try {
+    parse_listen_address(text);
+    return {};
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+}
+
 struct MetricsEndpoint::Server {
   httplib::Server http;
   std::atomic<bool> listen_returned{false};

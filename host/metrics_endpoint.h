@@ -39,6 +39,9 @@ struct ListenAddress {
 // port, a port that is not 0 to 65535, an empty host, an IPv6 address
 // without brackets.
 ListenAddress parse_listen_address(std::string_view text);
+// What parse_listen_address would say is wrong with `text`; empty when
+// nothing (the form of a CLI11 check).
+std::string listen_address_problem(const std::string& text);
 
 struct Health {
   bool ok = true;

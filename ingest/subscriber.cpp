@@ -88,6 +88,7 @@ Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writ
     c->subscribed = std::make_unique<SubscribeListener>(id, log_);
     auto* listener = c->subscribed.get();
     c->client->set_connected_handler([this, raw, id, listener](const std::string&) {
+      connected_ = true;
       if (log_) log_("info", id + " connected to " + options_.broker + ", subscribing");
       try {
         std::vector<int> qos(subscriptions_.size(), 1);
@@ -97,6 +98,7 @@ Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writ
       }
     });
     c->client->set_connection_lost_handler([this, id](const std::string& cause) {
+      connected_ = false;
       if (log_) log_("warn", id + " lost the connection" + (cause.empty() ? "" : ": " + cause) + "; reconnecting");
     });
     c->client->set_message_callback([this](mqtt::const_message_ptr m) {
@@ -226,6 +228,7 @@ void Subscriber::maintain() {
       c->connecting.reset();
       return;
     }
+    connected_ = false;  // also when Paho ended the connection without telling the handler
     if (c->connecting && !c->connecting->is_complete()) return;
     if (c->connecting) {
       if (log_) log_("warn", c->id + " cannot connect to " + options_.broker + " (return code " +
@@ -273,6 +276,7 @@ bool Subscriber::publish_retained(const std::string& topic, const std::string& p
 }
 
 void Subscriber::stop(std::chrono::milliseconds timeout) {
+  connected_ = false;
   if (auto& c = connection_) {
     try {
       if (c->connecting && !c->connecting->is_complete()) c->connecting->wait_for(timeout);

@@ -33,6 +33,8 @@ TEST_CASE("parse_listen_address: HOST:PORT and [IPV6]:PORT") {
   CHECK_THROWS_AS(host::parse_listen_address(":9100"), std::invalid_argument);
   CHECK_THROWS_AS(host::parse_listen_address("::1:9100"), std::invalid_argument);
   CHECK_THROWS_AS(host::parse_listen_address("[]:9100"), std::invalid_argument);
+  CHECK(host::listen_address_problem("[::1]:9100").empty());
+  CHECK(host::listen_address_problem("9100").find("no port") != std::string::npos);
 }
 
 TEST_CASE("GET /metrics and /healthz answer from the callbacks") {
