@@ -8,7 +8,7 @@
 
 #include "host/prometheus_text.h"
 
-namespace edge_outbox::daemon {
+namespace edge_outbox::device {
 
 namespace {
 
@@ -105,4 +105,4 @@ std::unique_ptr<host::MetricsEndpoint> serve_forwarder_metrics(std::string_view 
       });
 }
 
-}  // namespace edge_outbox::daemon
+}  // namespace edge_outbox::device

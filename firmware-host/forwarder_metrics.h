@@ -17,7 +17,7 @@
 
 #include "host/metrics_endpoint.h"
 
-namespace edge_outbox::daemon {
+namespace edge_outbox::device {
 
 // What the metrics are made of, read at one scrape.
 struct ForwarderSnapshot {
@@ -47,4 +47,4 @@ ForwarderSnapshot take_forwarder_snapshot(const Forwarder& forwarder, const Outb
 std::unique_ptr<host::MetricsEndpoint> serve_forwarder_metrics(std::string_view listen, const Forwarder& forwarder,
                                                                const Outbox& outbox, std::filesystem::path database);
 
-}  // namespace edge_outbox::daemon
+}  // namespace edge_outbox::device

@@ -67,7 +67,7 @@ TEST_CASE("the forwarder's metrics: delivered events counted, promtool accepts, 
   Outbox outbox(database);
   enqueue(outbox, 5);
   Forwarder forwarder(outbox, std::make_unique<MqttPublisher>(publisher_options(broker.uri())), forwarder_options());
-  auto endpoint = daemon::serve_forwarder_metrics("127.0.0.1:0", forwarder, outbox, database);
+  auto endpoint = device::serve_forwarder_metrics("127.0.0.1:0", forwarder, outbox, database);
   const auto port = static_cast<std::uint16_t>(endpoint->port());
 
   // Not started: not connected, 5 pending.
@@ -125,23 +125,23 @@ TEST_CASE("a database this process cannot write makes /healthz 503") {
   TempDir dir;
   const auto database = dir / "app.db";
   Outbox outbox(database);
-  daemon::ForwarderSnapshot s;
+  device::ForwarderSnapshot s;
   s.forwarder.connected = true;
   s.outbox = outbox.stats();
-  CHECK(daemon::forwarder_health(s).ok);
+  CHECK(device::forwarder_health(s).ok);
   s.database_problem = "the database /x is not writable: Permission denied";
-  auto h = daemon::forwarder_health(s);
+  auto h = device::forwarder_health(s);
   CHECK_FALSE(h.ok);
   CHECK(h.reason == "the database /x is not writable: Permission denied");
   s.forwarder.connected = false;
   s.forwarder.last_error = "connection refused";
-  h = daemon::forwarder_health(s);
+  h = device::forwarder_health(s);
   CHECK(h.reason ==
         "not connected to the broker (last error: connection refused); the database /x is not writable: Permission "
         "denied");
-  const std::string text = daemon::forwarder_metrics_text(s);
+  const std::string text = device::forwarder_metrics_text(s);
   CHECK(text.find("edge_outbox_forwarder_database_writable 0\n") != std::string::npos);
   CHECK(text.find("edge_outbox_forwarder_connected 0\n") != std::string::npos);
   s.outbox.reset();
-  CHECK(daemon::forwarder_metrics_text(s).find("edge_outbox_forwarder_pending_events") == std::string::npos);
+  CHECK(device::forwarder_metrics_text(s).find("edge_outbox_forwarder_pending_events") == std::string::npos);
 }
