@@ -121,7 +121,7 @@ TEST_CASE("--metrics-listen on a taken port, or malformed, stops the ingest with
 
   TempDir other_dir;
   IngestProcess second(other_dir.path(), "second", ingest_args(broker, other_dir, port));
-  CHECK(second.wait(std::chrono::seconds(60)) != 0);
+  CHECK(second.wait(std::chrono::seconds(60)) == 1);  // cannot start
   const std::string log = second.log();
   CHECK_MESSAGE(log.find("cannot listen for metrics on 127.0.0.1:" + std::to_string(port)) != std::string::npos, log);
   CHECK_MESSAGE(log.find("in use") != std::string::npos, log);
@@ -129,7 +129,7 @@ TEST_CASE("--metrics-listen on a taken port, or malformed, stops the ingest with
   IngestProcess malformed(other_dir.path(), "malformed",
                           {"--broker", broker.uri(), "--store", "sqlite:" + (other_dir / "x.db").string(),
                            "--metrics-listen", "9100"});
-  CHECK(malformed.wait(std::chrono::seconds(60)) != 0);
+  CHECK(malformed.wait(std::chrono::seconds(60)) == 2);  // a usage error
   CHECK_MESSAGE(malformed.log().find("has no port") != std::string::npos, malformed.log());
 
   first.kill(SIGTERM);
