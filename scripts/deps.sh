@@ -26,4 +26,6 @@ EDGE_OUTBOX_BUILD_PACKAGES=(
   libpaho-mqtt-dev libpaho-mqttpp-dev libzstd-dev
   nlohmann-json3-dev doctest-dev libcli11-dev libpq-dev
   mosquitto mosquitto-clients openssl postgresql
+  libcpp-httplib-dev
+  prometheus
 )
