@@ -53,6 +53,7 @@ def main():
     parser.add_argument("--count", type=int, default=10, help="readings to record; 0: until killed")
     parser.add_argument("--interval-ms", type=int, default=0, help="pause between readings")
     parser.add_argument("--durability", choices=["full", "normal"], default="full")
+    parser.add_argument("--print-ids", action="store_true", help="print each event id once its transaction committed")
     args = parser.parse_args()
 
     durability = edge_outbox.DURABILITY_FULL if args.durability == "full" else edge_outbox.DURABILITY_NORMAL
@@ -63,7 +64,9 @@ def main():
             recorded = 0
             while args.count == 0 or recorded < args.count:
                 value = round(20.0 + 5.0 * math.sin(recorded / 10.0), 3)
-                record(outbox, args.device_id, args.topic_prefix, "temperature", value)
+                event_id = record(outbox, args.device_id, args.topic_prefix, "temperature", value)
+                if args.print_ids:
+                    print(event_id, flush=True)
                 recorded += 1
                 if args.interval_ms:
                     time.sleep(args.interval_ms / 1000.0)
