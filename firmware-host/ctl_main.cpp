@@ -2,7 +2,8 @@
 // edge-outbox-ctl: inspect and repair a device's outbox from a shell.
 // Everything goes through the Outbox API (prepared statements only); read
 // commands open the file with OpenMode::inspect, which creates and migrates
-// nothing. See docs/simulator.md.
+// nothing. See docs/simulator.md; exit codes (host/exit_codes.h): 0 done,
+// 1 failed or damage found, 2 a refused command line (docs/exit-codes.md).
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -17,16 +18,18 @@
 #include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
 
+#include "host/command_line.h"
 #include "host/duration.h"
+#include "host/exit_codes.h"
 
 namespace host = edge_outbox::host;
 using edge_outbox::Error;
 using edge_outbox::ErrorKind;
 using json = nlohmann::ordered_json;
 
-namespace {
+namespace exit_code = edge_outbox::host::exit_code;
 
-constexpr int kExitError = 1;
+namespace {
 
 edge_outbox::Outbox open_outbox(const std::string& path, edge_outbox::OpenMode mode) {
   edge_outbox::OutboxOptions o;
@@ -84,7 +87,7 @@ int cmd_status(const std::string& db, bool as_json) {
                        .dump()
                 << '\n';
     }
-    return kExitError;
+    return exit_code::failure;
   }
   auto s = outbox.stats();
   if (as_json) {
@@ -102,7 +105,7 @@ int cmd_status(const std::string& db, bool as_json) {
            {"wal_bytes", s.wal_bytes}};
     j["oldest_pending_age_ms"] = s.oldest_pending_age ? json(s.oldest_pending_age->count()) : json(nullptr);
     std::cout << j.dump() << '\n';
-    return 0;
+    return exit_code::ok;
   }
   std::cout << "database         " << db << '\n'
             << "schema version   " << s.schema_version << " (revision " << s.schema_revision << ")\n"
@@ -117,7 +120,7 @@ int cmd_status(const std::string& db, bool as_json) {
             << "file size        " << s.database_bytes << " bytes\n"
             << "wal size         " << s.wal_bytes << " bytes\n"
             << "quick check      ok\n";
-  return 0;
+  return exit_code::ok;
 }
 
 int cmd_check(const std::string& db, bool as_json) {
@@ -129,10 +132,10 @@ int cmd_check(const std::string& db, bool as_json) {
   }
   if (!problems.empty()) {
     report_damage(db, "integrity_check", problems);
-    return kExitError;
+    return exit_code::failure;
   }
   if (!as_json) std::cout << "integrity check  ok\n";
-  return 0;
+  return exit_code::ok;
 }
 
 int cmd_pending(const std::string& db, std::size_t limit, bool as_json) {
@@ -142,7 +145,7 @@ int cmd_pending(const std::string& db, std::size_t limit, bool as_json) {
     json list = json::array();
     for (const auto& e : events) list.push_back(event_json(e));
     std::cout << list.dump() << '\n';
-    return 0;
+    return exit_code::ok;
   }
   std::printf("%-10s %-36s %-8s %-8s %s\n", "SEQUENCE", "ID", "AGE", "ATTEMPTS", "TOPIC");
   for (const auto& e : events) {
@@ -152,7 +155,7 @@ int cmd_pending(const std::string& db, std::size_t limit, bool as_json) {
   }
   std::printf("%zu shown; %llu pending in all\n", events.size(),
               static_cast<unsigned long long>(outbox.stats().pending));
-  return 0;
+  return exit_code::ok;
 }
 
 int cmd_unconfirmed(const std::string& db, std::size_t limit, bool as_json) {
@@ -162,7 +165,7 @@ int cmd_unconfirmed(const std::string& db, std::size_t limit, bool as_json) {
     json list = json::array();
     for (const auto& e : events) list.push_back(event_json(e));
     std::cout << list.dump() << '\n';
-    return 0;
+    return exit_code::ok;
   }
   std::printf("%-10s %-36s %-8s %s\n", "SEQUENCE", "ID", "AGE", "TOPIC");
   for (const auto& e : events) {
@@ -171,7 +174,7 @@ int cmd_unconfirmed(const std::string& db, std::size_t limit, bool as_json) {
   }
   std::printf("%zu shown; %llu unconfirmed in all\n", events.size(),
               static_cast<unsigned long long>(outbox.stats().unconfirmed));
-  return 0;
+  return exit_code::ok;
 }
 
 int cmd_dead(const std::string& db, std::size_t limit, bool as_json) {
@@ -186,7 +189,7 @@ int cmd_dead(const std::string& db, std::size_t limit, bool as_json) {
       list.push_back(j);
     }
     std::cout << list.dump() << '\n';
-    return 0;
+    return exit_code::ok;
   }
   std::printf("%-10s %-36s %-8s %-30s %s\n", "SEQUENCE", "ID", "DIED", "TOPIC", "REASON");
   for (const auto& d : dead) {
@@ -195,7 +198,7 @@ int cmd_dead(const std::string& db, std::size_t limit, bool as_json) {
   }
   std::printf("%zu shown; %llu dead letters in all\n", dead.size(),
               static_cast<unsigned long long>(outbox.stats().dead));
-  return 0;
+  return exit_code::ok;
 }
 
 int cmd_requeue(const std::string& db, bool all, const std::vector<std::string>& ids, bool as_json) {
@@ -208,7 +211,7 @@ int cmd_requeue(const std::string& db, bool all, const std::vector<std::string>&
     if (!all && n < ids.size()) std::cout << " (" << ids.size() - n << " id(s) not found among the dead letters)";
     std::cout << '\n';
   }
-  return 0;
+  return exit_code::ok;
 }
 
 int cmd_purge(const std::string& db, std::chrono::milliseconds older_than, bool as_json) {
@@ -219,7 +222,7 @@ int cmd_purge(const std::string& db, std::chrono::milliseconds older_than, bool 
   } else {
     std::cout << "purged " << n << " dead letter" << (n == 1 ? "" : "s") << '\n';
   }
-  return 0;
+  return exit_code::ok;
 }
 
 std::string advice(const Error& e, const std::string& db) {
@@ -234,16 +237,14 @@ std::string advice(const Error& e, const std::string& db) {
   }
 }
 
-}  // namespace
-
-// --older-than: a usage error is an Error(invalid_argument), like the others.
-std::chrono::milliseconds older_than_duration(const std::string& text) {
-  try {
-    return host::parse_duration(text);
-  } catch (const std::invalid_argument& e) {
-    throw Error(ErrorKind::invalid_argument, e.what());
-  }
+// A command line CLI11 accepts but the command refuses: one line naming the
+// problem, the hint every binary gives, and the usage exit code.
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "edge-outbox-ctl: %s\nRun `edge-outbox-ctl --help` for the options.\n", message.c_str());
+  return exit_code::usage;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"edge-outbox-ctl: inspect and repair a device's edge-outbox database"};
@@ -280,10 +281,17 @@ int main(int argc, char** argv) {
     sub->add_flag("--json", as_json, "Print one JSON document instead of text");
   }
 
-  CLI11_PARSE(app, argc, argv);
-  if (requeue->parsed() && requeue_all == !requeue_ids.empty()) {
-    std::fprintf(stderr, "edge-outbox-ctl: requeue needs --all or event ids (see `edge-outbox-ctl dead`), not both\n");
-    return 2;
+  host::add_version_flag(app, "edge-outbox-ctl");
+  if (const auto done = host::parse_command_line(app, argc, argv)) return *done;
+  if (requeue->parsed() && requeue_all == !requeue_ids.empty())
+    return usage_error("requeue needs --all or event ids (see `edge-outbox-ctl dead`), not both");
+  std::chrono::milliseconds purge_older_than{0};
+  if (purge->parsed()) {
+    try {
+      purge_older_than = host::parse_duration(older_than);
+    } catch (const std::invalid_argument& e) {
+      return usage_error(std::string("--older-than: ") + e.what());
+    }
   }
 
   try {
@@ -293,14 +301,14 @@ int main(int argc, char** argv) {
     if (unconfirmed->parsed()) return cmd_unconfirmed(db, unconfirmed_limit, as_json);
     if (dead->parsed()) return cmd_dead(db, dead_limit, as_json);
     if (requeue->parsed()) return cmd_requeue(db, requeue_all, requeue_ids, as_json);
-    if (purge->parsed()) return cmd_purge(db, older_than_duration(older_than), as_json);
+    if (purge->parsed()) return cmd_purge(db, purge_older_than, as_json);
   } catch (const Error& e) {
     if (as_json) {
       std::cout << json{{"error", std::string(edge_outbox::to_string(e.kind()))}, {"message", advice(e, db)}}.dump()
                 << '\n';
     }
     std::fprintf(stderr, "edge-outbox-ctl: %s\n", advice(e, db).c_str());
-    return kExitError;
+    return exit_code::failure;
   }
-  return kExitError;
+  return exit_code::failure;
 }

@@ -21,7 +21,6 @@
 
 #include "host/command_line.h"
 #include "host/log_sink.h"
-#include "host/read_secret.h"
 #include "host/termination_signals.h"
 
 #include "drain_meter.h"
@@ -53,32 +52,8 @@ static_assert(static_cast<int>(LogLevel::debug) == static_cast<int>(host::LogLev
 
 std::unique_ptr<edge_outbox::Publisher> make_mqtt_publisher(const sim::SimConfig& c, const std::string& password,
                                                            const edge_outbox::LogCallback& log) {
-  edge_outbox::MqttPublisherOptions o;
-  o.uri = c.broker;
-  o.client_id = "edge-outbox-sim-" + c.device_id;
-  o.username = c.username;
-  o.password = password;
-  if (c.broker.rfind("mqtts://", 0) == 0 || !c.ca_file.empty()) {
-    edge_outbox::MqttTlsOptions tls;
-    tls.ca_file = c.ca_file;
-    tls.certificate_file = c.cert_file;
-    tls.private_key_file = c.key_file;
-    o.tls = tls;
-  }
-  o.backoff_max = c.backoff_max;
-  if (o.backoff_initial > o.backoff_max) o.backoff_initial = o.backoff_max;
-  // Binary mode needs MQTT 5's properties: a broker that refuses version 5 is
-  // an error, not a quiet switch to structured messages.
-  if (c.format == "binary") o.fallback_to_3_1_1 = false;
-  o.status_topic = c.topic_prefix + "/" + c.device_id + "/status";
-  o.log = log;
-  return std::make_unique<edge_outbox::MqttPublisher>(std::move(o));
-}
-
-edge_outbox::WireMode wire_mode_of(const std::string& format) {
-  if (format == "binary") return edge_outbox::WireMode::binary;
-  if (format == "structured") return edge_outbox::WireMode::structured;
-  return edge_outbox::WireMode::automatic;
+  return std::make_unique<edge_outbox::MqttPublisher>(
+      edge_outbox::device::publisher_options(c, "edge-outbox-sim-" + c.device_id, password, log));
 }
 
 // Bytes on the wire per event forwarded since start; empty before the first.
@@ -120,13 +95,7 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
       host::LogLineStyle{host::LogFormat::text, terminal});
   edge_outbox::LogCallback log = [log_sink](LogLevel level, std::string_view m) { log_sink->write(to_host(level), m); };
 
-  edge_outbox::OutboxOptions oo;
-  oo.durability = c.durability == "normal" ? edge_outbox::Durability::normal : edge_outbox::Durability::full;
-  oo.max_pending_events = c.max_pending;
-  oo.capacity_policy = c.capacity_policy == "drop_oldest" ? edge_outbox::CapacityPolicy::drop_oldest
-                                                          : edge_outbox::CapacityPolicy::reject_new;
-  oo.dropped_event_topic = c.topic_for("outbox.dropped");
-  oo.log = log;
+  auto oo = edge_outbox::device::outbox_options(c, log);
   edge_outbox::Outbox outbox(c.db, oo);
   sim::create_readings_table(outbox);
   std::uint64_t readings = sim::count_readings(outbox);
@@ -143,29 +112,8 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
     publisher = make_mqtt_publisher(c, password, log);
   }
 
-  edge_outbox::ForwarderOptions fo;
-  fo.source = c.device_id;
-  fo.ack_timeout = c.ack_timeout;
-  fo.device_topic = c.device_topic();
-  fo.confirmation = c.confirm == "server" ? edge_outbox::ForwarderOptions::Confirmation::server
-                                          : edge_outbox::ForwarderOptions::Confirmation::broker;
-  fo.confirm_timeout = c.confirm_timeout;
-  fo.wire_mode = wire_mode_of(c.format);
-  fo.batch.max_events = static_cast<std::size_t>(c.batch);
-  fo.batch.max_bytes = static_cast<std::size_t>(c.batch_bytes);
-  fo.batch.linger = c.linger;
-  fo.batch.compression =
-      c.compress == "zstd" ? edge_outbox::cloudevents::Compression::zstd : edge_outbox::cloudevents::Compression::none;
-  fo.log = log;
-  if (c.batch > 1 && fo.confirmation == edge_outbox::ForwarderOptions::Confirmation::broker) {
-    // Only an ingest that reads batches can store them; in broker mode an
-    // event leaves the device at the broker's PUBACK, whoever reads it.
-    log(LogLevel::warning,
-        "--batch " + std::to_string(c.batch) +
-            " with --confirm broker: an ingest that cannot read batches rejects them and the events are lost "
-            "to it; use --confirm server so that the device keeps them until they are stored "
-            "(docs/upgrading.md)");
-  }
+  auto fo = edge_outbox::device::forwarder_options(c, log);
+  if (auto warning = edge_outbox::device::forwarding_warning(c)) log(LogLevel::warning, *warning);
   edge_outbox::Forwarder forwarder(outbox, oo, std::move(publisher), fo);
   forwarder.start();
 
@@ -318,8 +266,7 @@ int main(int argc, char** argv) {
   std::string password;  // the broker's, read once; never logged
   try {
     config = sim::resolve(app, cli);
-    password = edge_outbox::host::read_secret(config.password_file, config.password_env,
-                                              config.password_file.empty() ? "--password-env" : "--password-file");
+    password = edge_outbox::device::read_broker_password(config);
   } catch (const std::exception& e) {  // Error from resolve, std::runtime_error from read_secret
     std::fprintf(stderr, "edge-outbox-sim: %s\n", e.what());
     return kExitUsage;

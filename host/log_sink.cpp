@@ -4,7 +4,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <ctime>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
@@ -102,6 +105,52 @@ void StderrLog::write(LogLevel level, std::string_view message) noexcept {
   } catch (...) {
     // out of memory: the line is lost, the caller goes on
   }
+}
+
+FileLog::FileLog(std::string program, LogLevel min_level, LogFormat format, std::filesystem::path path)
+    : program_(std::move(program)), min_level_(min_level), format_(format), path_(std::move(path)) {
+  std::FILE* out = std::fopen(path_.c_str(), "ae");
+  if (out == nullptr) throw std::system_error(errno, std::generic_category(), "cannot open the log file " + path_.string());
+  MutexLock lock(mutex_);
+  out_ = out;
+}
+
+FileLog::~FileLog() {
+  MutexLock lock(mutex_);
+  if (out_ != nullptr) std::fclose(out_);
+}
+
+void FileLog::write(LogLevel level, std::string_view message) noexcept {
+  if (!enabled(level)) return;
+  try {
+    std::string line =
+        format_log_line(program_, level, message, std::chrono::system_clock::now(), LogLineStyle{format_, false});
+    MutexLock lock(mutex_);
+    std::fwrite(line.data(), 1, line.size(), out_);
+    std::fflush(out_);
+  } catch (...) {
+    // out of memory: the line is lost, the caller goes on
+  }
+}
+
+std::string FileLog::reopen() noexcept {
+  std::FILE* fresh = std::fopen(path_.c_str(), "ae");
+  if (fresh == nullptr) {
+    const int error = errno;
+    try {
+      return "cannot open the log file " + path_.string() + ": " + std::strerror(error);
+    } catch (...) {
+      return {};
+    }
+  }
+  std::FILE* old = nullptr;
+  {
+    MutexLock lock(mutex_);
+    old = out_;
+    out_ = fresh;
+  }
+  std::fclose(old);
+  return {};
 }
 
 bool StderrLog::stderr_is_terminal() noexcept { return ::isatty(STDERR_FILENO) == 1; }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The binaries' log sink: one line per message on stderr, from any thread.
+// The binaries' log sinks: one line per message on stderr (StderrLog) or in
+// a log file that can be reopened after a rotation (FileLog), from any thread.
 // edge-outbox-sim hands it the device library's log lines, edge-outbox-ingest
 // its own. host/ links no device library, so it has its own LogLevel; the
 // sim converts edge_outbox::LogLevel (same four levels, same order).
@@ -16,6 +17,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,6 +69,39 @@ class StderrLog {
   const LogLineStyle style_;
   std::FILE* const out_;
   Mutex mutex_;  // one line at a time
+};
+
+// Writes the messages at min_level or above into a file opened for
+// appending (created if missing, its mode 0666 less the umask), one whole
+// line per write, never with the terminal prefix. reopen() opens the path
+// again: after logrotate moved the file away, the lines go to a new file
+// there. Owns its stream. Thread rule: write() and reopen() from any thread.
+class FileLog {
+ public:
+  // Throws std::system_error naming the path when it cannot be opened.
+  FileLog(std::string program, LogLevel min_level, LogFormat format, std::filesystem::path path);
+  ~FileLog();
+  FileLog(const FileLog&) = delete;
+  FileLog& operator=(const FileLog&) = delete;
+
+  bool enabled(LogLevel level) const noexcept { return level >= min_level_; }
+  // Never throws (a line that cannot be written is lost).
+  void write(LogLevel level, std::string_view message) noexcept;
+  void operator()(LogLevel level, std::string_view message) noexcept { write(level, message); }
+
+  // Opens the path again and writes there from now on. Returns "" when
+  // done, else why not (the lines then go on to the file already open).
+  std::string reopen() noexcept;
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  const std::string program_;
+  const LogLevel min_level_;
+  const LogFormat format_;
+  const std::filesystem::path path_;
+  Mutex mutex_;
+  std::FILE* out_ GUARDED_BY(mutex_) = nullptr;
 };
 
 }  // namespace edge_outbox::host

@@ -4,9 +4,10 @@
 // `reprocess` classifies rejected messages again.
 //
 // Every error is one line on stderr ("<time> edge-outbox-ingest error: what
-// failed and what to do", see host/log_sink.h), then the exit code:
+// failed and what to do", see host/log_sink.h), then the exit code
+// (host/exit_codes.h, the table in docs/exit-codes.md):
 //   serving:   0 clean stop (SIGINT, SIGTERM or --exit-after-idle);
-//              2 cannot start (the store, the MQTT client, the password);
+//              1 cannot start (the store, the MQTT client, the password);
 //              3 stopped while the store was failing: the messages in hand
 //                were neither stored nor acknowledged, the broker redelivers
 //                them.
@@ -15,11 +16,10 @@
 //              store cannot be read (missing, not an ingest store,
 //              unreachable, failing): no report.
 //   reprocess: 0 nothing left rejected; 1 some messages still rejected;
-//              2 the store cannot be opened or failed.
-//   A command line CLI11 refuses, for every command: its message and its
-//   exit code, always 100 or more (104 a value that is not a number, 105 a
-//   value an option refuses, 108 two options that exclude each other, 109 an
-//   unknown argument, ...); --help prints the help and exits 0.
+//              3 the store cannot be opened or failed: what was reprocessed
+//                so far stays, run it again.
+//   Every command: 2 a command line CLI11 refuses (one line naming the
+//   problem and a hint to run --help); --help and --version exit 0.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -34,6 +34,8 @@
 #include <thread>
 
 #include "common/mutex.h"
+#include "host/command_line.h"
+#include "host/exit_codes.h"
 #include "host/log_sink.h"
 #include "host/read_secret.h"
 #include "host/termination_signals.h"
@@ -52,12 +54,13 @@ using edge_outbox::MutexLock;
 
 namespace {
 
-constexpr int kExitCannotStart = 2;
-constexpr int kExitStoreFailing = 3;
-constexpr int kExitGapsUnexplained = 1;
-constexpr int kExitGapsUnreadable = 3;
-constexpr int kExitStillRejected = 1;
-constexpr int kExitReprocessFailed = 2;
+namespace exit_code = host::exit_code;
+constexpr int kExitCannotStart = exit_code::failure;
+constexpr int kExitStoreFailing = exit_code::incomplete;
+constexpr int kExitGapsUnexplained = exit_code::failure;
+constexpr int kExitGapsUnreadable = exit_code::incomplete;
+constexpr int kExitStillRejected = exit_code::failure;
+constexpr int kExitReprocessFailed = exit_code::incomplete;
 
 // The stop request to the thread that runs the Paho calls, and its answer.
 struct MqttThreadState {
@@ -211,7 +214,7 @@ int main(int argc, char** argv) {
   gaps_cmd->footer(
       "Exit codes: 0 no unexplained gap; 1 unexplained gaps (in transit or lost; at a stream's tail, when the "
       "device reports nothing pending); 3 the store cannot be read "
-      "(no report); 100 and up a bad command line (CLI11's codes, e.g. 109 an unknown argument).");
+      "(no report); 2 a bad command line.");
   std::string gaps_store = store_spec;
   bool gaps_json = false;
   gaps_cmd->add_option("--store", gaps_store, "sqlite:PATH or postgresql://...")->capture_default_str();
@@ -227,7 +230,8 @@ int main(int argc, char** argv) {
   reprocess_cmd->add_flag("--require-source-match", reprocess_classify.require_source_match,
                           "Reject events whose source is not the device segment of the topic");
 
-  CLI11_PARSE(app, argc, argv);
+  host::add_version_flag(app, "edge-outbox-ingest");
+  if (const auto done = host::parse_command_line(app, argc, argv)) return *done;
 
   sub.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
   classify.max_batch_events = max_batch;

@@ -77,6 +77,17 @@ struct OutboxOptions {
   // `edge-outbox-ctl check` for the full integrity_check.
   bool check_on_open = false;
 
+  // Permission bits of the database file when this Outbox creates it (mode
+  // create, no file yet): 0600 by default, 0660 for an application and a
+  // forwarder that run as two users of one group. The bits are set exactly
+  // (fchmod after creation), so the process's umask does not narrow them.
+  // SQLite gives the -wal and -shm files it creates beside the database the
+  // database's bits. An existing file keeps its own. The directory must let
+  // every user of the file create and delete files in it (SQLite creates and
+  // removes the -wal and -shm there). Requires: owner read and write (0600
+  // set) and nothing beyond 0777.
+  unsigned file_mode = 0600;
+
   LogCallback log;
   std::shared_ptr<const Clock> clock = system_clock();
 };

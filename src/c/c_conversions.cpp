@@ -36,13 +36,7 @@ OutboxOptions outbox_options_from(const edge_outbox_options& c) {
   options.max_pending_events = c.max_pending_events;
   options.max_database_bytes = c.max_database_bytes;
   if (c.dropped_event_topic != nullptr) options.dropped_event_topic = c.dropped_event_topic;
-  if (c.file_mode != 0) {
-    if ((c.file_mode & ~0777U) != 0 || (c.file_mode & 0600U) != 0600U)
-      refuse("file_mode " + std::to_string(c.file_mode) +
-             " is not permission bits with owner read and write (e.g. 0600 or 0660)");
-    // MERGE GAP (H1's OutboxOptions::file_mode): options.file_mode = c.file_mode;
-    if (c.file_mode != 0600U) refuse("file_mode other than 0600 needs OutboxOptions::file_mode");
-  }
+  if (c.file_mode != 0) options.file_mode = c.file_mode;  // the Outbox refuses bad bits
   return options;
 }
 

@@ -9,8 +9,8 @@
 
 namespace edge_outbox::c_api {
 
-// Throws Error(invalid_argument) for an out-of-range enum or a file mode
-// without owner read and write.
+// Throws Error(invalid_argument) for an out-of-range enum (the Outbox
+// checks the rest, the file mode among them, when it opens).
 OutboxOptions outbox_options_from(const edge_outbox_options& options);
 
 // Throws Error(invalid_argument) for a missing topic or type, data NULL with

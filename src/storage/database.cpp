@@ -191,10 +191,16 @@ void set_wal_limits(SQLite::Database& db, std::uint64_t limit, Connection& out) 
   out.wal_limit_bytes = limit;
 }
 
-void create_file_0600(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+// Creates the empty database file with exactly `mode` (fchmod: the umask
+// does not narrow it), unless it exists.
+void create_file(const std::filesystem::path& path, unsigned mode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, static_cast<mode_t>(mode));
   if (fd >= 0) {
+    const int chmod_result = ::fchmod(fd, static_cast<mode_t>(mode));
+    const int chmod_errno = errno;
     ::close(fd);
+    if (chmod_result != 0)
+      fail(ErrorKind::io, path, std::string("cannot set the database file's mode: ") + std::strerror(chmod_errno));
     return;
   }
   if (errno == EEXIST) return;  // another process won the race
@@ -259,7 +265,7 @@ void open_connection(Connection& out, const std::filesystem::path& path, const C
     if (!exists) {
       if (options.mode != OpenMode::create)
         fail(ErrorKind::io, path, "does not exist (nothing was created)");
-      create_file_0600(path);
+      create_file(path, options.file_mode);
     } else if (!std::filesystem::is_regular_file(path, ec)) {
       fail(ErrorKind::io, path, "is not a regular file");
     }

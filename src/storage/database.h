@@ -84,6 +84,7 @@ struct ConnectionSettings {
   std::chrono::milliseconds busy_timeout{10'000};
   std::uint64_t max_wal_bytes = 1024 * 1024;  // the bound limit_wal keeps
   bool check_on_open = false;
+  unsigned file_mode = 0600;  // of a file this connection creates (OutboxOptions::file_mode)
   LogCallback log;
   std::shared_ptr<const Clock> clock;  // not null
 };

@@ -33,6 +33,8 @@ void check_options(const OutboxOptions& o) {
   if (o.max_attempts < 1) refuse("max_attempts must be at least 1");
   if (o.busy_timeout.count() < 0) refuse("busy_timeout must not be negative");
   if (o.max_wal_bytes < 16 * 1024) refuse("max_wal_bytes must be at least 16 KiB");
+  if ((o.file_mode & 0600u) != 0600u || o.file_mode > 0777u)
+    refuse("file_mode must give the owner read and write (0600) and nothing beyond 0777");
   try {
     validate_topic(o.dropped_event_topic);
   } catch (const Error& e) {
@@ -52,6 +54,7 @@ ConnectionSettings connection_settings(const OutboxOptions& o) {
   settings.busy_timeout = o.busy_timeout;
   settings.max_wal_bytes = wal_limit_for(o);
   settings.check_on_open = o.check_on_open;
+  settings.file_mode = o.file_mode;
   settings.log = o.log;
   settings.clock = o.clock;
   return settings;

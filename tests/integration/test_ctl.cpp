@@ -140,8 +140,13 @@ TEST_CASE("requeue by id and --all, purge-dead with --older-than") {
   REQUIRE(r.status == 0);
   CHECK(r.summary()["purged"] == 0);  // they died just now
 
+  r = ctl(dir, {"--db", db.string(), "purge-dead", "--older-than", "soon"});
+  CHECK(r.status == 2);  // a usage error: nothing opened
+  CHECK(r.err.find("--older-than") != std::string::npos);
+  CHECK(sql_count(db, "SELECT COUNT(*) FROM outbox_dead") == 2);
+
   r = ctl(dir, {"--db", db.string(), "requeue"});
-  CHECK(r.status != 0);
+  CHECK(r.status == 2);
   CHECK(r.err.find("--all or event ids") != std::string::npos);
 
   r = ctl(dir, {"--db", db.string(), "requeue", "--all"});
@@ -207,7 +212,7 @@ TEST_CASE("a missing file is an error and is not created") {
   CHECK(r.status == 1);
   CHECK_FALSE(std::filesystem::exists(file));
   r = ctl(dir, {"--db", file.string()});
-  CHECK(r.status != 0);  // a command is required
+  CHECK(r.status == 2);  // a command is required
 }
 
 namespace {

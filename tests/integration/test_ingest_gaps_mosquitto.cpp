@@ -151,7 +151,7 @@ TEST_CASE("gaps exits 0 with explained gaps only (superseded reports merged), 1 
   CHECK(r.out.find("missing: 5 explained, 2 unexplained\n") != std::string::npos);
 }
 
-TEST_CASE("gaps exits 3 when the store cannot be read, and with CLI11's code for a bad command line") {
+TEST_CASE("gaps exits 3 when the store cannot be read, and 2 for a bad command line") {
   TempDir dir;
   auto expect_unreadable = [&](const std::string& store, const std::string& why) {
     auto r = run_gaps(dir, {"--store", store, "--json"});
@@ -179,9 +179,12 @@ TEST_CASE("gaps exits 3 when the store cannot be read, and with CLI11's code for
   expect_unreadable("postgresql://postgres@127.0.0.1:1/none", "PostgreSQL");
   expect_unreadable("mysql://127.0.0.1/x", "unknown --store");
 
-  // A bad command line: CLI11's codes, 100 and up, never 1 or 3.
+  // A bad command line: the usage code, never 1 or 3, one line and the hint.
   auto r = run_gaps(dir, {"--no-such-option"});
-  CHECK(r.status == 109);
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("--no-such-option") != std::string::npos);
+  CHECK(r.err.find("Run `edge-outbox-ingest --help` for the options.") != std::string::npos);
   r = run_gaps(dir, {"--help"});
   CHECK(r.status == 0);
   CHECK(r.out.find("Exit codes: 0 no unexplained gap; 1 unexplained gaps") != std::string::npos);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Helpers for the firmware-host tests: run edge-outbox-sim / edge-outbox-ctl
-// from the build tree and read what they printed.
+// Helpers for the firmware-host tests: run edge-outbox-sim, edge-outbox-ctl
+// and edge-outbox-forwarder from the build tree and read what they printed.
 #pragma once
 
 #include <chrono>
@@ -21,6 +21,7 @@ namespace edge_outbox::test {
 
 inline std::filesystem::path sim_binary() { return binary_dir() / "firmware-host" / "edge-outbox-sim"; }
 inline std::filesystem::path ctl_binary() { return binary_dir() / "firmware-host" / "edge-outbox-ctl"; }
+inline std::filesystem::path forwarder_binary() { return binary_dir() / "firmware-host" / "edge-outbox-forwarder"; }
 
 inline std::string read_text(const std::filesystem::path& file) {
   std::ifstream in(file);

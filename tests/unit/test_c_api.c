@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int failures = 0;
@@ -232,6 +233,17 @@ int main(void) {
   edge_outbox_options_init(&options);
   options.file_mode = 0400;
   CHECK_STATUS(edge_outbox_open(path, &options, &outbox), EDGE_OUTBOX_INVALID_ARGUMENT);
+  CHECK(strstr(edge_outbox_last_error(), "file_mode") != NULL);
+
+  /* A file created for an application and a forwarder of one group. */
+  char shared[256];
+  snprintf(shared, sizeof shared, "%s/shared.db", dir);
+  edge_outbox_options_init(&options);
+  options.file_mode = 0660;
+  CHECK_STATUS(edge_outbox_open(shared, &options, &outbox), EDGE_OUTBOX_OK);
+  struct stat st;
+  CHECK(stat(shared, &st) == 0 && (st.st_mode & 0777) == 0660);
+  CHECK_STATUS(edge_outbox_close(outbox), EDGE_OUTBOX_OK);
   CHECK_STATUS(edge_outbox_open(NULL, NULL, &outbox), EDGE_OUTBOX_INVALID_ARGUMENT);
   CHECK_STATUS(edge_outbox_open(path, NULL, NULL), EDGE_OUTBOX_INVALID_ARGUMENT);
 

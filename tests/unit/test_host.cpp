@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// host/: the binaries' log sink, read_secret's rule and the termination
-// signals (durations are in test_sim_config.cpp).
+// host/: the binaries' log sinks (stderr, and a log file reopened after a
+// rotation), read_secret's rule and the termination and daemon signals
+// (durations are in test_sim_config.cpp).
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -8,7 +9,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -16,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "host/daemon_signals.h"
 #include "host/log_sink.h"
 #include "host/read_secret.h"
 #include "host/termination_signals.h"
@@ -208,4 +212,70 @@ TEST_CASE("TerminationSignals: a blocked SIGTERM waits until taken; none gives 0
   CHECK(host::TerminationSignals::name(SIGINT) == "SIGINT");
   CHECK(host::TerminationSignals::name(SIGTERM) == "SIGTERM");
   CHECK(host::TerminationSignals::name(SIGHUP) == "signal");
+}
+
+TEST_CASE("DaemonSignals: SIGHUP as well as SIGTERM and SIGINT; which ones stop") {
+  const host::DaemonSignals signals;
+  CHECK(signals.wait(std::chrono::milliseconds(0)) == 0);
+  REQUIRE(::raise(SIGHUP) == 0);  // blocked: pending, the process lives on
+  CHECK(signals.wait(std::chrono::milliseconds(10'000)) == SIGHUP);
+  REQUIRE(::raise(SIGTERM) == 0);
+  CHECK(signals.wait(std::chrono::milliseconds(10'000)) == SIGTERM);
+  CHECK(signals.wait(std::chrono::milliseconds(0)) == 0);
+  CHECK(host::DaemonSignals::stops(SIGTERM));
+  CHECK(host::DaemonSignals::stops(SIGINT));
+  CHECK_FALSE(host::DaemonSignals::stops(SIGHUP));
+  CHECK_FALSE(host::DaemonSignals::stops(0));
+  CHECK(host::DaemonSignals::name(SIGHUP) == "SIGHUP");
+}
+
+TEST_CASE("FileLog: appends whole lines; after the file is moved, reopen() writes to a new one") {
+  test::TempDir dir;
+  const auto path = dir / "daemon.log";
+  {
+    std::ofstream existing(path);
+    existing << "an older line\n";
+  }
+  host::FileLog log("edge-outbox-test", LogLevel::info, LogFormat::json, path);
+  log.write(LogLevel::debug, "below the level");
+  log.write(LogLevel::info, "first");
+  std::filesystem::rename(path, dir / "daemon.log.1");
+  log.write(LogLevel::warning, "still to the moved file");
+  CHECK(log.reopen().empty());
+  log.write(LogLevel::error, "to the new file");
+
+  auto read_lines = [](const std::filesystem::path& file) {
+    std::ifstream in(file);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  auto moved = read_lines(dir / "daemon.log.1");
+  REQUIRE(moved.size() == 3);
+  CHECK(moved[0] == "an older line");
+  CHECK(nlohmann::json::parse(moved[1])["message"] == "first");
+  CHECK(nlohmann::json::parse(moved[2])["message"] == "still to the moved file");
+  auto fresh = read_lines(path);
+  REQUIRE(fresh.size() == 1);
+  auto line = nlohmann::json::parse(fresh[0]);
+  CHECK(line["message"] == "to the new file");
+  CHECK(line["level"] == "error");
+  CHECK(line["program"] == "edge-outbox-test");
+
+  // A path that cannot be opened: the reason, and the old file goes on.
+  std::filesystem::remove(path);
+  std::filesystem::create_directory(path);
+  CHECK(log.reopen().find("cannot open the log file") != std::string::npos);
+  log.write(LogLevel::error, "kept");
+  CHECK(read_lines(dir / "daemon.log.1").size() == 3);
+}
+
+TEST_CASE("FileLog: a file that cannot be opened is an error naming it") {
+  test::TempDir dir;
+  try {
+    host::FileLog log("edge-outbox-test", LogLevel::info, LogFormat::text, dir / "missing" / "x.log");
+    FAIL("no error");
+  } catch (const std::system_error& e) {
+    CHECK(std::string(e.what()).find((dir / "missing" / "x.log").string()) != std::string::npos);
+  }
 }

@@ -102,6 +102,39 @@ TEST_CASE("the file is created 0600 in WAL mode with the chosen synchronous leve
   CHECK(check.execAndGet("PRAGMA user_version").getInt() == 0);  // the application's, untouched
 }
 
+TEST_CASE("file_mode: 0660 exactly whatever the umask, on the database, -wal and -shm; an existing file keeps its own") {
+  test::TempDir dir;
+  const mode_t old_umask = ::umask(027);  // would take the group's write bit
+  {
+    OutboxOptions o;
+    o.file_mode = 0660;
+    Outbox outbox(dir / "shared.db", o);
+    outbox.enqueue(reading_event(1));
+    for (const char* name : {"shared.db", "shared.db-wal", "shared.db-shm"}) {
+      struct stat st {};
+      INFO(name);
+      REQUIRE(::stat((dir / name).c_str(), &st) == 0);
+      CHECK((st.st_mode & 07777) == 0660);
+    }
+  }
+  {
+    OutboxOptions o;
+    o.file_mode = 0640;  // only for a file it creates
+    Outbox again(dir / "shared.db", o);
+    struct stat st {};
+    REQUIRE(::stat((dir / "shared.db").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0660);
+  }
+  ::umask(old_umask);
+  for (unsigned refused : {0400u, 0200u, 01660u, 04600u}) {
+    OutboxOptions o;
+    o.file_mode = refused;
+    INFO(refused);
+    CHECK_THROWS_ERROR_WITH(ErrorKind::invalid_argument, "file_mode", Outbox(dir / "refused.db", o));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "refused.db"));
+}
+
 TEST_CASE("a file the library creates has 1 KiB pages; a file with pages keeps its own") {
   test::TempDir dir;
   {

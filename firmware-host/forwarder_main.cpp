@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: Apache-2.0
+// edge-outbox-forwarder: the daemon that forwards the outbox of one database
+// file which other processes (the applications, in any language) write. It
+// takes the file's lease (one forwarder per file), creates the outbox tables
+// if missing, and forwards until SIGTERM or SIGINT; SIGHUP reopens the log
+// file. See docs/forwarder.md.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <edge_outbox/error.h>
+#include <edge_outbox/forwarder.h>
+#include <edge_outbox/mqtt/publisher.h>
+#include <edge_outbox/outbox.h>
+
+#include "host/command_line.h"
+#include "host/daemon_signals.h"
+#include "host/exit_codes.h"
+#include "host/log_sink.h"
+
+#include "forwarder_config.h"
+#include "lease.h"
+
+namespace host = edge_outbox::host;
+namespace device = edge_outbox::device;
+using edge_outbox::Error;
+using edge_outbox::LogLevel;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr const char* kBinary = "edge-outbox-forwarder";
+
+// The device library's levels are the log sink's, in the same order.
+host::LogLevel to_host(LogLevel level) { return static_cast<host::LogLevel>(static_cast<int>(level)); }
+static_assert(static_cast<int>(LogLevel::debug) == static_cast<int>(host::LogLevel::debug) &&
+              static_cast<int>(LogLevel::error) == static_cast<int>(host::LogLevel::error));
+
+// Where the daemon's lines go: stderr, or the --log-file (then the lines
+// that explain why it could not start go to stderr as well, where the
+// service manager sees them). Thread rule: write() from any thread.
+class DaemonLog {
+ public:
+  explicit DaemonLog(const device::ForwarderConfig& c) {
+    const auto level = host::parse_log_level(c.log_level).value_or(host::LogLevel::info);
+    const auto format = c.log_format == "json" ? host::LogFormat::json : host::LogFormat::text;
+    if (c.log_file.empty()) {
+      stderr_ = std::make_shared<host::StderrLog>(
+          kBinary, level,
+          host::LogLineStyle{format, format == host::LogFormat::text && host::StderrLog::stderr_is_terminal()});
+    } else {
+      file_ = std::make_shared<host::FileLog>(kBinary, level, format, c.log_file);
+    }
+  }
+
+  void write(host::LogLevel level, std::string_view message) const noexcept {
+    if (file_) {
+      file_->write(level, message);
+    } else {
+      stderr_->write(level, message);
+    }
+  }
+
+  // A reason the daemon stops: in the log and on stderr.
+  void fatal(std::string_view message) const noexcept {
+    write(host::LogLevel::error, message);
+    if (file_) std::fprintf(stderr, "%s: %.*s\n", kBinary, static_cast<int>(message.size()), message.data());
+  }
+
+  // SIGHUP: the log file again (logrotate moved it). Nothing for stderr.
+  void reopen() const {
+    if (!file_) return;
+    auto problem = file_->reopen();
+    if (problem.empty()) {
+      write(host::LogLevel::info, "log file reopened (SIGHUP)");
+    } else {
+      write(host::LogLevel::error, problem + "; the lines go on to the file open before");
+    }
+  }
+
+  edge_outbox::LogCallback callback() const {
+    return [stderr_log = stderr_, file = file_](LogLevel level, std::string_view m) {
+      if (file) {
+        file->write(to_host(level), m);
+      } else {
+        stderr_log->write(to_host(level), m);
+      }
+    };
+  }
+
+ private:
+  std::shared_ptr<host::StderrLog> stderr_;
+  std::shared_ptr<host::FileLog> file_;
+};
+
+int run(const device::ForwarderConfig& c, const std::string& password, const host::DaemonSignals& signals,
+        const DaemonLog& log) {
+  std::optional<device::ForwarderLease> lease;
+  try {
+    lease.emplace(c.db, c.file_mode);
+  } catch (const device::LeaseHeld& e) {
+    log.fatal(e.what());
+    return host::exit_code::lease_held;
+  }
+
+  const auto callback = log.callback();
+  auto oo = device::outbox_options(c, callback);
+  oo.mode = edge_outbox::OpenMode::create;
+  oo.file_mode = c.file_mode;
+  // Creates the file and the outbox tables when missing; never touches the
+  // application's tables. Kept open for the statistics.
+  edge_outbox::Outbox outbox(c.db, oo);
+
+  const std::string client_id =
+      std::string(kBinary) + "-" + c.device_id + "-" + std::filesystem::path(c.db).stem().string();
+  auto publisher =
+      std::make_unique<edge_outbox::MqttPublisher>(device::publisher_options(c, client_id, password, callback));
+  auto fo = device::forwarder_options(c, callback);
+  if (auto warning = device::forwarding_warning(c)) log.write(host::LogLevel::warning, *warning);
+  edge_outbox::Forwarder forwarder(std::filesystem::path(c.db), oo, std::move(publisher), fo);
+  if (!c.metrics_listen.empty()) {
+    log.write(host::LogLevel::warning, "--metrics-listen " + c.metrics_listen + ": this build serves no metrics");
+  }
+  forwarder.start();
+  log.write(host::LogLevel::info, "serving " + c.db + " (pid " + std::to_string(::getpid()) + ", lease " +
+                                      lease->lock_file().string() + "): forwarding to " + c.broker + " as " +
+                                      c.device_id + ", " + std::to_string(outbox.stats().pending) + " pending");
+
+  int signal = 0;
+  for (;;) {
+    signal = signals.wait(milliseconds(1000));
+    if (signal == SIGHUP) log.reopen();
+    if (host::DaemonSignals::stops(signal)) break;
+  }
+  log.write(host::LogLevel::info, std::string("stopping (") + std::string(host::DaemonSignals::name(signal)) +
+                                      "): forwarding for up to " + std::to_string(c.stop_timeout.count()) +
+                                      " ms more while events are pending or in flight");
+  forwarder.stop(c.stop_timeout);
+  const auto stats = outbox.stats();
+  const auto fs = forwarder.stats();
+  log.write(host::LogLevel::info, "stopped: " + std::to_string(fs.published_total) + " published since start, " +
+                                      std::to_string(stats.pending) + " pending");
+  return host::exit_code::ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "edge-outbox-forwarder: forwards the outbox of a database file that other processes write (with\n"
+      "the library, the C API or Python) to an MQTT broker. One forwarder per file: a second one exits 4.\n"
+      "SIGTERM/SIGINT stop it after the acknowledgements in flight; SIGHUP reopens --log-file."};
+  device::ForwarderConfig cli;
+  device::add_options(app, cli);
+  host::add_version_flag(app, kBinary);
+  if (const auto done = host::parse_command_line(app, argc, argv)) return *done;
+  device::ForwarderConfig config;
+  std::string password;  // the broker's, read once; never logged
+  try {
+    config = device::resolve(app, cli);
+    password = device::read_broker_password(config);
+  } catch (const std::exception& e) {  // Error from resolve, std::runtime_error from read_secret
+    std::fprintf(stderr, "%s: %s\nRun `%s --help` for the options.\n", kBinary, e.what(), kBinary);
+    return host::exit_code::usage;
+  }
+
+  // Signals are taken by sigtimedwait in the main loop only; block them
+  // before the forwarder and Paho start their threads.
+  const host::DaemonSignals signals;
+
+  std::optional<DaemonLog> log;
+  try {
+    log.emplace(config);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", kBinary, e.what());
+    return host::exit_code::failure;
+  }
+  try {
+    return run(config, password, signals, *log);
+  } catch (const Error& e) {
+    log->fatal(std::string(e.what()) + " (" + std::string(edge_outbox::to_string(e.kind())) + ")");
+    return host::exit_code::failure;
+  } catch (const std::exception& e) {
+    log->fatal(e.what());
+    return host::exit_code::failure;
+  }
+}

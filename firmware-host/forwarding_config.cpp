@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "forwarding_config.h"
+
+#include <unistd.h>
+
+#include <climits>
+
+#include <CLI/CLI.hpp>
+
+#include "host/log_sink.h"
+#include "host/read_secret.h"
+
+namespace edge_outbox::device {
+namespace {
+
+using nlohmann::json;
+using Field = ConfigField<ForwardingConfig>;
+
+bool valid_topic_level(const std::string& s, bool allow_slash) {
+  if (s.empty()) return false;
+  for (char ch : s) {
+    if (ch == '+' || ch == '#' || ch == '\0') return false;
+    if (!allow_slash && ch == '/') return false;
+  }
+  return true;
+}
+
+std::string host_name() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "edge-device";
+  return buf;
+}
+
+#define EO_STRING_FIELD(key, member)                                                              \
+  Field {                                                                                         \
+    key, [](ForwardingConfig& c, const json& v) { c.member = want_string(key, v); },              \
+        [](ForwardingConfig& c, const ForwardingConfig& from) { c.member = from.member; }         \
+  }
+#define EO_DURATION_FIELD(key, member)                                                            \
+  Field {                                                                                         \
+    key, [](ForwardingConfig& c, const json& v) { c.member = want_duration(key, v); },            \
+        [](ForwardingConfig& c, const ForwardingConfig& from) { c.member = from.member; }         \
+  }
+#define EO_COUNT_FIELD(key, member)                                                               \
+  Field {                                                                                         \
+    key, [](ForwardingConfig& c, const json& v) { c.member = want_count(key, v); },               \
+        [](ForwardingConfig& c, const ForwardingConfig& from) { c.member = from.member; }         \
+  }
+
+}  // namespace
+
+const std::vector<Field>& forwarding_fields() {
+  static const std::vector<Field> all = {
+      EO_STRING_FIELD("device-id", device_id),
+      EO_STRING_FIELD("broker", broker),
+      EO_STRING_FIELD("topic-prefix", topic_prefix),
+      EO_STRING_FIELD("username", username),
+      EO_STRING_FIELD("password-file", password_file),
+      EO_STRING_FIELD("password-env", password_env),
+      EO_STRING_FIELD("ca-file", ca_file),
+      EO_STRING_FIELD("cert-file", cert_file),
+      EO_STRING_FIELD("key-file", key_file),
+      EO_DURATION_FIELD("backoff-max", backoff_max),
+      EO_DURATION_FIELD("ack-timeout", ack_timeout),
+      EO_STRING_FIELD("confirm", confirm),
+      EO_DURATION_FIELD("confirm-timeout", confirm_timeout),
+      EO_COUNT_FIELD("batch", batch),
+      EO_COUNT_FIELD("batch-bytes", batch_bytes),
+      EO_DURATION_FIELD("linger", linger),
+      EO_STRING_FIELD("compress", compress),
+      EO_STRING_FIELD("format", format),
+      EO_STRING_FIELD("durability", durability),
+      EO_COUNT_FIELD("max-pending", max_pending),
+      EO_STRING_FIELD("capacity-policy", capacity_policy),
+      EO_STRING_FIELD("log-level", log_level),
+  };
+  return all;
+}
+
+#undef EO_STRING_FIELD
+#undef EO_DURATION_FIELD
+#undef EO_COUNT_FIELD
+
+std::string ForwardingConfig::topic_for(const std::string& type) const { return device_topic() + "/events/" + type; }
+
+std::string ForwardingConfig::device_topic() const { return topic_prefix + "/" + device_id; }
+
+void add_forwarding_options(CLI::App& app, ForwardingConfig& cli) {
+  app.add_option("--device-id", cli.device_id, "Device id: the CloudEvents source and a topic level (default: host name)");
+  app.add_option("--broker", cli.broker, "MQTT broker, mqtt://host:port or mqtts://host:port")->capture_default_str();
+  app.add_option("--topic-prefix", cli.topic_prefix, "Events go to PREFIX/<device-id>/events/<type>")
+      ->capture_default_str();
+  app.add_option("--username", cli.username, "Broker user name");
+  app.add_option("--password-file", cli.password_file, "File holding the broker password");
+  app.add_option("--password-env", cli.password_env, "Environment variable holding the broker password");
+  app.add_option("--ca-file", cli.ca_file, "CA certificates (PEM) to verify an mqtts:// broker (default: system store)");
+  app.add_option("--cert-file", cli.cert_file, "Client certificate (PEM) for mqtts://");
+  app.add_option("--key-file", cli.key_file, "Private key (PEM) of --cert-file");
+  app.add_option_function<std::string>(
+      "--backoff-max", [&cli](const std::string& s) { cli.backoff_max = cli_duration("--backoff-max", s); },
+      "Longest wait between reconnection attempts (exponential backoff with jitter; default 60s)");
+  app.add_option_function<std::string>(
+      "--ack-timeout", [&cli](const std::string& s) { cli.ack_timeout = cli_duration("--ack-timeout", s); },
+      "With publishes outstanding, drop and re-open the connection when no acknowledgement arrives for this "
+      "long (a frozen broker or a dead link that looks open; default 15s; 0: off, only the keepalive notices)");
+  app.add_option_function<std::string>(
+         "--confirm", [&cli](const std::string& s) { cli.confirm = s.empty() ? "server" : s; },
+         "When an event leaves the outbox: broker (at the broker's acknowledgement; default) or server (when "
+         "edge-outbox-ingest confirms it has stored it; --confirm alone means server)")
+      ->expected(0, 1);
+  app.add_option_function<std::string>(
+      "--confirm-timeout",
+      [&cli](const std::string& s) { cli.confirm_timeout = cli_duration("--confirm-timeout", s); },
+      "With --confirm server: send the unconfirmed events again when no confirmation advances for this long "
+      "(default 30s; doubles while nothing is confirmed, up to 8 times)");
+  app.add_option("--batch", cli.batch,
+                 "Most events per MQTT message (1: one per message, as the CloudEvents MQTT binding says; more: "
+                 "a JSON batch, application/cloudevents-batch+json, which only a batch-aware consumer such as "
+                 "edge-outbox-ingest reads; 1..10000)")
+      ->capture_default_str();
+  app.add_option("--batch-bytes", cli.batch_bytes,
+                 "Most bytes of a batch's uncompressed payload (at least 1024; also kept below the broker's "
+                 "maximum packet size)")
+      ->capture_default_str();
+  app.add_option_function<std::string>(
+      "--linger", [&cli](const std::string& s) { cli.linger = cli_duration("--linger", s); },
+      "With --batch: how long the oldest event read may wait for a fuller batch while online and idle "
+      "(default 20ms; 0: send what is there)");
+  app.add_option("--compress", cli.compress, "Batch compression: none or zstd (needs --batch 2 or more)")
+      ->capture_default_str();
+  app.add_option("--format", cli.format,
+                 "Single-event messages: auto (CloudEvents binary mode on MQTT 5, structured on 3.1.1), binary "
+                 "(MQTT 5 only: no fallback to 3.1.1) or structured (one JSON envelope)")
+      ->capture_default_str();
+  app.add_option("--durability", cli.durability,
+                 "full: every event survives a power loss; normal: a crash, not a power loss")
+      ->capture_default_str();
+  app.add_option("--max-pending", cli.max_pending, "Most pending events kept on disk (0: unbounded)")
+      ->capture_default_str();
+  app.add_option("--capacity-policy", cli.capacity_policy,
+                 "When --max-pending is reached: reject_new (the new event is refused) or drop_oldest")
+      ->capture_default_str();
+  app.add_option("--log-level", cli.log_level, "Least important log lines written: debug, info, warning or error")
+      ->capture_default_str();
+}
+
+void validate_forwarding(ForwardingConfig& c) {
+  if (c.device_id.empty()) c.device_id = host_name();
+  if (!valid_topic_level(c.device_id, false)) {
+    refuse("--device-id \"" + c.device_id + "\" must be non-empty and contain no '/', '+' or '#'");
+  }
+  if (!valid_topic_level(c.topic_prefix, true)) {
+    refuse("--topic-prefix \"" + c.topic_prefix + "\" must be non-empty and contain no '+' or '#'");
+  }
+  if (c.durability != "full" && c.durability != "normal") {
+    refuse("--durability must be full or normal, not \"" + c.durability + "\"");
+  }
+  if (c.confirm != "broker" && c.confirm != "server") {
+    refuse("--confirm must be broker or server, not \"" + c.confirm + "\"");
+  }
+  if (c.confirm_timeout.count() <= 0) refuse("--confirm-timeout must be positive, such as 30s");
+  if (c.batch < 1 || c.batch > 10'000) refuse("--batch must be 1..10000 events per message");
+  if (c.batch_bytes < 1024 || c.batch_bytes > 268'435'455) {
+    refuse("--batch-bytes must be 1024..268435455 bytes (MQTT's largest packet)");
+  }
+  if (c.linger.count() < 0) refuse("--linger must be 0 or more, such as 20ms");
+  if (c.compress != "none" && c.compress != "zstd") {
+    refuse("--compress must be none or zstd, not \"" + c.compress + "\"");
+  }
+  if (c.compress != "none" && c.batch < 2) {
+    refuse("--compress " + c.compress + " needs --batch 2 or more: only batches are compressed");
+  }
+  if (c.format != "auto" && c.format != "binary" && c.format != "structured") {
+    refuse("--format must be auto, binary or structured, not \"" + c.format + "\"");
+  }
+  if (c.capacity_policy != "reject_new" && c.capacity_policy != "drop_oldest") {
+    refuse("--capacity-policy must be reject_new or drop_oldest, not \"" + c.capacity_policy + "\"");
+  }
+  if (!c.password_file.empty() && !c.password_env.empty()) refuse("give --password-file or --password-env, not both");
+  if (c.cert_file.empty() != c.key_file.empty()) refuse("--cert-file and --key-file go together");
+  if (!host::parse_log_level(c.log_level)) {
+    refuse("--log-level must be debug, info, warning or error, not \"" + c.log_level + "\"");
+  }
+  if (c.broker.rfind("mqtt://", 0) != 0 && c.broker.rfind("mqtts://", 0) != 0) {
+    refuse("--broker \"" + c.broker + "\" must start with mqtt:// or mqtts://");
+  }
+  if (c.backoff_max.count() < 100) refuse("--backoff-max must be at least 100ms");
+}
+
+std::string read_broker_password(const ForwardingConfig& c) {
+  return host::read_secret(c.password_file, c.password_env,
+                           c.password_file.empty() ? "--password-env" : "--password-file");
+}
+
+MqttPublisherOptions publisher_options(const ForwardingConfig& c, std::string client_id, std::string password,
+                                       LogCallback log) {
+  MqttPublisherOptions o;
+  o.uri = c.broker;
+  o.client_id = std::move(client_id);
+  o.username = c.username;
+  o.password = std::move(password);
+  if (c.broker.rfind("mqtts://", 0) == 0 || !c.ca_file.empty()) {
+    MqttTlsOptions tls;
+    tls.ca_file = c.ca_file;
+    tls.certificate_file = c.cert_file;
+    tls.private_key_file = c.key_file;
+    o.tls = tls;
+  }
+  o.backoff_max = c.backoff_max;
+  if (o.backoff_initial > o.backoff_max) o.backoff_initial = o.backoff_max;
+  // Binary mode needs MQTT 5's properties: a broker that refuses version 5 is
+  // an error, not a quiet switch to structured messages.
+  if (c.format == "binary") o.fallback_to_3_1_1 = false;
+  o.status_topic = c.device_topic() + "/status";
+  o.log = std::move(log);
+  return o;
+}
+
+ForwarderOptions forwarder_options(const ForwardingConfig& c, LogCallback log) {
+  ForwarderOptions fo;
+  fo.source = c.device_id;
+  fo.ack_timeout = c.ack_timeout;
+  fo.device_topic = c.device_topic();
+  fo.confirmation =
+      c.confirm == "server" ? ForwarderOptions::Confirmation::server : ForwarderOptions::Confirmation::broker;
+  fo.confirm_timeout = c.confirm_timeout;
+  fo.wire_mode = c.format == "binary"       ? WireMode::binary
+                 : c.format == "structured" ? WireMode::structured
+                                            : WireMode::automatic;
+  fo.batch.max_events = static_cast<std::size_t>(c.batch);
+  fo.batch.max_bytes = static_cast<std::size_t>(c.batch_bytes);
+  fo.batch.linger = c.linger;
+  fo.batch.compression = c.compress == "zstd" ? cloudevents::Compression::zstd : cloudevents::Compression::none;
+  fo.log = std::move(log);
+  return fo;
+}
+
+OutboxOptions outbox_options(const ForwardingConfig& c, LogCallback log) {
+  OutboxOptions oo;
+  oo.durability = c.durability == "normal" ? Durability::normal : Durability::full;
+  oo.max_pending_events = c.max_pending;
+  oo.capacity_policy = c.capacity_policy == "drop_oldest" ? CapacityPolicy::drop_oldest : CapacityPolicy::reject_new;
+  oo.dropped_event_topic = c.topic_for("outbox.dropped");
+  oo.log = std::move(log);
+  return oo;
+}
+
+std::optional<std::string> forwarding_warning(const ForwardingConfig& c) {
+  if (c.batch <= 1 || c.confirm == "server") return std::nullopt;
+  // Only an ingest that reads batches can store them; in broker mode an
+  // event leaves the device at the broker's PUBACK, whoever reads it.
+  return "--batch " + std::to_string(c.batch) +
+         " with --confirm broker: an ingest that cannot read batches rejects them and the events are lost "
+         "to it; use --confirm server so that the device keeps them until they are stored "
+         "(docs/upgrading.md)";
+}
+
+}  // namespace edge_outbox::device

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// ForwardingConfig is what edge-outbox-sim and edge-outbox-forwarder are
+// told about forwarding: the broker and its credentials, TLS, confirmation,
+// batching, the outbox's durability and bounds, the log level. Both binaries
+// declare these options with the same names and read the same config keys
+// (the long option names), and build the library's options from them here.
+// A plain value; the binaries' own configs derive from it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <edge_outbox/forwarder.h>
+#include <edge_outbox/log.h>
+#include <edge_outbox/mqtt/publisher.h>
+#include <edge_outbox/options.h>
+
+#include "config_json.h"
+
+namespace CLI {
+class App;
+}
+
+namespace edge_outbox::device {
+
+struct ForwardingConfig {
+  std::string device_id;  // empty: the host name (filled by validate_forwarding)
+  std::string topic_prefix = "devices";
+  std::string broker = "mqtt://127.0.0.1:1883";
+  std::string username;
+  std::string password_file;
+  std::string password_env;
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  std::chrono::milliseconds backoff_max{60'000};  // longest wait between reconnection attempts
+  std::chrono::milliseconds ack_timeout{15'000};  // ForwarderOptions::ack_timeout; 0: off
+  std::string confirm = "broker";                 // broker | server (ForwarderOptions::confirmation)
+  std::chrono::milliseconds confirm_timeout{30'000};  // ForwarderOptions::confirm_timeout
+  // ForwarderOptions::batch: most events per MQTT message (1: one per message,
+  // the CloudEvents MQTT binding as it is), most bytes of a batch's payload,
+  // how long the oldest event may wait for a fuller batch, and compression
+  // (none | zstd; only with batch >= 2).
+  std::uint64_t batch = 1;
+  std::uint64_t batch_bytes = 64 * 1024;
+  std::chrono::milliseconds linger{20};
+  std::string compress = "none";
+  // ForwarderOptions::wire_mode: auto (binary on MQTT 5, structured on 3.1.1),
+  // binary (MQTT 5 only: no fallback to 3.1.1) or structured.
+  std::string format = "auto";
+  // The MQTT protocol version to connect with: auto, 4 or 5. Held for the
+  // option that sets it; nothing reads it yet (the publisher connects as
+  // `format` allows).
+  std::string mqtt_version = "auto";
+  std::string durability = "full";             // full | normal
+  std::uint64_t max_pending = 0;               // 0: unbounded
+  std::string capacity_policy = "reject_new";  // reject_new | drop_oldest
+  std::string log_level = "warning";           // debug | info | warning (or warn) | error
+
+  // "<prefix>/<device-id>/events/" + type
+  std::string topic_for(const std::string& type) const;
+  // "<prefix>/<device-id>" (ForwarderOptions::device_topic)
+  std::string device_topic() const;
+};
+
+// Declares the forwarding options on app, bound to cli.
+void add_forwarding_options(CLI::App& app, ForwardingConfig& cli);
+
+// The config keys of the forwarding options.
+const std::vector<ConfigField<ForwardingConfig>>& forwarding_fields();
+
+// Checks ranges and conflicts; fills device_id with the host name if empty.
+// Throws Error(invalid_argument) naming the option.
+void validate_forwarding(ForwardingConfig& config);
+
+// The broker password from --password-file or --password-env ("" if
+// neither). Throws std::runtime_error naming the option (host::read_secret).
+std::string read_broker_password(const ForwardingConfig& config);
+
+// The library's options for these settings.
+// Requires: config validated.
+MqttPublisherOptions publisher_options(const ForwardingConfig& config, std::string client_id, std::string password,
+                                       LogCallback log);
+ForwarderOptions forwarder_options(const ForwardingConfig& config, LogCallback log);
+// durability, max_pending, capacity_policy, and the dropped-event topic under
+// the device's topics; the rest are OutboxOptions' defaults.
+OutboxOptions outbox_options(const ForwardingConfig& config, LogCallback log);
+
+// The warning for a combination that loses events with an old ingest
+// (batches with broker confirmation); nothing when there is none.
+std::optional<std::string> forwarding_warning(const ForwardingConfig& config);
+
+}  // namespace edge_outbox::device

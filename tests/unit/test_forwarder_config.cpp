@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+// firmware-host/forwarder_config.cpp, forwarding_config.cpp and lease.cpp:
+// edge-outbox-forwarder's command line and JSON config file (the forwarding
+// options shared with the simulator, flags over the file), the library
+// options built from them, and the lease on a database file.
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <edge_outbox/error.h>
+
+#include "forwarder_config.h"
+#include "lease.h"
+#include "support/temp_dir.h"
+
+using namespace edge_outbox;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+device::ForwarderConfig parse(std::vector<std::string> args) {
+  CLI::App app;
+  device::ForwarderConfig cli;
+  device::add_options(app, cli);
+  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
+  app.parse(args);
+  return device::resolve(app, cli);
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::invalid_argument);
+    return e.what();
+  }
+  FAIL("no Error thrown");
+  return {};
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("defaults: info log level, text lines on stderr, files created 0600") {
+  auto c = parse({"--db", "app.db", "--device-id", "gw-1"});
+  CHECK(c.db == "app.db");
+  CHECK(c.broker == "mqtt://127.0.0.1:1883");
+  CHECK(c.log_level == "info");
+  CHECK(c.log_format == "text");
+  CHECK(c.log_file.empty());
+  CHECK(c.file_mode == 0600u);
+  CHECK(c.stop_timeout == 5s);
+  CHECK(c.metrics_listen.empty());
+  CHECK(c.mqtt_version == "auto");
+  CHECK(c.device_topic() == "devices/gw-1");
+}
+
+TEST_CASE("the config file, then the flags; both key spellings") {
+  test::TempDir dir;
+  auto file = dir / "forwarder.json";
+  std::ofstream(file) << json{{"db", "/var/lib/edge-outbox/app.db"},
+                              {"broker", "mqtts://broker.example:8883"},
+                              {"device_id", "gw-file"},
+                              {"confirm", "server"},
+                              {"batch", 50},
+                              {"compress", "zstd"},
+                              {"linger", "50ms"},
+                              {"file-mode", "0660"},
+                              {"log-format", "json"},
+                              {"log_file", "/var/log/f.log"},
+                              {"metrics-listen", "[::1]:9100"},
+                              {"stop-timeout", 2}}
+                              .dump();
+  auto c = parse({"--config", file.string(), "--device-id", "gw-flag", "--file-mode", "0640", "--batch", "20"});
+  CHECK(c.db == "/var/lib/edge-outbox/app.db");
+  CHECK(c.broker == "mqtts://broker.example:8883");
+  CHECK(c.device_id == "gw-flag");  // the flag wins
+  CHECK(c.file_mode == 0640u);
+  CHECK(c.batch == 20);
+  CHECK(c.confirm == "server");
+  CHECK(c.compress == "zstd");
+  CHECK(c.linger == 50ms);
+  CHECK(c.log_format == "json");
+  CHECK(c.log_file == "/var/log/f.log");
+  CHECK(c.metrics_listen == "[::1]:9100");
+  CHECK(c.stop_timeout == 2s);
+
+  auto fo = device::forwarder_options(c, {});
+  CHECK(fo.source == "gw-flag");
+  CHECK(fo.device_topic == "devices/gw-flag");
+  CHECK(fo.confirmation == ForwarderOptions::Confirmation::server);
+  CHECK(fo.batch.max_events == 20);
+  CHECK(fo.batch.compression == cloudevents::Compression::zstd);
+  auto po = device::publisher_options(c, "client", "secret", {});
+  CHECK(po.uri == "mqtts://broker.example:8883");
+  CHECK(po.client_id == "client");
+  CHECK(po.password == "secret");
+  CHECK(po.tls.has_value());
+  CHECK(po.status_topic == "devices/gw-flag/status");
+  auto oo = device::outbox_options(c, {});
+  CHECK(oo.dropped_event_topic == "devices/gw-flag/events/outbox.dropped");
+  CHECK_FALSE(device::forwarding_warning(c).has_value());  // server confirmation
+}
+
+TEST_CASE("--file-mode: octal text, owner read and write required") {
+  CHECK(device::parse_file_mode("0660") == 0660u);
+  CHECK(device::parse_file_mode("660") == 0660u);
+  CHECK(device::parse_file_mode("0o600") == 0600u);
+  CHECK_FALSE(device::parse_file_mode("").has_value());
+  CHECK_FALSE(device::parse_file_mode("0668").has_value());
+  CHECK_FALSE(device::parse_file_mode("1777").has_value());
+  CHECK_FALSE(device::parse_file_mode("rw-rw----").has_value());
+  CHECK(device::format_file_mode(0660) == "0660");
+  CHECK_THROWS_AS(parse({"--db", "a.db", "--file-mode", "0999"}), CLI::ValidationError);
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--file-mode", "0440"}); }), "--file-mode 0440"));
+}
+
+TEST_CASE("refused: each names what is wrong") {
+  CHECK(has(error_of([] { parse({}); }), "--db is required"));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--log-format", "xml"}); }), "--log-format must be text or json"));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--metrics-listen", "9100"}); }), "must be HOST:PORT"));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--broker", "tcp://x"}); }), "must start with mqtt://"));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--compress", "zstd"}); }), "needs --batch 2 or more"));
+  device::ForwarderConfig c;
+  CHECK(has(error_of([&] { device::apply_json(c, json{{"file-mode", 660}}); }), "\"file-mode\" must be a string"));
+  CHECK(has(error_of([&] { device::apply_json(c, json{{"sensors", 3}}); }), "unknown config key \"sensors\""));
+  CHECK(has(error_of([&] { device::apply_json(c, json{{"config", "x"}}); }), "not allowed inside a config file"));
+  CHECK(has(error_of([&] { device::apply_json(c, json::array()); }), "one JSON object"));
+}
+
+TEST_CASE("the lease: one holder per database; the next one is told the holder's pid; released with the object") {
+  test::TempDir dir;
+  const auto db = dir / "app.db";
+  CHECK(device::ForwarderLease::lock_file_for(db) == dir / "app.db-forwarder.lock");
+  const mode_t old_umask = ::umask(077);
+  {
+    device::ForwarderLease first(db, 0660);
+    CHECK(first.lock_file() == dir / "app.db-forwarder.lock");
+    struct stat st {};
+    REQUIRE(::stat(first.lock_file().c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0660u);  // exactly, whatever the umask
+    std::ifstream in(first.lock_file());
+    pid_t written = 0;
+    in >> written;
+    CHECK(written == ::getpid());
+    CHECK_FALSE(std::filesystem::exists(db));  // the database itself is not touched
+
+    // Another open file description conflicts even in this process.
+    try {
+      device::ForwarderLease second(db, 0600);
+      FAIL("the second lease was granted");
+    } catch (const device::LeaseHeld& e) {
+      CHECK(e.holder() == ::getpid());
+      CHECK(std::string(e.what()) == "another edge-outbox-forwarder (pid " + std::to_string(::getpid()) +
+                                         ") serves " + db.string() + ": its lease " + first.lock_file().string() +
+                                         " is held");
+    }
+  }
+  ::umask(old_umask);
+  device::ForwarderLease again(db, 0600);  // released with the first
+  struct stat st {};
+  REQUIRE(::stat(again.lock_file().c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0660u);  // an existing lock file keeps its mode
+  CHECK_THROWS_AS(device::ForwarderLease(dir / "missing" / "app.db", 0600), std::system_error);
+}
