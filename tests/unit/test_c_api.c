@@ -8,6 +8,7 @@
  */
 #include <edge_outbox/c/outbox.h>
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,32 @@ static int failures = 0;
       ++failures;                                                                                    \
     }                                                                                                \
   } while (0)
+
+/* What a call from another thread returned. */
+struct other_thread {
+  edge_outbox_t* outbox;
+  edge_outbox_txn_t* txn;
+  edge_outbox_status status;
+  char message[256];
+};
+
+static void* commit_from_other_thread(void* arg) {
+  struct other_thread* t = arg;
+  t->status = edge_outbox_commit(t->txn);
+  snprintf(t->message, sizeof t->message, "%s", edge_outbox_last_error());
+  return NULL;
+}
+
+static void* enqueue_from_other_thread(void* arg) {
+  struct other_thread* t = arg;
+  edge_outbox_event event;
+  edge_outbox_event_init(&event);
+  event.topic = "devices/gw-1/events/other-thread";
+  event.type = "other.thread";
+  t->status = edge_outbox_enqueue(t->outbox, &event, NULL, 0);
+  snprintf(t->message, sizeof t->message, "%s", edge_outbox_last_error());
+  return NULL;
+}
 
 static long long count_rows(sqlite3* db, const char* table) {
   char sql[128];
@@ -203,6 +230,23 @@ int main(void) {
   for (int i = 0; i < 5; ++i) CHECK_STATUS(edge_outbox_enqueue(outbox, &event, NULL, 0), EDGE_OUTBOX_OK);
   CHECK(pending(outbox) == 8);
 
+  /* Threads: another thread cannot end this thread's transaction, and its
+   * own call waits for the transaction instead of failing. */
+  CHECK_STATUS(edge_outbox_begin(outbox, &txn), EDGE_OUTBOX_OK);
+  struct other_thread other = {outbox, txn, EDGE_OUTBOX_OK, ""};
+  pthread_t thread;
+  CHECK(pthread_create(&thread, NULL, commit_from_other_thread, &other) == 0);
+  CHECK(pthread_join(thread, NULL) == 0);
+  CHECK(other.status == EDGE_OUTBOX_INVALID_ARGUMENT);
+  CHECK(strstr(other.message, "another thread") != NULL);
+  struct other_thread waiter = {outbox, NULL, EDGE_OUTBOX_INTERNAL, ""};
+  CHECK(pthread_create(&thread, NULL, enqueue_from_other_thread, &waiter) == 0);
+  CHECK_STATUS(edge_outbox_txn_enqueue(txn, &event, NULL, 0), EDGE_OUTBOX_OK);
+  CHECK_STATUS(edge_outbox_commit(txn), EDGE_OUTBOX_OK);
+  CHECK(pthread_join(thread, NULL) == 0);
+  CHECK_STATUS(waiter.status, EDGE_OUTBOX_OK);
+  CHECK(pending(outbox) == 10);
+
   /* NULL arguments. */
   CHECK_STATUS(edge_outbox_commit(NULL), EDGE_OUTBOX_INVALID_ARGUMENT);
   CHECK_STATUS(edge_outbox_rollback(NULL), EDGE_OUTBOX_INVALID_ARGUMENT);
@@ -215,11 +259,11 @@ int main(void) {
   /* Reopened: the events are still there, and a bounded outbox refuses. */
   edge_outbox_options options;
   edge_outbox_options_init(&options);
-  options.max_pending_events = 8;
+  options.max_pending_events = 10;
   options.durability = EDGE_OUTBOX_DURABILITY_NORMAL;
   CHECK_STATUS(edge_outbox_open(path, &options, &outbox), EDGE_OUTBOX_OK);
   if (outbox == NULL) return 1;
-  CHECK(pending(outbox) == 8);
+  CHECK(pending(outbox) == 10);
   CHECK_STATUS(record(outbox, 30.0, 1), EDGE_OUTBOX_STORAGE_FULL);
   CHECK(count_committed(path, "readings") == 2);
   CHECK_STATUS(edge_outbox_close(outbox), EDGE_OUTBOX_OK);

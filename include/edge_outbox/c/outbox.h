@@ -21,8 +21,10 @@
  *
  * Ownership: edge_outbox_open makes a handle that edge_outbox_close frees.
  * edge_outbox_begin makes a transaction that edge_outbox_commit or
- * edge_outbox_rollback frees (also when they fail). Strings passed in are
- * copied; nothing keeps a pointer to them after the call returns.
+ * edge_outbox_rollback frees (also when they fail, unless called from
+ * another thread than the one that began it: that call is refused and the
+ * transaction stays open). Strings passed in are copied; nothing keeps a
+ * pointer to them after the call returns.
  */
 #ifndef EDGE_OUTBOX_C_OUTBOX_H
 #define EDGE_OUTBOX_C_OUTBOX_H
@@ -174,7 +176,8 @@ EDGE_OUTBOX_C_EXPORT edge_outbox_status edge_outbox_txn_enqueue(edge_outbox_txn_
                                                                 size_t id_out_size);
 
 /* Commits the transaction and frees it, also when the commit fails (the
- * transaction is then rolled back). */
+ * transaction is then rolled back). From another thread than the one that
+ * began it: EDGE_OUTBOX_INVALID_ARGUMENT, nothing done. */
 EDGE_OUTBOX_C_EXPORT edge_outbox_status edge_outbox_commit(edge_outbox_txn_t* txn);
 
 /* Rolls the transaction back (nothing of it stays) and frees it. */
