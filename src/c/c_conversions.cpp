@@ -23,13 +23,13 @@ OutboxOptions outbox_options_from(const edge_outbox_options& c) {
   switch (c.durability) {
     case EDGE_OUTBOX_DURABILITY_FULL: options.durability = Durability::full; break;
     case EDGE_OUTBOX_DURABILITY_NORMAL: options.durability = Durability::normal; break;
-    default: refuse("durability " + std::to_string(static_cast<int>(c.durability)) + " is unknown (0 full, 1 normal)");
+    default: refuse("durability " + std::to_string(c.durability) + " is unknown (0 full, 1 normal)");
   }
   switch (c.capacity_policy) {
     case EDGE_OUTBOX_REJECT_NEW: options.capacity_policy = CapacityPolicy::reject_new; break;
     case EDGE_OUTBOX_DROP_OLDEST: options.capacity_policy = CapacityPolicy::drop_oldest; break;
     default:
-      refuse("capacity_policy " + std::to_string(static_cast<int>(c.capacity_policy)) +
+      refuse("capacity_policy " + std::to_string(c.capacity_policy) +
              " is unknown (0 reject_new, 1 drop_oldest)");
   }
   options.busy_timeout = std::chrono::milliseconds(c.busy_timeout_ms);
@@ -51,7 +51,7 @@ Event event_from(const edge_outbox_event& c) {
     case EDGE_OUTBOX_PRIORITY_NORMAL: event.priority = Priority::normal; break;
     case EDGE_OUTBOX_PRIORITY_LOW: event.priority = Priority::low; break;
     default:
-      refuse("priority " + std::to_string(static_cast<int>(c.priority)) + " is unknown (0 critical, 1 normal, 2 low)");
+      refuse("priority " + std::to_string(c.priority) + " is unknown (0 critical, 1 normal, 2 low)");
   }
   event.topic = c.topic;
   event.type = c.type;

@@ -90,7 +90,7 @@ extern "C" {
 
 const char* edge_outbox_version(void) { return EDGE_OUTBOX_VERSION; }
 
-const char* edge_outbox_status_name(edge_outbox_status status) {
+const char* edge_outbox_status_name(int status) {
   switch (status) {
     case EDGE_OUTBOX_OK: return "ok";
     case EDGE_OUTBOX_INVALID_ARGUMENT: return "invalid_argument";

@@ -137,6 +137,7 @@ int main(void) {
 
   CHECK(strcmp(edge_outbox_version(), EDGE_OUTBOX_EXPECTED_VERSION) == 0);
   CHECK(strcmp(edge_outbox_status_name(EDGE_OUTBOX_STORAGE_FULL), "storage_full") == 0);
+  CHECK(strcmp(edge_outbox_status_name(99), "unknown") == 0);
 
   edge_outbox_t* outbox = NULL;
   CHECK_STATUS(edge_outbox_open(path, NULL, &outbox), EDGE_OUTBOX_OK);
@@ -190,7 +191,7 @@ int main(void) {
   event.topic = NULL;
   CHECK_STATUS(edge_outbox_txn_enqueue(txn, &event, id, sizeof id), EDGE_OUTBOX_INVALID_ARGUMENT);
   event = reading_event("{}");
-  event.priority = (edge_outbox_priority)7;
+  event.priority = 7;
   CHECK_STATUS(edge_outbox_txn_enqueue(txn, &event, id, sizeof id), EDGE_OUTBOX_INVALID_ARGUMENT);
   event = reading_event("{}");
   event.ttl_ms = -1;
@@ -270,7 +271,7 @@ int main(void) {
 
   /* Bad options and files. */
   edge_outbox_options_init(&options);
-  options.capacity_policy = (edge_outbox_capacity_policy)5;
+  options.capacity_policy = 5;
   CHECK_STATUS(edge_outbox_open(path, &options, &outbox), EDGE_OUTBOX_INVALID_ARGUMENT);
   CHECK(outbox == NULL);
   CHECK(strstr(edge_outbox_last_error(), "capacity_policy") != NULL);

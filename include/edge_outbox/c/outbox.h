@@ -84,14 +84,16 @@ typedef enum edge_outbox_priority {
 } edge_outbox_priority;
 
 /* How edge_outbox_open opens the file. Fill it with
- * edge_outbox_options_init, then change what you need. */
+ * edge_outbox_options_init, then change what you need. The enum-valued
+ * fields are ints (of a fixed size, and a value outside the enum is refused
+ * rather than undefined). */
 typedef struct edge_outbox_options {
-  edge_outbox_durability durability;          /* default FULL */
+  int durability;                             /* an edge_outbox_durability; default FULL */
   uint32_t busy_timeout_ms;                   /* default 10000 */
   uint64_t max_pending_events;                /* 0: unbounded (default) */
   uint64_t max_database_bytes;                /* 0: unbounded (default) */
   unsigned file_mode;                         /* permission bits of a created file; 0: the library's 0600 */
-  edge_outbox_capacity_policy capacity_policy; /* default REJECT_NEW */
+  int capacity_policy;                        /* an edge_outbox_capacity_policy; default REJECT_NEW */
   const char* dropped_event_topic;            /* NULL: "edge-outbox/dropped" */
 } edge_outbox_options;
 
@@ -104,7 +106,7 @@ typedef struct edge_outbox_event {
   const void* data;         /* the payload bytes, sent as they are; may be NULL when data_length is 0 */
   size_t data_length;
   const char* content_type; /* NULL: "application/octet-stream" */
-  edge_outbox_priority priority; /* default NORMAL */
+  int priority;             /* an edge_outbox_priority; default NORMAL */
   int64_t ttl_ms;           /* 0: no time to live; else dead-lettered as "expired" after this long */
   const char* id;           /* NULL: a fresh UUIDv7; else a stable id of 1..128 printable ASCII characters */
 } edge_outbox_event;
@@ -127,9 +129,9 @@ typedef struct edge_outbox_stats {
 /* "0.1.0": the library's version. Never NULL. */
 EDGE_OUTBOX_C_EXPORT const char* edge_outbox_version(void);
 
-/* A stable lower-case name such as "storage_full" ("unknown" for a value
- * that is no edge_outbox_status). Never NULL. */
-EDGE_OUTBOX_C_EXPORT const char* edge_outbox_status_name(edge_outbox_status status);
+/* A stable lower-case name such as "storage_full" for an
+ * edge_outbox_status ("unknown" for a value that is none). Never NULL. */
+EDGE_OUTBOX_C_EXPORT const char* edge_outbox_status_name(int status);
 
 /* The message of the last failed call on this thread (empty when none
  * failed yet). Valid until the next call into this library on this thread. */
