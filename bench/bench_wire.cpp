@@ -105,7 +105,7 @@ Bytes wire_run(const b::ScratchDir& dir, std::uint16_t broker_port, std::uint64_
 
   eo::test::TcpProxy relay(broker_port);
   auto po = b::publisher_options(relay.uri(), std::string("bench-wire-") + v.key);
-  po.version = v.version;
+  po.mqtt_version = v.version == eo::MqttVersion::v5 ? eo::MqttVersionChoice::v5 : eo::MqttVersionChoice::v3_1_1;
   po.status_topic = device_topic + "/status";
   eo::ForwarderOptions fo;  // as edge-outbox-sim sets it
   fo.source = device_id;

@@ -63,7 +63,7 @@ endif()
 # Paho stays a private dependency of a shared libedge_outbox_mqtt
 # (Libs.private); a static one needs it on every link line (Libs).
 get_target_property(_edge_outbox_library_type edge_outbox_mqtt TYPE)
-set(EDGE_OUTBOX_PC_PAHO_LIBS "-lpaho-mqttpp3 -lpaho-mqtt3as")
+set(EDGE_OUTBOX_PC_PAHO_LIBS "-lpaho-mqttpp3 -lpaho-mqtt3as -lssl -lcrypto")
 if(_edge_outbox_library_type STREQUAL "STATIC_LIBRARY")
   set(EDGE_OUTBOX_PC_MQTT_LIBS "-ledge_outbox_mqtt ${EDGE_OUTBOX_PC_PAHO_LIBS}")
   set(EDGE_OUTBOX_PC_MQTT_LIBS_PRIVATE "")

@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <edge_outbox/wire/mqtt_connect.h>
+
 #include "host/log_sink.h"
 #include "host/read_secret.h"
 
@@ -69,6 +71,7 @@ const std::vector<Field>& forwarding_fields() {
       EO_DURATION_FIELD("linger", linger),
       EO_STRING_FIELD("compress", compress),
       EO_STRING_FIELD("format", format),
+      EO_STRING_FIELD("mqtt-version", mqtt_version),
       EO_STRING_FIELD("durability", durability),
       EO_COUNT_FIELD("max-pending", max_pending),
       EO_STRING_FIELD("capacity-policy", capacity_policy),
@@ -132,6 +135,10 @@ void add_forwarding_options(CLI::App& app, ForwardingConfig& cli) {
                  "Single-event messages: auto (CloudEvents binary mode on MQTT 5, structured on 3.1.1), binary "
                  "(MQTT 5 only: no fallback to 3.1.1) or structured (one JSON envelope)")
       ->capture_default_str();
+  app.add_option("--mqtt-version", cli.mqtt_version,
+                 "MQTT version: auto (5, falling back to 3.1.1 when the broker refuses 5 or closes on its "
+                 "CONNECT; 5 again at the next connection), 5, or 4 (3.1.1)")
+      ->capture_default_str();
   app.add_option("--durability", cli.durability,
                  "full: every event survives a power loss; normal: a crash, not a power loss")
       ->capture_default_str();
@@ -173,6 +180,12 @@ void validate_forwarding(ForwardingConfig& c) {
   if (c.format != "auto" && c.format != "binary" && c.format != "structured") {
     refuse("--format must be auto, binary or structured, not \"" + c.format + "\"");
   }
+  if (!wire::parse_mqtt_version_choice(c.mqtt_version)) {
+    refuse("--mqtt-version must be auto, 5 or 4, not \"" + c.mqtt_version + "\"");
+  }
+  if (c.format == "binary" && c.mqtt_version == "4") {
+    refuse("--format binary needs MQTT 5: it does not go with --mqtt-version 4");
+  }
   if (c.capacity_policy != "reject_new" && c.capacity_policy != "drop_oldest") {
     refuse("--capacity-policy must be reject_new or drop_oldest, not \"" + c.capacity_policy + "\"");
   }
@@ -210,7 +223,8 @@ MqttPublisherOptions publisher_options(const ForwardingConfig& c, std::string cl
   if (o.backoff_initial > o.backoff_max) o.backoff_initial = o.backoff_max;
   // Binary mode needs MQTT 5's properties: a broker that refuses version 5 is
   // an error, not a quiet switch to structured messages.
-  if (c.format == "binary") o.fallback_to_3_1_1 = false;
+  o.mqtt_version = wire::parse_mqtt_version_choice(c.mqtt_version).value_or(MqttVersionChoice::automatic);
+  if (c.format == "binary") o.mqtt_version = MqttVersionChoice::v5;
   o.status_topic = c.device_topic() + "/status";
   o.log = std::move(log);
   return o;

@@ -51,9 +51,8 @@ struct ForwardingConfig {
   // ForwarderOptions::wire_mode: auto (binary on MQTT 5, structured on 3.1.1),
   // binary (MQTT 5 only: no fallback to 3.1.1) or structured.
   std::string format = "auto";
-  // The MQTT protocol version to connect with: auto, 4 or 5. Held for the
-  // option that sets it; nothing reads it yet (the publisher connects as
-  // `format` allows).
+  // MqttPublisherOptions::mqtt_version: auto (MQTT 5, falling back to 3.1.1
+  // when the broker refuses 5 or closes on its CONNECT), 5 or 4 (3.1.1).
   std::string mqtt_version = "auto";
   std::string durability = "full";             // full | normal
   std::uint64_t max_pending = 0;               // 0: unbounded

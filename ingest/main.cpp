@@ -48,6 +48,7 @@
 
 namespace host = edge_outbox::host;
 namespace ingest = edge_outbox::ingest;
+namespace wire = edge_outbox::wire;
 using edge_outbox::CondVar;
 using edge_outbox::Mutex;
 using edge_outbox::MutexLock;
@@ -177,9 +178,11 @@ int main(int argc, char** argv) {
                  "transactions")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  app.add_option("--mqtt-version", sub.mqtt_version, "5, or 4 for MQTT 3.1.1")
-      ->check(CLI::IsMember({4, 5}))
-      ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--mqtt-version",
+         [&sub](const std::string& v) { sub.mqtt_version = *wire::parse_mqtt_version_choice(v); },
+         "auto (default: MQTT 5, falling back to 3.1.1 when the broker refuses 5), 5, or 4 for MQTT 3.1.1")
+      ->check(CLI::IsMember({"auto", "5", "4"}));
   app.add_option("--session-expiry", sub.session_expiry_s, "MQTT 5 session expiry interval in seconds")
       ->capture_default_str();
   app.add_option("--username", sub.username, "Broker user name");
@@ -188,6 +191,9 @@ int main(int argc, char** argv) {
   app.add_option("--password-env", password_env, "Environment variable that holds the broker password")
       ->excludes(password_file_opt);
   app.add_option("--ca-file", sub.ca_file, "CA certificates (PEM) for mqtts://");
+  auto* cert_opt = app.add_option("--cert-file", sub.cert_file, "Client certificate (PEM) for mutual TLS (mqtts://)");
+  app.add_option("--key-file", sub.key_file, "Its private key (PEM)")->needs(cert_opt);
+  cert_opt->needs("--key-file");
   app.add_option("--max-payload-bytes", classify.max_payload_bytes,
                  "Larger messages are rejected; for a batch, its size once decompressed")
       ->capture_default_str();
@@ -255,7 +261,7 @@ int main(int argc, char** argv) {
 
   if (reprocess_cmd->parsed()) return run_reprocess(reprocess_store, reprocess_classify, log);
 
-  if (sub.mqtt_version == 4)
+  if (sub.mqtt_version == wire::MqttVersionChoice::v3_1_1)
     log("warn",
         "--mqtt-version 4 (MQTT 3.1.1): the broker drops MQTT 5 user properties for this subscriber, so binary-mode "
         "events (attributes in user properties, what edge-outbox devices send by default over MQTT 5) arrive "

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <thread>
 
+#include <edge_outbox/wire/connect_probe.h>
 #include <edge_outbox/wire/stream_status.h>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,8 @@ class SubscribeListener final : public mqtt::iaction_listener {
 struct Subscriber::Connection {
   std::unique_ptr<SubscribeListener> subscribed;
   std::unique_ptr<mqtt::async_client> client;
+  wire::MqttVersion client_version = wire::MqttVersion::v5;  // what `client` was made for
+  wire::MqttVersion attempt = wire::MqttVersion::v5;         // the next connect's version
   mqtt::token_ptr connecting;
   std::string id;
   std::chrono::steady_clock::time_point next_attempt{};
@@ -53,6 +56,11 @@ struct Subscriber::Connection {
 };
 
 namespace {
+
+// How long each step of a failed connect's investigation may take.
+constexpr std::chrono::milliseconds kProbeTimeout{2000};
+// The largest MQTT 5 reason code (Paho C++ reports 0xff, none, after 3.1.1).
+constexpr int kLastReasonCode = 0xA2;
 
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -77,33 +85,73 @@ Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writ
       subscriptions_.push_back(group.empty() ? *status : "$share/" + group + "/" + *status);
     }
   }
-  {
-    auto c = std::make_unique<Connection>();
-    c->id = options_.client_id;
-    // No Paho persistence: incoming QoS 1 needs none, and the store is ours.
-    c->client = std::make_unique<mqtt::async_client>(options_.broker, c->id,
-                                                     mqtt::create_options(options_.mqtt_version), nullptr);
-    auto* raw = c->client.get();
-    std::string id = c->id;
-    c->subscribed = std::make_unique<SubscribeListener>(id, log_);
-    auto* listener = c->subscribed.get();
-    c->client->set_connected_handler([this, raw, id, listener](const std::string&) {
-      if (log_) log_("info", id + " connected to " + options_.broker + ", subscribing");
-      try {
-        std::vector<int> qos(subscriptions_.size(), 1);
-        raw->subscribe(std::make_shared<mqtt::string_collection>(subscriptions_), qos, nullptr, *listener);
-      } catch (const std::exception& e) {
-        if (log_) log_("error", id + " subscribe failed: " + e.what());
-      }
-    });
-    c->client->set_connection_lost_handler([this, id](const std::string& cause) {
-      if (log_) log_("warn", id + " lost the connection" + (cause.empty() ? "" : ": " + cause) + "; reconnecting");
-    });
-    c->client->set_message_callback([this](mqtt::const_message_ptr m) {
-      on_message(m->get_topic(), m->get_payload(), &m->get_properties().c_struct(), m->is_retained());
-    });
-    connection_ = std::move(c);
+  auto c = std::make_unique<Connection>();
+  c->id = options_.client_id;
+  c->subscribed = std::make_unique<SubscribeListener>(c->id, log_);
+  c->attempt = wire::first_version(options_.mqtt_version);
+  make_client(*c, c->attempt);
+  connection_ = std::move(c);
+}
+
+bool Subscriber::tls() const {
+  return options_.broker.starts_with("mqtts://") || options_.broker.starts_with("ssl://");
+}
+
+void Subscriber::make_client(Connection& c, wire::MqttVersion version) {
+  c.client.reset();  // not connected, no connect in progress: nothing to wait for
+  // No Paho persistence: incoming QoS 1 needs none, and the store is ours.
+  const int paho_version = version == wire::MqttVersion::v5 ? MQTTVERSION_5 : MQTTVERSION_3_1_1;
+  c.client = std::make_unique<mqtt::async_client>(options_.broker, c.id, mqtt::create_options(paho_version), nullptr);
+  c.client_version = version;
+  auto* raw = c.client.get();
+  std::string id = c.id;
+  auto* listener = c.subscribed.get();
+  c.client->set_connected_handler([this, raw, id, listener, version](const std::string&) {
+    if (log_) {
+      log_("info", id + " connected to " + options_.broker + " with MQTT " + std::string(wire::version_name(version)) +
+                       ", subscribing");
+      if (version == wire::MqttVersion::v3_1_1 && options_.mqtt_version == wire::MqttVersionChoice::automatic)
+        log_("warn", id + " the broker refused MQTT 5: binary-mode events (attributes in MQTT 5 user properties) "
+                          "arrive without their attributes and are rejected (docs/ingest.md)");
+    }
+    try {
+      std::vector<int> qos(subscriptions_.size(), 1);
+      raw->subscribe(std::make_shared<mqtt::string_collection>(subscriptions_), qos, nullptr, *listener);
+    } catch (const std::exception& e) {
+      if (log_) log_("error", id + " subscribe failed: " + e.what());
+    }
+  });
+  c.client->set_connection_lost_handler([this, id](const std::string& cause) {
+    if (log_) log_("warn", id + " lost the connection" + (cause.empty() ? "" : ": " + cause) + "; reconnecting");
+  });
+  c.client->set_message_callback([this](mqtt::const_message_ptr m) {
+    on_message(m->get_topic(), m->get_payload(), &m->get_properties().c_struct(), m->is_retained());
+  });
+}
+
+void Subscriber::connect_failed(Connection& c) {
+  wire::ConnectFailure facts;
+  facts.return_code = c.connecting->get_return_code();
+  const int reason = static_cast<int>(c.connecting->get_reason_code());
+  facts.reason_code = reason <= kLastReasonCode ? reason : 0;
+  const auto address = wire::broker_address(options_.broker);
+  std::optional<wire::TlsProbeOptions> tls_probe;
+  if (tls()) tls_probe = wire::TlsProbeOptions{options_.ca_file, options_.cert_file, options_.key_file, true};
+  if (address) wire::investigate(facts, *address, tls_probe, kProbeTimeout);
+  const auto cause = wire::classify(facts);
+  const std::string text =
+      wire::describe(facts, cause, address ? address->text() : options_.broker, c.attempt,
+                     "return code " + std::to_string(facts.return_code) +
+                         (facts.reason_code ? ", reason code " + std::to_string(facts.reason_code) : ""));
+  if (wire::fallback_version(options_.mqtt_version, c.attempt, cause)) {
+    if (log_) log_("info", c.id + " cannot connect to " + options_.broker + " with MQTT 5 (" + text +
+                               "); trying MQTT 3.1.1");
+    c.attempt = wire::MqttVersion::v3_1_1;
+    c.next_attempt = std::chrono::steady_clock::time_point{};  // at once
+    return;
   }
+  if (log_) log_("warn", c.id + " cannot connect to " + options_.broker + ": " + text + "; retrying");
+  c.attempt = wire::first_version(options_.mqtt_version);
 }
 
 Subscriber::~Subscriber() {
@@ -224,18 +272,21 @@ void Subscriber::maintain() {
     if (c->client->is_connected()) {
       c->backoff = std::chrono::milliseconds(250);
       c->connecting.reset();
+      // The next connection, after this one ends, tries the first version again.
+      c->attempt = wire::first_version(options_.mqtt_version);
       return;
     }
     if (c->connecting && !c->connecting->is_complete()) return;
     if (c->connecting) {
-      if (log_) log_("warn", c->id + " cannot connect to " + options_.broker + " (return code " +
-                             std::to_string(c->connecting->get_return_code()) + "); retrying");
+      connect_failed(*c);
       c->connecting.reset();
     }
     if (now < c->next_attempt) return;
+    if (c->client_version != c->attempt) make_client(*c, c->attempt);
+    const bool v5 = c->attempt == wire::MqttVersion::v5;
     auto builder = mqtt::connect_options_builder();
-    builder.mqtt_version(options_.mqtt_version).keep_alive_interval(options_.keepalive);
-    if (options_.mqtt_version >= 5) {
+    builder.mqtt_version(v5 ? MQTTVERSION_5 : MQTTVERSION_3_1_1).keep_alive_interval(options_.keepalive);
+    if (v5) {
       builder.clean_start(false);
       builder.properties({mqtt::property(mqtt::property::SESSION_EXPIRY_INTERVAL,
                                          static_cast<int>(options_.session_expiry_s))});
@@ -244,9 +295,11 @@ void Subscriber::maintain() {
     }
     if (!options_.username.empty()) builder.user_name(options_.username);
     if (!options_.password.empty()) builder.password(options_.password);
-    if (options_.broker.starts_with("mqtts://") || options_.broker.starts_with("ssl://")) {
+    if (tls()) {
       auto ssl = mqtt::ssl_options_builder();
       if (!options_.ca_file.empty()) ssl.trust_store(options_.ca_file);
+      if (!options_.cert_file.empty()) ssl.key_store(options_.cert_file);
+      if (!options_.key_file.empty()) ssl.private_key(options_.key_file);
       ssl.verify(true).enable_server_cert_auth(true);
       builder.ssl(ssl.finalize());
     }

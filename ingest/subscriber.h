@@ -46,6 +46,14 @@
 // block the same way (the Confirmer's thread calls it, and holds no lock
 // that a callback takes while it does).
 //
+// Connection: options.mqtt_version as the device's MqttPublisher: auto
+// tries MQTT 5 and falls back to 3.1.1 at once when the broker refuses 5 in
+// its CONNACK or closes the connection during CONNECT after TCP and TLS
+// succeeded; every later connection tries 5 again
+// (wire/mqtt_connect.h). The client is made again when the version
+// changes (Paho fixes it at creation). A failed connect names its cause
+// (wire/connect_probe.h probes TCP and TLS when Paho says only "failure").
+//
 // Throws: the constructor std::runtime_error (Paho's mqtt::exception) when
 // Paho refuses the broker URI or the client id. maintain() and stop() log
 // Paho's errors and throw nothing.
@@ -59,6 +67,8 @@
 #include <string>
 #include <vector>
 
+#include <edge_outbox/wire/mqtt_connect.h>
+
 #include "ingest/classify.h"
 #include "ingest/classify_message.h"
 #include "ingest/confirmer.h"
@@ -71,12 +81,14 @@ struct SubscriberOptions {
   std::string client_id = "edge-outbox-ingest";
   std::vector<std::string> filters = {"devices/+/events/#"};
   std::string share_group;  // "$share/<group>/<filter>" when set
-  int mqtt_version = 5;     // 5 or 4 (3.1.1)
+  wire::MqttVersionChoice mqtt_version = wire::MqttVersionChoice::automatic;
   std::uint32_t session_expiry_s = 7 * 24 * 3600;
   std::chrono::seconds keepalive{30};
   std::string username;
   std::string password;
-  std::string ca_file;  // mqtts:// only; empty: the system trust store
+  std::string ca_file;    // mqtts:// only; empty: the system trust store
+  std::string cert_file;  // mqtts:// only: the client certificate (PEM) for mutual TLS; empty: none
+  std::string key_file;   // its private key (PEM). Requires: given with cert_file
   // Testing only: sleep this long in the callback before committing, to
   // show that a crash there leaves the message unacknowledged.
   std::chrono::milliseconds debug_delay_before_commit{0};
@@ -104,6 +116,11 @@ class Subscriber {
 
  private:
   struct Connection;
+  // A new Paho client for `version` with the callbacks installed.
+  void make_client(Connection& c, wire::MqttVersion version);
+  // After a failed connect: logs its cause; decides the next attempt's version.
+  void connect_failed(Connection& c);
+  bool tls() const;
   void on_message(const std::string& topic, const std::string& payload, const void* properties, bool retained);
   bool is_status_topic(const std::string& topic) const;
   void on_status(const std::string& topic, const std::string& payload);

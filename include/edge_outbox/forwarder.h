@@ -101,7 +101,7 @@ enum class WireMode {
   // CloudEvents binary mode (attributes in MQTT 5 user properties). A 3.1.1
   // connection cannot carry it: there the forwarder sends structured and
   // logs so once (a publisher without the 3.1.1 fallback,
-  // MqttPublisherOptions::fallback_to_3_1_1 = false, never gets there).
+  // MqttPublisherOptions::mqtt_version = MqttVersionChoice::v5, never gets there).
   binary,
 };
 

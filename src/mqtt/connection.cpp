@@ -6,7 +6,8 @@
 namespace edge_outbox::detail {
 
 ConnectionMachine::ConnectionMachine(Options options)
-    : options_(std::move(options)), attempt_version_(options_.version), version_(options_.version),
+    : options_(std::move(options)), attempt_version_(wire::first_version(options_.version)),
+      version_(attempt_version_),
       backoff_(options_.backoff_initial, options_.backoff_max) {}
 
 ConnectionMachine::Step ConnectionMachine::next(std::int64_t now_ms) {
@@ -33,7 +34,8 @@ ConnectionMachine::Step ConnectionMachine::next(std::int64_t now_ms) {
           step.action = Action::announce_connected;
           return step;
         }
-        if (outcome.refuses_mqtt5 && attempt_version_ == MqttVersion::v5 && options_.fallback_to_3_1_1) {
+        if (wire::fallback_version(options_.version, attempt_version_, outcome.cause)) {
+          retire_failure_ = std::move(outcome.failure);
           return begin_retire({}, true);
         }
         return begin_retire("cannot connect to " + options_.uri + ": " +
@@ -127,8 +129,10 @@ ConnectionMachine::Retired ConnectionMachine::retired(std::int64_t now_ms) {
     attempt_version_ = MqttVersion::v3_1_1;
     state_ = State::idle;
     r.falling_back = true;
+    r.reason = std::move(retire_failure_);
     return r;
   }
+  attempt_version_ = wire::first_version(options_.version);
   r.delay = backoff_.next();
   r.reason = std::move(retire_reason_);
   next_attempt_ms_ = now_ms + r.delay.count();

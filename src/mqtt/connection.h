@@ -15,14 +15,16 @@
 //   idle        next                                  connecting  connect (attempt version, new generation)
 //   connecting  next, first time                      connecting  wait until now + connect_timeout + 5 s
 //   connecting  connect_result ok                     connected   announce (log, "online" status, ConnectionEvent)
-//   connecting  connect_result failed, MQTT 5         retiring    retire the client; then idle with MQTT 3.1.1
-//               refused, fallback on, attempting 5
+//   connecting  connect_result failed, attempting 5,  retiring    retire the client; then idle with MQTT 3.1.1
+//               version auto, cause: version refused
+//               or closed during CONNECT
 //   connecting  connect_result failed (otherwise)     retiring    retire the client; then backoff ("cannot connect")
 //   connecting  next after the deadline, no result    retiring    retire the client; then backoff ("timed out")
 //   connected   connection_lost / drop                lost        (the caller fails the outstanding publishes)
 //   connected   next                                  connected   wait for an event
 //   lost        publishes_failed, next                retiring    retire the client; then backoff (the loss reason)
-//   retiring    retired                               backoff     deadline = now + Backoff::next(); report the reason
+//   retiring    retired                               backoff     deadline = now + Backoff::next(); report the reason;
+//                                                                 the next attempt starts with the first version again
 //   retiring    retired (falling back)                idle        (log that 3.1.1 is tried)
 //   backoff     next before the deadline              backoff     wait until the deadline
 //   backoff     kick (notify_connectivity), next      connecting  connect
@@ -33,7 +35,10 @@
 //
 // Every connect and every retire starts a new generation: results and losses
 // reported with an older generation (a retired client's late callbacks) are
-// ignored. A successful connection resets the backoff.
+// ignored. A successful connection resets the backoff. The fallback to
+// 3.1.1 holds for one connection: after a backoff (a failed attempt, a lost
+// connection) the machine attempts wire::first_version(choice) again, so an
+// ordinary outage never downgrades it for good (wire/mqtt_connect.h).
 //
 // Thread rule: none of its own; the owner serialises every call (one mutex).
 #pragma once
@@ -44,6 +49,7 @@
 #include <string>
 
 #include <edge_outbox/publisher.h>
+#include <edge_outbox/wire/mqtt_connect.h>
 
 #include "common/backoff.h"
 
@@ -75,21 +81,22 @@ class ConnectionMachine {
     bool ok = false;
     MqttVersion version = MqttVersion::v5;  // ok: the version the broker accepted
     std::uint32_t max_packet_size = 0;      // ok: the broker's Maximum Packet Size; 0: none
-    bool refuses_mqtt5 = false;             // failed: the broker does not speak MQTT 5
-    std::string failure;                    // failed: why (empty: "connection refused")
+    // failed: the cause (wire::fallback_version decides on it) and its text
+    // (empty: "connection refused").
+    wire::ConnectFailureCause cause = wire::ConnectFailureCause::other;
+    std::string failure;
   };
 
   // What retired() decided.
   struct Retired {
     bool falling_back = false;        // to MQTT 3.1.1: connect again at once
     std::chrono::milliseconds delay{0};  // otherwise: the wait before the next attempt
-    std::string reason;               // otherwise: why the connection failed or ended
+    std::string reason;               // why the connection failed or ended (falling back: why 5 failed)
   };
 
   struct Options {
     std::string uri;  // for the reasons' text only
-    MqttVersion version = MqttVersion::v5;
-    bool fallback_to_3_1_1 = true;
+    wire::MqttVersionChoice version = wire::MqttVersionChoice::automatic;
     std::chrono::milliseconds connect_guard{15'000};  // connect_timeout + 5 s
     std::chrono::milliseconds backoff_initial{500};
     std::chrono::milliseconds backoff_max{60'000};
@@ -119,10 +126,12 @@ class ConnectionMachine {
   State state() const { return state_; }
   bool connected() const { return state_ == State::connected; }
   bool stopping() const { return stopping_; }
-  // The last connection's version (before one: the configured one).
+  // The last connection's version (before one: the first one attempted).
   MqttVersion version() const { return version_; }
   std::uint32_t max_packet_size() const { return max_packet_size_; }
   std::uint64_t generation() const { return generation_; }
+  // The version of the current (or next) connect attempt.
+  MqttVersion attempt_version() const { return attempt_version_; }
   int backoff_attempts() const { return backoff_.attempts(); }
 
  private:
@@ -143,6 +152,7 @@ class ConnectionMachine {
   std::int64_t next_attempt_ms_ = 0;
   std::string loss_reason_;
   std::string retire_reason_;
+  std::string retire_failure_;  // falling back: what the attempt with 5 came to
   bool retire_falls_back_ = false;
   Backoff backoff_;
 };

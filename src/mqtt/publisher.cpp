@@ -19,6 +19,7 @@
 #include <edge_outbox/error.h>
 
 #include "common/mutex.h"
+#include <edge_outbox/wire/connect_probe.h>
 #include <edge_outbox/wire/topic_filter.h>
 #include "mqtt/broker_uri.h"
 #include "mqtt/connection.h"
@@ -28,6 +29,11 @@ namespace edge_outbox {
 namespace {
 
 using detail::ConnectionMachine;
+
+// How long each step of a failed connect's investigation may take.
+constexpr std::chrono::milliseconds kProbeTimeout{2000};
+// The largest MQTT 5 reason code.
+constexpr int kLastReasonCode = 0xA2;
 
 std::string random_client_id() {
   std::random_device rd;
@@ -39,8 +45,7 @@ std::string random_client_id() {
 ConnectionMachine::Options machine_options(const MqttPublisherOptions& o) {
   ConnectionMachine::Options m;
   m.uri = o.uri;
-  m.version = o.version;
-  m.fallback_to_3_1_1 = o.fallback_to_3_1_1;
+  m.version = o.mqtt_version;
   m.connect_guard = o.connect_timeout + std::chrono::seconds(5);
   m.backoff_initial = o.backoff_initial;
   m.backoff_max = o.backoff_max;
@@ -75,19 +80,29 @@ struct MqttPublisher::Impl {
         client_id(options.client_id.empty() ? random_client_id() : options.client_id),
         machine(machine_options(options)) {}
 
+  // What investigate() needs to repeat the connect without MQTT.
+  std::optional<wire::TlsProbeOptions> tls_probe_options() const {
+    if (!uri.tls) return std::nullopt;
+    const MqttTlsOptions t = options.tls.value_or(MqttTlsOptions{});
+    return wire::TlsProbeOptions{t.ca_file.string(), t.certificate_file.string(), t.private_key_file.string(),
+                                 t.verify_hostname};
+  }
+
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
   }
 
   // --- Paho callbacks -----------------------------------------------------
 
+  // Paho's callback thread. A failure without a CONNACK is investigated
+  // (wire/connect_probe.h: a TCP connect, a TLS handshake) before the
+  // machine hears of it, so that its cause decides the fallback.
   void on_connect_result(const mqtt::token& tok, bool ok) EXCLUDES(mutex) {
     auto gen = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(tok.get_user_context()));
     const int return_code = tok.get_return_code();
     const int reason_code = static_cast<int>(tok.get_reason_code());
     ConnectionMachine::ConnectOutcome r;
     r.ok = ok;
-    r.refuses_mqtt5 = mqtt_protocol::refuses_mqtt5(return_code, reason_code);
     if (ok) {
       try {
         auto response = tok.get_connect_response();
@@ -101,7 +116,22 @@ struct MqttPublisher::Impl {
         r.failure = std::string("unreadable CONNACK: ") + e.what();
       }
     } else {
-      r.failure = mqtt_protocol::describe_failure(return_code, reason_code);
+      wire::ConnectFailure facts;
+      facts.return_code = return_code;
+      facts.reason_code = reason_code;
+      MqttVersion attempted = MqttVersion::v5;
+      {
+        MutexLock lock(mutex);
+        if (gen != machine.generation()) return;  // a retired client's late callback
+        attempted = machine.attempt_version();
+      }
+      const auto address = wire::broker_address(options.uri);
+      if (address) wire::investigate(facts, *address, tls_probe_options(), kProbeTimeout);
+      r.cause = wire::classify(facts);
+      // Paho C++ reports reason code 0xff ("none") after a 3.1.1 attempt.
+      const int reason = reason_code <= kLastReasonCode ? reason_code : 0;
+      r.failure = wire::describe(facts, r.cause, address ? address->text() : options.uri, attempted,
+                                 mqtt_protocol::describe_failure(return_code, reason));
     }
     MutexLock lock(mutex);
     if (machine.connect_result(gen, std::move(r))) cv.notify_all();
@@ -352,7 +382,7 @@ struct MqttPublisher::Impl {
   void report_retired() REQUIRES(mutex) {
     auto r = machine.retired(clock->monotonic_ms());
     if (r.falling_back) {
-      log(LogLevel::info, "the broker at " + options.uri + " refuses MQTT 5; trying MQTT 3.1.1");
+      log(LogLevel::info, "cannot connect to " + options.uri + " with MQTT 5 (" + r.reason + "); trying MQTT 3.1.1");
       return;
     }
     log(LogLevel::warning, r.reason + "; retrying in " + std::to_string(r.delay.count()) + " ms");

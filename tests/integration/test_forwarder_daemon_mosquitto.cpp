@@ -4,9 +4,10 @@
 // library) writes into the database, in the same transactions as the
 // application's own rows, which it never touches; a second daemon on the
 // same file exits 4 naming the first; SIGTERM exits 0 with nothing pending;
-// SIGHUP reopens a log file that was moved away; a config file with flags
-// overriding it; config files it refuses (exit 2); --file-mode for the files
-// it creates.
+// SIGHUP reopens a log file that was moved away (and without one changes
+// nothing); a config file with flags overriding it; config files it refuses
+// (exit 2); --file-mode for the files it creates; a file it cannot use
+// (exit 1).
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -104,6 +105,9 @@ TEST_CASE("delivers another process's events; a second daemon exits 4 naming the
                               "info"},
                              dir / "daemon.out", err);
   REQUIRE(sub.wait_for([](const auto& m) { return m.size() >= 40; }, 30s));
+  // SIGHUP without a log file: nothing to reopen, and it does not stop
+  // (SIGHUP's default action would end it).
+  daemon.kill(SIGHUP);
   record_readings(db, "gw-1", 41, 40);  // while it runs: noticed by polling the file
   REQUIRE(wait_until([&] { return readings_received(sub).size() == 80; }, 30s));
   auto received = readings_received(sub);
@@ -236,4 +240,21 @@ TEST_CASE("--file-mode 0660: the database it creates, its -wal and -shm, and the
   // The outbox tables, and nothing else.
   CHECK(sql_count(db, "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'outbox'") == 1);
   CHECK(sql_count(db, "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'outbox%' AND name NOT LIKE 'sqlite%'") == 0);
+}
+
+TEST_CASE("a file that is not a database, or a directory that does not exist: exit 1 naming it") {
+  TempDir dir;
+  auto foreign = dir / "notes.db";
+  write_file(foreign, std::string(4096, 'x'));
+  auto r = run_binary(dir, forwarder_binary(), {"--db", foreign.string(), "--broker", "mqtt://127.0.0.1:1"});
+  INFO(r.err);
+  CHECK(r.status == 1);
+  CHECK(r.err.find(foreign.string()) != std::string::npos);
+  CHECK(read_text(foreign) == std::string(4096, 'x'));  // untouched
+
+  auto nowhere = dir / "missing" / "app.db";
+  auto m = run_binary(dir, forwarder_binary(), {"--db", nowhere.string(), "--broker", "mqtt://127.0.0.1:1"});
+  INFO(m.err);
+  CHECK(m.status == 1);
+  CHECK(m.err.find(nowhere.string()) != std::string::npos);
 }

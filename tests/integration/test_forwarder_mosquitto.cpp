@@ -379,7 +379,7 @@ TEST_CASE("MQTT 3.1.1: structured mode end to end") {
   Subscriber sub(broker.uri(), {"t/#"}, false);
   auto ids = enqueue_many(outbox, 300);
   auto po = publisher_options(broker.uri());
-  po.version = MqttVersion::v3_1_1;
+  po.mqtt_version = MqttVersionChoice::v3_1_1;
   Forwarder forwarder(outbox, std::make_unique<MqttPublisher>(po), forwarder_options());
   forwarder.start();
   REQUIRE(sub.wait_for_count(300, 30s));
@@ -473,7 +473,7 @@ TEST_CASE("batch mode end to end, MQTT 5 plain and 3.1.1 zstd: every sequence on
   Subscriber sub(broker.uri(), {"t/#"}, v5);
   enqueue_many(outbox, 2000);
   auto po = publisher_options(broker.uri());
-  po.version = version;
+  po.mqtt_version = v5 ? MqttVersionChoice::v5 : MqttVersionChoice::v3_1_1;
   auto fo = batch_forwarder_options(100);
   fo.batch.compression = compression;
   Forwarder forwarder(outbox, std::make_unique<MqttPublisher>(po), fo);

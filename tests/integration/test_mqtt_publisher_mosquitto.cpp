@@ -30,6 +30,7 @@
 #include "support/tcp_proxy.h"
 #include "support/temp_dir.h"
 #include "support/test_pki.h"
+#include "support/version_gate.h"
 
 using namespace edge_outbox;
 using namespace edge_outbox::test;
@@ -184,7 +185,7 @@ TEST_CASE("MQTT 3.1.1 on request; a message encoded for 5 is not sent on it") {
   Subscriber sub(broker.uri(), {"t/#"}, false);
   Recorder rec;
   auto o = options_for(broker.uri(), rec);
-  o.version = MqttVersion::v3_1_1;
+  o.mqtt_version = MqttVersionChoice::v3_1_1;
   MqttPublisher pub(o);
   pub.set_connection_handler(rec.handler());
   pub.start();
@@ -275,7 +276,7 @@ TEST_CASE("credentials: the password from the options, never logged") {
     CHECK(!pub.connected());
     auto reason = rec.last_reason();
     INFO(reason);
-    CHECK(reason.find("refused") != std::string::npos);
+    CHECK(reason.find("not authorised") != std::string::npos);
     CHECK(rec.all_logs().find("wrong-Pa55") == std::string::npos);
   }
 }
@@ -308,6 +309,9 @@ TEST_CASE("TLS: verified CA and host name; a wrong CA or host name is refused") 
     pub.start();
     REQUIRE(rec.wait_failures(2));
     CHECK(!pub.connected());
+    // Named, and not taken for a broker closing on CONNECT: no fallback.
+    CHECK(rec.last_reason().find("certificate verify failed") != std::string::npos);
+    CHECK(rec.all_logs().find("trying MQTT 3.1.1") == std::string::npos);
   }
   SUBCASE("certificate for another host") {
     MosquittoOptions other = mo;
@@ -322,6 +326,7 @@ TEST_CASE("TLS: verified CA and host name; a wrong CA or host name is refused") 
       pub.start();
       REQUIRE(rec.wait_failures(2));
       CHECK(!pub.connected());
+      CHECK(rec.last_reason().find("certificate verify failed") != std::string::npos);
     }
     // The same with hostname verification off connects (the CA still checks).
     Recorder rec2;
@@ -630,4 +635,104 @@ TEST_CASE("subscribe refuses a malformed filter and an empty handler") {
   CHECK_THROWS_ERROR(ErrorKind::invalid_argument, pub.subscribe("", inbox.handler()));
   CHECK_THROWS_ERROR(ErrorKind::invalid_argument, pub.subscribe("a/b", MessageHandler{}));
   CHECK_NOTHROW(pub.subscribe("a/+/b", inbox.handler()));
+}
+
+TEST_CASE("a broker that closes the connection on an MQTT 5 CONNECT gets 3.1.1 automatically") {
+  Mosquitto broker;
+  VersionGate gate(VersionGate::Mode::close, broker.port());
+  Subscriber sub(broker.uri(), {"t/#"});
+  Recorder rec;
+  MqttPublisher pub(options_for(gate.uri(), rec));
+  pub.set_connection_handler(rec.handler());
+  pub.start();
+  REQUIRE(rec.wait_connected());
+  CHECK(gate.mqtt5_connects() >= 1);
+  CHECK(gate.passed_on() >= 1);
+  CHECK(pub.version() == MqttVersion::v3_1_1);
+  CHECK(rec.all_logs().find("closed the connection during the MQTT 5 CONNECT") != std::string::npos);
+  CHECK(is_ack(publish_sync(pub, message("t/closing", "v311", MqttVersion::v3_1_1))));
+  REQUIRE(sub.wait_for_count(1, 10s));
+  pub.stop(1s);
+}
+
+TEST_CASE("a listener that closes on every CONNECT: auto tries 3.1.1, then 5 again after the backoff") {
+  VersionGate gate(VersionGate::Mode::close);
+  Recorder rec;
+  MqttPublisher pub(options_for(gate.uri(), rec));
+  pub.set_connection_handler(rec.handler());
+  pub.start();
+  REQUIRE(rec.wait_failures(2));
+  CHECK(!pub.connected());
+  // Each backoff ends with MQTT 5 again: the fallback never sticks.
+  CHECK(gate.mqtt5_connects() >= 2);
+  INFO(rec.last_reason());
+  CHECK(rec.last_reason().find("closed the connection during the MQTT 3.1.1 CONNECT") != std::string::npos);
+  CHECK(rec.all_logs().find("trying MQTT 3.1.1") != std::string::npos);
+  pub.stop(0ms);
+}
+
+TEST_CASE("MQTT 5 asked for: a close on CONNECT or a CONNACK 0x84 is named, never a fallback") {
+  Mosquitto broker;
+  auto mode = VersionGate::Mode::close;
+  std::string expected = "closed the connection during the MQTT 5 CONNECT";
+  SUBCASE("close") {}
+  SUBCASE("CONNACK 0x84") {
+    mode = VersionGate::Mode::refuse;
+    expected = "the broker refused MQTT 5 (protocol version)";
+  }
+  VersionGate gate(mode, broker.port());
+  Recorder rec;
+  auto o = options_for(gate.uri(), rec);
+  o.mqtt_version = MqttVersionChoice::v5;
+  MqttPublisher pub(o);
+  pub.set_connection_handler(rec.handler());
+  pub.start();
+  REQUIRE(rec.wait_failures(2));
+  CHECK(rec.last_reason().find(expected) != std::string::npos);
+  CHECK(gate.passed_on() == 0);
+  pub.stop(0ms);
+}
+
+TEST_CASE("a CONNACK 0x84 (MQTT 5 unsupported) with auto: 3.1.1 at once") {
+  Mosquitto broker;
+  VersionGate gate(VersionGate::Mode::refuse, broker.port());
+  Recorder rec;
+  MqttPublisher pub(options_for(gate.uri(), rec));
+  pub.set_connection_handler(rec.handler());
+  pub.start();
+  REQUIRE(rec.wait_connected());
+  CHECK(pub.version() == MqttVersion::v3_1_1);
+  CHECK(rec.all_logs().find("the broker refused MQTT 5 (protocol version)") != std::string::npos);
+  pub.stop(1s);
+}
+
+TEST_CASE("nothing listens: the failure says so, and no fallback is tried") {
+  const auto port = free_port();
+  Recorder rec;
+  MqttPublisher pub(options_for("mqtt://127.0.0.1:" + std::to_string(port), rec));
+  pub.set_connection_handler(rec.handler());
+  pub.start();
+  REQUIRE(rec.wait_failures(1));
+  CHECK(rec.last_reason() == "cannot connect to mqtt://127.0.0.1:" + std::to_string(port) +
+                                 ": connection refused: nothing listens on 127.0.0.1:" + std::to_string(port));
+  CHECK(rec.all_logs().find("trying MQTT 3.1.1") == std::string::npos);
+  pub.stop(0ms);
+}
+
+TEST_CASE("a wrong password: not authorised") {
+  MosquittoOptions mo;
+  mo.allow_anonymous = false;
+  mo.users = {{"device", "right"}};
+  Mosquitto broker(mo);
+  Recorder rec;
+  auto o = options_for(broker.uri(), rec);
+  o.username = "device";
+  o.password = "wrong";
+  MqttPublisher pub(o);
+  pub.set_connection_handler(rec.handler());
+  pub.start();
+  REQUIRE(rec.wait_failures(1));
+  CHECK(rec.last_reason().find("not authorised") != std::string::npos);
+  CHECK(rec.all_logs().find("trying MQTT 3.1.1") == std::string::npos);
+  pub.stop(0ms);
 }

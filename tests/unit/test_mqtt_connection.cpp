@@ -11,6 +11,7 @@
 
 using namespace edge_outbox;
 using namespace edge_outbox::detail;
+using edge_outbox::wire::MqttVersionChoice;
 using namespace std::chrono_literals;
 using Action = ConnectionMachine::Action;
 using State = ConnectionMachine::State;
@@ -22,8 +23,7 @@ const std::string kUri = "mqtt://127.0.0.1:1883";
 ConnectionMachine::Options options() {
   ConnectionMachine::Options o;
   o.uri = kUri;
-  o.version = MqttVersion::v5;
-  o.fallback_to_3_1_1 = true;
+  o.version = MqttVersionChoice::automatic;
   o.connect_guard = 15s;
   o.backoff_initial = 500ms;
   o.backoff_max = 4s;
@@ -38,10 +38,12 @@ ConnectionMachine::ConnectOutcome ok(MqttVersion version = MqttVersion::v5, std:
   return r;
 }
 
-ConnectionMachine::ConnectOutcome failed(std::string why, bool refuses_mqtt5 = false) {
+using Cause = wire::ConnectFailureCause;
+
+ConnectionMachine::ConnectOutcome failed(std::string why, Cause cause = Cause::other) {
   ConnectionMachine::ConnectOutcome r;
   r.failure = std::move(why);
-  r.refuses_mqtt5 = refuses_mqtt5;
+  r.cause = cause;
   return r;
 }
 
@@ -173,7 +175,7 @@ TEST_CASE("MQTT 5 refused: retire, then 3.1.1 at once; a second refusal backs of
   Driver d;
   auto v5 = d.next();
   REQUIRE(v5.version == MqttVersion::v5);
-  REQUIRE(d.machine.connect_result(v5.generation, failed("connection refused: unacceptable protocol version", true)));
+  REQUIRE(d.machine.connect_result(v5.generation, failed("the broker refused MQTT 5 (protocol version)", Cause::version_refused)));
   auto r = d.retire();
   CHECK(r.falling_back);
   CHECK(d.machine.state() == State::idle);
@@ -182,33 +184,33 @@ TEST_CASE("MQTT 5 refused: retire, then 3.1.1 at once; a second refusal backs of
   auto v311 = d.next();
   CHECK(v311.action == Action::connect);
   CHECK(v311.version == MqttVersion::v3_1_1);
-  REQUIRE(d.machine.connect_result(v311.generation, failed("connection refused: unacceptable protocol version", true)));
+  REQUIRE(d.machine.connect_result(v311.generation, failed("the broker refused MQTT 5 (protocol version)", Cause::version_refused)));
   auto again = d.retire();
   CHECK(!again.falling_back);
   CHECK(d.machine.state() == State::backoff);
-  // It stays with 3.1.1, and reports the version of the last connection (none yet: the configured one).
-  CHECK(d.wait_out(again.delay).version == MqttVersion::v3_1_1);
+  // The fallback held for that connection only: after the backoff, MQTT 5 again.
+  CHECK(d.wait_out(again.delay).version == MqttVersion::v5);
   CHECK(d.machine.version() == MqttVersion::v5);
 }
 
 TEST_CASE("MQTT 5 refused without the fallback, or when 3.1.1 was asked for: backoff") {
-  SUBCASE("fallback off") {
+  SUBCASE("5 asked for") {
     auto o = options();
-    o.fallback_to_3_1_1 = false;
+    o.version = MqttVersionChoice::v5;
     Driver d(o);
     auto s = d.next();
-    REQUIRE(d.machine.connect_result(s.generation, failed("refused", true)));
+    REQUIRE(d.machine.connect_result(s.generation, failed("refused", Cause::version_refused)));
     auto r = d.retire();
     CHECK(!r.falling_back);
     CHECK(d.wait_out(r.delay).version == MqttVersion::v5);
   }
   SUBCASE("3.1.1 configured") {
     auto o = options();
-    o.version = MqttVersion::v3_1_1;
+    o.version = MqttVersionChoice::v3_1_1;
     Driver d(o);
     auto s = d.next();
     CHECK(s.version == MqttVersion::v3_1_1);
-    REQUIRE(d.machine.connect_result(s.generation, failed("refused", true)));
+    REQUIRE(d.machine.connect_result(s.generation, failed("refused", Cause::version_refused)));
     CHECK(!d.retire().falling_back);
   }
 }
@@ -328,4 +330,55 @@ TEST_CASE("stop: shut down from any state, then finished") {
     CHECK(d.machine.stopping());
     CHECK(d.next().action == Action::shut_down);
   }
+}
+
+TEST_CASE("closed during the MQTT 5 CONNECT (TCP and TLS fine): 3.1.1 at once; other causes back off") {
+  SUBCASE("closed during CONNECT") {
+    Driver d;
+    auto v5 = d.next();
+    REQUIRE(d.machine.connect_result(v5.generation, failed("closed", Cause::closed_during_connect)));
+    auto r = d.retire();
+    CHECK(r.falling_back);
+    CHECK(r.reason == "closed");
+    CHECK(d.next().version == MqttVersion::v3_1_1);
+  }
+  SUBCASE("5 asked for: a close is an ordinary failure") {
+    auto o = options();
+    o.version = MqttVersionChoice::v5;
+    Driver d(o);
+    auto v5 = d.next();
+    REQUIRE(d.machine.connect_result(v5.generation, failed("closed", Cause::closed_during_connect)));
+    CHECK(!d.retire().falling_back);
+  }
+}
+
+TEST_CASE("nothing listens, TLS, not authorised, unreachable: no fallback, MQTT 5 after the backoff") {
+  for (auto cause : {Cause::nothing_listens, Cause::tls_verify_failed, Cause::tls_failed, Cause::not_authorised,
+                     Cause::unreachable, Cause::other}) {
+    CAPTURE(static_cast<int>(cause));
+    Driver d;
+    auto v5 = d.next();
+    REQUIRE(d.machine.connect_result(v5.generation, failed("no", cause)));
+    auto r = d.retire();
+    CHECK(!r.falling_back);
+    CHECK(d.wait_out(r.delay).version == MqttVersion::v5);
+  }
+}
+
+TEST_CASE("connected with 3.1.1 after a fallback, then lost: the next connection tries MQTT 5 again") {
+  Driver d;
+  auto v5 = d.next();
+  REQUIRE(d.machine.connect_result(v5.generation, failed("closed", Cause::closed_during_connect)));
+  REQUIRE(d.retire().falling_back);
+  auto v311 = d.next();
+  REQUIRE(v311.version == MqttVersion::v3_1_1);
+  REQUIRE(d.machine.connect_result(v311.generation, ok(MqttVersion::v3_1_1)));
+  REQUIRE(d.next().action == Action::announce_connected);
+  CHECK(d.machine.version() == MqttVersion::v3_1_1);
+  REQUIRE(d.machine.connection_lost(v311.generation, "socket error"));
+  d.machine.publishes_failed();
+  REQUIRE(d.next().action == Action::retire);
+  auto r = d.machine.retired(d.now());
+  CHECK(!r.falling_back);
+  CHECK(d.wait_out(r.delay).version == MqttVersion::v5);
 }

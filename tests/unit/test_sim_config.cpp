@@ -291,3 +291,17 @@ TEST_CASE("the status line shows the bytes per event on the wire once an event w
   f.wire_bytes_per_event = 41.6;
   CHECK(sim::format_status(f) == "readings 120  pending 3  published 117  dead 0  wire 42 B/event  connected yes");
 }
+
+TEST_CASE("--mqtt-version: auto by default, 5 or 4, the config key, and binary needs 5") {
+  CHECK(parse({"--db", "x.db"}).mqtt_version == "auto");
+  CHECK(parse({"--db", "x.db", "--mqtt-version", "4"}).mqtt_version == "4");
+  CHECK(parse({"--db", "x.db", "--mqtt-version", "5", "--format", "binary"}).mqtt_version == "5");
+  CHECK(error_of([] { parse({"--db", "x.db", "--mqtt-version", "3"}); }).find("auto, 5 or 4") != std::string::npos);
+  CHECK(error_of([] { parse({"--db", "x.db", "--mqtt-version", "4", "--format", "binary"}); })
+            .find("does not go with --mqtt-version 4") != std::string::npos);
+  test::TempDir dir;
+  auto file = dir / "sim.json";
+  std::ofstream(file) << R"({"db": "d.db", "mqtt-version": "4"})";
+  CHECK(parse({"--config", file.string()}).mqtt_version == "4");
+  CHECK(parse({"--config", file.string(), "--mqtt-version", "auto"}).mqtt_version == "auto");  // flags win
+}

@@ -5,8 +5,13 @@
 // memory. Each connection is a clean session; after a loss the Forwarder
 // sends the unacknowledged events again.
 //
-// Connection: MQTT 5 unless asked for 3.1.1, falling back to 3.1.1 by itself
-// when the broker refuses version 5. TLS for mqtts:// URIs, with the server
+// Connection: options.mqtt_version: MQTT 5, MQTT 3.1.1, or automatic (the
+// default): MQTT 5 first, falling back to 3.1.1 at once when the broker
+// refuses version 5 in its CONNACK or closes the connection during CONNECT
+// after TCP and TLS succeeded; the next connection after a backoff tries 5
+// again (wire/mqtt_connect.h). A failed connect names its cause (TLS
+// verify, protocol version refused, not authorised, nothing listens: the
+// ConnectionEvent's reason and the log). TLS for mqtts:// URIs, with the server
 // certificate and its host name verified by default. A retained status
 // message on status_topic: "online" after each connect, "offline" as the
 // Last Will and at a clean stop. Messages go out with options.qos, retained
@@ -43,8 +48,12 @@
 #include <edge_outbox/clock.h>
 #include <edge_outbox/log.h>
 #include <edge_outbox/publisher.h>
+#include <edge_outbox/wire/mqtt_connect.h>
 
 namespace edge_outbox {
+
+// --mqtt-version auto|5|4 (wire/mqtt_connect.h).
+using MqttVersionChoice = wire::MqttVersionChoice;
 
 struct MqttTlsOptions {
   std::filesystem::path ca_file;           // empty: the system's trust store
@@ -58,9 +67,9 @@ struct MqttPublisherOptions {
   std::string uri;
   // Empty: "edge-outbox-" and a random suffix.
   std::string client_id;
-  MqttVersion version = MqttVersion::v5;
-  bool fallback_to_3_1_1 = true;  // when the broker refuses MQTT 5
-  int qos = 1;                    // Requires: 0, 1 or 2
+  // automatic: MQTT 5, else 3.1.1 for a connection to a broker that refuses 5.
+  MqttVersionChoice mqtt_version = MqttVersionChoice::automatic;
+  int qos = 1;  // Requires: 0, 1 or 2
 
   std::string username;
   // Empty: none. Never logged. The library reads no secret file: the
