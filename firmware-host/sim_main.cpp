@@ -42,7 +42,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-
 // The device library's levels are the log sink's, in the same order.
 host::LogLevel to_host(LogLevel level) { return static_cast<host::LogLevel>(static_cast<int>(level)); }
 static_assert(static_cast<int>(LogLevel::debug) == static_cast<int>(host::LogLevel::debug) &&
