@@ -86,3 +86,24 @@ foreach(pc IN ITEMS edge_outbox-wire edge_outbox-core edge_outbox)
          TYPE FILE FILES \"${PROJECT_BINARY_DIR}/pkgconfig/${pc}.pc\")"
     COMPONENT ${EDGE_OUTBOX_INSTALL_COMPONENT})
 endforeach()
+
+# The C API's shared library libedge-outbox.so.0 (edge_outbox::c): the
+# library in the runtime component, its namelink, targets file and
+# edge-outbox-c.pc in the dev component (the packages' split). Its header is
+# installed with the others above. It carries the core inside it, so its
+# consumers need nothing else.
+install(TARGETS edge_outbox_c EXPORT edge_outbox-c-targets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT edge_outbox-c-targets NAMESPACE edge_outbox::
+        FILE edge_outbox-c-targets.cmake
+        DESTINATION ${_edge_outbox_package_dir}
+        COMPONENT dev)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/edge-outbox-c.pc.in ${PROJECT_BINARY_DIR}/edge-outbox-c.pc.in @ONLY)
+install(CODE "
+  file(READ \"${PROJECT_BINARY_DIR}/edge-outbox-c.pc.in\" pc)
+  string(REPLACE \"@EDGE_OUTBOX_INSTALL_PREFIX@\" \"\${CMAKE_INSTALL_PREFIX}\" pc \"\${pc}\")
+  file(WRITE \"${PROJECT_BINARY_DIR}/pkgconfig/edge-outbox-c.pc\" \"\${pc}\")
+  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\"
+       TYPE FILE FILES \"${PROJECT_BINARY_DIR}/pkgconfig/edge-outbox-c.pc\")"
+  COMPONENT dev)

@@ -9,6 +9,7 @@
 #include <edge_outbox/error.h>
 
 #include "config_json.h"
+#include "host/listen_address.h"
 
 namespace edge_outbox::device {
 namespace {
@@ -123,10 +124,8 @@ void validate(ForwarderConfig& c) {
            " must give the owner read and write (0600) and nothing beyond 0777");
   }
   if (!c.metrics_listen.empty()) {
-    const auto colon = c.metrics_listen.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == c.metrics_listen.size()) {
-      refuse("--metrics-listen \"" + c.metrics_listen + "\" must be HOST:PORT, such as 127.0.0.1:9100");
-    }
+    if (const auto problem = host::listen_address_problem(c.metrics_listen); !problem.empty())
+      refuse("--metrics-listen: " + problem);
   }
 }
 

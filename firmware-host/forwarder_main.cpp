@@ -25,6 +25,7 @@
 #include "host/watchdog_pacer.h"
 
 #include "forwarder_config.h"
+#include "forwarder_metrics.h"
 #include "lease.h"
 
 namespace host = edge_outbox::host;
@@ -124,8 +125,15 @@ int run(const device::ForwarderConfig& c, const std::string& password, const hos
   auto fo = device::forwarder_options(c, callback);
   if (auto warning = device::forwarding_warning(c)) log.write(host::LogLevel::warning, *warning);
   edge_outbox::Forwarder forwarder(std::filesystem::path(c.db), oo, std::move(publisher), fo);
+  std::unique_ptr<host::MetricsEndpoint> metrics;  // reads the forwarder and the outbox: goes first
   if (!c.metrics_listen.empty()) {
-    log.write(host::LogLevel::warning, "--metrics-listen " + c.metrics_listen + ": this build serves no metrics");
+    try {
+      metrics = device::serve_forwarder_metrics(c.metrics_listen, forwarder, outbox, c.db);
+    } catch (const std::exception& e) {
+      log.fatal(e.what());
+      return host::exit_code::failure;
+    }
+    log.write(host::LogLevel::info, "serving metrics at http://" + metrics->address() + "/metrics and /healthz");
   }
   forwarder.start();
   log.write(host::LogLevel::info, "serving " + c.db + " (pid " + std::to_string(::getpid()) + ", lease " +

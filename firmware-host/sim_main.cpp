@@ -20,6 +20,7 @@
 #include <edge_outbox/wire/batch.h>
 
 #include "host/command_line.h"
+#include "host/exit_codes.h"
 #include "host/log_sink.h"
 #include "host/termination_signals.h"
 
@@ -40,10 +41,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace {
-
-constexpr int kExitRuntimeError = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitDrainTimeout = 3;
 
 // The device library's levels are the log sink's, in the same order.
 host::LogLevel to_host(LogLevel level) { return static_cast<host::LogLevel>(static_cast<int>(level)); }
@@ -228,7 +225,7 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
       empty = false;
       if (c.drain_timeout.count() > 0 && now - drain_started >= c.drain_timeout) {
         log(LogLevel::error, "events still pending after --drain-timeout; they stay on disk for the next run");
-        exit_code = kExitDrainTimeout;
+        exit_code = host::exit_code::incomplete;
         break;
       }
       tend(now);
@@ -269,7 +266,7 @@ int main(int argc, char** argv) {
     password = edge_outbox::device::read_broker_password(config);
   } catch (const std::exception& e) {  // Error from resolve, std::runtime_error from read_secret
     std::fprintf(stderr, "edge-outbox-sim: %s\n", e.what());
-    return kExitUsage;
+    return host::exit_code::usage;
   }
 
   // Signals are taken by sigtimedwait in the main loop only; block them
@@ -280,9 +277,9 @@ int main(int argc, char** argv) {
     return run(config, password, signals);
   } catch (const Error& e) {
     std::fprintf(stderr, "edge-outbox-sim: %s (%s)\n", e.what(), std::string(edge_outbox::to_string(e.kind())).c_str());
-    return kExitRuntimeError;
+    return host::exit_code::failure;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "edge-outbox-sim: %s\n", e.what());
-    return kExitRuntimeError;
+    return host::exit_code::failure;
   }
 }

@@ -43,6 +43,7 @@
 #include "host/watchdog_pacer.h"
 #include "ingest/confirmer.h"
 #include "ingest/gaps.h"
+#include "ingest/ingest_metrics.h"
 #include "ingest/reprocess.h"
 #include "ingest/store.h"
 #include "ingest/subscriber.h"
@@ -168,6 +169,7 @@ int main(int argc, char** argv) {
   ingest::SubscriberOptions sub;
   ingest::ClassifyOptions classify;
   std::string password_file, password_env, log_level = "info", log_format = "text";
+  std::string metrics_listen;
   double stats_interval = 0, exit_after_idle = 0;
   std::size_t max_batch = 512;
   std::uint64_t rejected_max_bytes = ingest::StoreOptions{}.rejected_max_bytes;
@@ -217,6 +219,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-confirm", no_confirm,
                "Publish no confirmations (the devices' statuses are still recorded); see docs/ingest.md");
   app.add_option("--stats-interval", stats_interval, "Print counters to stderr every S seconds (0: off)");
+  app.add_option("--metrics-listen", metrics_listen,
+                 "Serve Prometheus metrics at /metrics and health at /healthz on HOST:PORT (e.g. 127.0.0.1:9100, "
+                 "[::1]:9100); see docs/metrics.md")
+      ->check(host::listen_address_problem);
   app.add_option("--exit-after-idle", exit_after_idle, "Exit after S seconds without messages (0: never)");
   app.add_option("--log-level", log_level, "error, warn (or warning), info or debug")
       ->check(CLI::IsMember({"error", "warn", "warning", "info", "debug"}))
@@ -290,6 +296,7 @@ int main(int argc, char** argv) {
   std::optional<ingest::Confirmer> confirmer;
   std::optional<ingest::Writer> writer_holder;
   std::optional<ingest::Subscriber> subscriber;
+  std::unique_ptr<host::MetricsEndpoint> metrics;  // reads the writer, subscriber and confirmer
   try {
     sub.password = host::read_secret(password_file, password_env,
                                      password_file.empty() ? "--password-env" : "--password-file");
@@ -321,6 +328,15 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     log("error", std::string("cannot create the MQTT client: ") + e.what());
     return kExitCannotStart;
+  }
+  if (!metrics_listen.empty()) {
+    try {
+      metrics = ingest::serve_ingest_metrics(metrics_listen, writer, *subscriber, *confirmer);
+      log("info", "serving metrics at http://" + metrics->address() + "/metrics and /healthz");
+    } catch (const std::exception& e) {
+      log("error", e.what());
+      return kExitCannotStart;
+    }
   }
 
   // Under a service manager (Type=notify): ready once the store is open,
@@ -378,6 +394,7 @@ int main(int argc, char** argv) {
   }
   if (exit_signal) log("info", "stopping on " + std::string(host::TerminationSignals::name(exit_signal)));
   notifier.stopping();
+  metrics.reset();
 
   // Disconnect, letting callbacks commit what they hold; but while the store
   // fails they cannot, and Paho's disconnect waits for them: then do not

@@ -107,6 +107,7 @@ void Subscriber::make_client(Connection& c, wire::MqttVersion version) {
   std::string id = c.id;
   auto* listener = c.subscribed.get();
   c.client->set_connected_handler([this, raw, id, listener, version](const std::string&) {
+    connected_ = true;
     if (log_) {
       log_("info", id + " connected to " + options_.broker + " with MQTT " + std::string(wire::version_name(version)) +
                        ", subscribing");
@@ -122,6 +123,7 @@ void Subscriber::make_client(Connection& c, wire::MqttVersion version) {
     }
   });
   c.client->set_connection_lost_handler([this, id](const std::string& cause) {
+    connected_ = false;
     if (log_) log_("warn", id + " lost the connection" + (cause.empty() ? "" : ": " + cause) + "; reconnecting");
   });
   c.client->set_message_callback([this](mqtt::const_message_ptr m) {
@@ -276,6 +278,7 @@ void Subscriber::maintain() {
       c->attempt = wire::first_version(options_.mqtt_version);
       return;
     }
+    connected_ = false;  // also when Paho ended the connection without telling the handler
     if (c->connecting && !c->connecting->is_complete()) return;
     if (c->connecting) {
       connect_failed(*c);
@@ -326,6 +329,7 @@ bool Subscriber::publish_retained(const std::string& topic, const std::string& p
 }
 
 void Subscriber::stop(std::chrono::milliseconds timeout) {
+  connected_ = false;
   if (auto& c = connection_) {
     try {
       if (c->connecting && !c->connecting->is_complete()) c->connecting->wait_for(timeout);

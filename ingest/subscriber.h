@@ -59,6 +59,7 @@
 // Paho's errors and throw nothing.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -107,6 +108,10 @@ class Subscriber {
   const std::vector<std::string>& subscriptions() const noexcept { return subscriptions_; }
   // (Re)connects when the connection is down and not already connecting.
   void maintain();
+  // True from the broker's CONNACK until the connection is lost or
+  // stopped. Reads a flag: never blocks (unlike Paho's is_connected), so
+  // the metrics endpoint may call it from any thread.
+  bool connected() const noexcept { return connected_; }
   // Disconnects; messages in callbacks are committed first.
   void stop(std::chrono::milliseconds timeout);
   // Hands a QoS 1 retained message to Paho without waiting for its outcome;
@@ -137,6 +142,7 @@ class Subscriber {
   std::vector<std::string> subscriptions_;
   std::vector<std::string> status_filters_;  // without the $share prefix
   std::unique_ptr<Connection> connection_;
+  std::atomic<bool> connected_{false};
   std::mutex logged_mutex_;
   std::set<std::string> retained_topics_logged_;   // guarded by logged_mutex_
   std::set<std::string> invalid_status_logged_;    // guarded by logged_mutex_

@@ -118,6 +118,11 @@ Counters Writer::counters() const {
   return counters_;
 }
 
+host::HistogramSnapshot Writer::commit_latency() const {
+  std::lock_guard lock(mutex_);
+  return commit_latency_.snapshot();
+}
+
 std::size_t Writer::pending() const {
   std::lock_guard lock(mutex_);
   return queued_rows_ + in_commit_;
@@ -217,9 +222,11 @@ bool Writer::back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseco
 }
 
 Outcome Writer::finish(const Row& row, CommitResult result, bool refused) {
-  if (std::holds_alternative<RejectedRow>(row)) {
+  if (const auto* rejection = std::get_if<RejectedRow>(&row)) {
     ++counters_.rejected;
     if (refused) ++counters_.store_refused;
+    const auto reason = refused ? RejectionReason::store_refused : rejection_reason_of(rejection->reason);
+    ++counters_.rejected_by_reason[static_cast<std::size_t>(reason)];
     return Outcome::rejected;
   }
   if (result == CommitResult::written) {
@@ -284,6 +291,7 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
     std::string error;
     bool permanent = false;
     std::optional<std::size_t> refused_row;
+    const auto commit_start = std::chrono::steady_clock::now();
     try {
       if (lo == 0 && hi == rows.size()) {
         written = store_.commit(rows);
@@ -298,6 +306,7 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
     } catch (const std::exception& e) {  // bad_alloc and the like: retry
       error = e.what();
     }
+    const double commit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - commit_start).count();
     if (error.empty() && observer) {
       try {
         observer(part.empty() ? streams_of(rows) : streams_of(part));
@@ -309,6 +318,7 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
 
     if (error.empty()) {
       ++counters_.commits;
+      commit_latency_.observe(commit_seconds);
       failing_ = false;
       backoff = first_backoff;
       for (std::size_t k = next; k < k_end; ++k) {

@@ -36,7 +36,8 @@
 // committed rows belong to (see streams_of), on the Writer's thread, with no
 // lock of the Writer held: it must be quick (the Confirmer queues them).
 //
-// Thread rule: submit(), submit_group(), counters(), pending(), failing(),
+// Thread rule: submit(), submit_group(), counters(), commit_latency(),
+// pending(), failing(),
 // set_commit_observer() and request_stop() from any thread; one mutex and
 // condition variable guard the queue, the counters and the observer.
 //
@@ -45,6 +46,7 @@
 // the submitter).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -55,6 +57,8 @@
 #include <thread>
 #include <vector>
 
+#include "host/histogram.h"
+#include "ingest/rejection_reason.h"
 #include "ingest/rows.h"
 #include "ingest/store.h"
 #include "ingest/stream_key.h"
@@ -74,6 +78,8 @@ struct Counters {
   std::uint64_t invalid_time = 0;      // stored events whose time was not RFC 3339 (kept in time_original)
   std::uint64_t rejected_pruned = 0;   // oldest rejected rows deleted to stay under --rejected-max-bytes
   std::uint64_t retained_ignored = 0;  // retained deliveries ignored (see subscriber.h)
+  // `rejected` by kind, indexed by RejectionReason (see rejection_reason.h).
+  std::array<std::uint64_t, rejection_reason_count> rejected_by_reason{};
 };
 
 // What became of a submitted row (see CommitResult in store.h): stored,
@@ -121,6 +127,9 @@ class Writer {
   // Requires: rows non-empty.
   std::vector<Outcome> submit_group(std::vector<Row> rows, const RejectRowFn& as_rejected = {});
   Counters counters() const;
+  // Seconds each successful store commit took (Store::commit, one per
+  // group commit), in host::latency_seconds_buckets().
+  host::HistogramSnapshot commit_latency() const;
   // Number of rows submitted and not yet committed.
   std::size_t pending() const;
   // True from a failed commit attempt until the next successful one.
@@ -174,6 +183,7 @@ class Writer {
   std::size_t abandoned_ = 0;
   std::uint64_t worker_passes_ = 0;
   Counters counters_;
+  host::Histogram commit_latency_{host::latency_seconds_buckets()};
   CommitObserver observer_;
   std::size_t in_commit_ = 0;
   std::chrono::steady_clock::time_point last_submit_ = std::chrono::steady_clock::now();

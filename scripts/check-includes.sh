@@ -11,6 +11,10 @@
 #   src/forward  never includes "mqtt/...", <edge_outbox/mqtt/...>, Paho
 #   src/mqtt     never includes "storage/..."
 #   include/edge_outbox/*.h (the core's public headers) never include Paho
+#   include/edge_outbox/c/ (the C API) includes only C standard headers
+#   src/c        (the C API) includes only its own "c/...", the public
+#                <edge_outbox/...> headers but the MQTT publisher's, and of
+#                the core's inside "storage/open_transaction.h"; never Paho
 #   wire/        includes only its own files and <edge_outbox/wire/...>
 #                (and <edge_outbox/cloudevents.h>, the old forwarding path)
 #   ingest/      includes only <edge_outbox/wire/...>, "ingest/...", "host/...",
@@ -23,7 +27,8 @@
 # Link rules (configure runs in a scratch directory; --no-link skips them):
 #   a device-only build (-DEDGE_OUTBOX_DEVICE_ONLY=ON) has no ingest target;
 #   the ingest links neither edge_outbox::core nor edge_outbox::mqtt (nor the
-#   umbrella edge_outbox::edge_outbox).
+#   umbrella edge_outbox::edge_outbox); the C API's library (edge_outbox_c)
+#   links neither edge_outbox::mqtt nor Paho.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,6 +101,27 @@ while IFS=$'\t' read -r file line kind path; do
     violation "$file:$line" "the core's public headers never include Paho (<$path>)"
   fi
 done < <(includes include/edge_outbox -path include/edge_outbox/mqtt -prune -o)
+
+# The C API: its header is C, and src/c sees the core through its public
+# headers and the held-open transaction only.
+while IFS=$'\t' read -r file line kind path; do
+  if [ "$kind" = q ] || [[ $path == */* ]]; then
+    violation "$file:$line" "include/edge_outbox/c/ includes only C standard headers ($path)"
+  fi
+done < <(includes include/edge_outbox/c)
+if [ -d src/c ]; then
+  while IFS=$'\t' read -r file line kind path; do
+    where="$file:$line"
+    if [ "$kind" = q ]; then
+      case "$path" in
+        c/* | storage/open_transaction.h) ;;
+        *) violation "$where" "src/c includes of the core's inside only \"storage/open_transaction.h\" (\"$path\")" ;;
+      esac
+    elif [[ $path == edge_outbox/mqtt/* || $path == edge_outbox/mqtt_publisher.h ]] || is_paho "$path"; then
+      violation "$where" "src/c never includes the MQTT publisher or Paho: libedge-outbox.so.0 links no Paho (<$path>)"
+    fi
+  done < <(includes src/c)
+fi
 
 # wire/: its own files (a quoted include resolves inside wire/) and
 # <edge_outbox/wire/...>.
@@ -188,6 +214,16 @@ if [ "$link_rules" = 1 ]; then
     fi
   done
   configure full -DEDGE_OUTBOX_DEVICE_ONLY=OFF
+  graph=$scratch/full.dot.edge_outbox_c
+  if [ ! -f "$graph" ]; then
+    violation "src/CMakeLists.txt:1" "the full build has the C API's target edge_outbox_c"
+  else
+    for lib in edge_outbox_mqtt edge_outbox PahoMqttCpp::paho-mqttpp3; do
+      if grep -qE -- "-> $lib\$" "$graph"; then
+        violation "src/CMakeLists.txt:1" "the C API's library links no Paho (edge_outbox_c links $lib)"
+      fi
+    done
+  fi
   # full.dot.TARGET: TARGET and everything it links, directly or not.
   for target in edge_outbox_ingest_lib edge-outbox-ingest; do
     graph=$scratch/full.dot.$target

@@ -43,6 +43,8 @@ target_packages=(
   libsqlite3-dev libsqlitecpp-dev
   libpaho-mqtt-dev libpaho-mqttpp-dev
   libssl-dev libzstd-dev libsystemd-dev
+  libssl-dev libzstd-dev
+  libcpp-httplib-dev
 )
 # Header-only and architecture independent: native packages for the
 # multiarch build, unpacked into the sysroot for the sysroot build (only the

@@ -27,6 +27,8 @@ EDGE_OUTBOX_BUILD_PACKAGES=(
   nlohmann-json3-dev doctest-dev libcli11-dev libpq-dev
   mosquitto mosquitto-clients openssl postgresql
   libsystemd-dev systemd
+  libcpp-httplib-dev
+  prometheus
 )
 # What scripts/package-test.sh needs beyond the build (cpack's
 # dpkg-shlibdeps comes with build-essential's dpkg-dev).

@@ -71,6 +71,7 @@ enum class IntegrityCheck {
 };
 
 class CommitSubscription;
+class OpenTransaction;
 
 class Outbox {
  public:
@@ -148,6 +149,7 @@ class Outbox {
  private:
   friend class Transaction;
   friend class CommitSubscription;
+  friend class OpenTransaction;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

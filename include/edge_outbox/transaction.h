@@ -20,6 +20,7 @@
 namespace edge_outbox {
 
 class Outbox;
+class OpenTransaction;
 
 class Transaction {
  public:
@@ -40,6 +41,7 @@ class Transaction {
 
  private:
   friend class Outbox;
+  friend class OpenTransaction;
   Transaction(Outbox& outbox, SQLite::Database& db) : outbox_(outbox), db_(db) {}
 
   Outbox& outbox_;

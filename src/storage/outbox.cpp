@@ -13,6 +13,7 @@
 #include <edge_outbox/error.h>
 
 #include "storage/database.h"
+#include "storage/open_transaction.h"
 #include "storage/outbox_impl.h"
 #include "storage/outbox_tables.h"
 #include "storage/sqlite_errors.h"
@@ -106,29 +107,16 @@ std::string Outbox::stream_id() const { return impl_->stream_id; }
 const std::string& Outbox::dropped_event_topic() const noexcept { return impl_->options.dropped_event_topic; }
 
 std::vector<std::string> Outbox::transact(const std::function<void(Transaction&)>& fn) {
-  auto& d = *impl_;
-  d.require_writable("transact");
-  std::vector<std::string> ids;
-  MutexLock lock(d.mutex);
+  OpenTransaction open(*this);
   try {
-    WriteGate::Turn gate(*d.connection.gate, d.options.busy_timeout);
-    // A log left over its limit by a reader that has gone is truncated first,
-    // so that max_database_bytes does not refuse this transaction for it.
-    d.connection.limit_wal();
-    SQLite::Transaction tx(*d.connection.db, SQLite::TransactionBehavior::IMMEDIATE);
-    Transaction t(*this, *d.connection.db);
-    fn(t);
-    tx.commit();
-    ids = std::move(t.ids_);
-    d.connection.limit_wal();
+    fn(open.transaction());
   } catch (const SQLite::Exception& e) {
-    // The transaction has rolled back. Storage-level failures become Errors;
-    // a failure of the application's own SQL reaches it unchanged.
-    if (is_storage_failure(e)) throw sqlite_error(e, d.path, "a transaction");
+    // The transaction rolls back. Storage-level failures become Errors; a
+    // failure of the application's own SQL reaches it unchanged.
+    if (is_storage_failure(e)) throw sqlite_error(e, impl_->path, "a transaction");
     throw;
   }
-  if (!ids.empty()) d.notify_subscribers();
-  return ids;
+  return open.commit();
 }
 
 std::string Outbox::enqueue(Event event) {

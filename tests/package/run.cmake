@@ -17,6 +17,12 @@
 # not found, mqtt needs Paho, and the wire and core targets files name no Paho;
 # and that a static libedge_outbox_wire brings libzstd along (the umbrella
 # consumer compresses a batch) in both the targets file and edge_outbox-wire.pc.
+#   c/         the C API: the install components runtime, dev and
+#              edge_outbox_library (staged
+#              under DESTDIR, so nothing lands outside WORK_DIR),
+#              find_package(edge_outbox COMPONENTS c) and edge-outbox-c.pc
+#              build a C11 program against libedge-outbox.so.0 alone, which
+#              has its SONAME and exports only edge_outbox_* symbols.
 cmake_minimum_required(VERSION 3.25)
 foreach(var BUILD_DIR WORK_DIR)
   if(NOT ${var})
@@ -227,5 +233,53 @@ if(NOT run_output MATCHES "^forwarded 3 published 3 pending 0\n$")
   message(FATAL_ERROR "unexpected core consumer output: ${run_output}")
 endif()
 expect_no_paho("the pkg-config core consumer" ${WORK_DIR}/core-consumer-pc)
+
+# 6. The C API, from the runtime and dev components.
+set(c_root ${WORK_DIR}/c-root)
+# edge_outbox_library brings the package configuration and the header.
+foreach(component IN ITEMS edge_outbox_library runtime dev)
+  run("install component ${component}" ${CMAKE_COMMAND} -E env DESTDIR=${c_root}
+      ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix /usr --component ${component})
+endforeach()
+file(GLOB c_library ${c_root}/usr/lib*/libedge-outbox.so.0 ${c_root}/usr/lib*/*/libedge-outbox.so.0)
+if(NOT c_library)
+  message(FATAL_ERROR "component runtime installed no libedge-outbox.so.0 under ${c_root}/usr")
+endif()
+get_filename_component(c_libdir ${c_library} DIRECTORY)
+run("readelf the C library" readelf -d ${c_library})
+if(NOT run_output MATCHES "Library soname: \\[libedge-outbox\\.so\\.0\\]")
+  message(FATAL_ERROR "libedge-outbox.so.0 has not its SONAME:\n${run_output}")
+endif()
+run("nm the C library" ${NM} -D --defined-only ${c_library})
+string(REGEX REPLACE "\n$" "" exported "${run_output}")
+string(REPLACE "\n" ";" exported "${exported}")
+foreach(line IN LISTS exported)
+  if(NOT line MATCHES " (edge_outbox_[a-z_]+(@@EDGE_OUTBOX_0)?|EDGE_OUTBOX_0)$")
+    message(FATAL_ERROR "libedge-outbox.so.0 exports more than edge_outbox_*: ${line}")
+  endif()
+endforeach()
+set(ENV{LD_LIBRARY_PATH} "${c_libdir}:${libdir}")
+set(build ${WORK_DIR}/c)
+run("configure the C consumer" ${CMAKE_COMMAND} -S ${source_dir}/c -B ${build}
+    -DCMAKE_PREFIX_PATH=${c_root}/usr -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+run("build the C consumer" ${CMAKE_COMMAND} --build ${build})
+run("run the C consumer" ${build}/c_consumer ${WORK_DIR}/c.db)
+message(STATUS "find_package C consumer: ${run_output}")
+if(NOT run_output MATCHES "^version [0-9.]+ pending 1\n$")
+  message(FATAL_ERROR "unexpected C consumer output: ${run_output}")
+endif()
+# Through pkg-config, with the prefix of where the .pc file lies.
+find_program(CC NAMES cc gcc REQUIRED)
+set(ENV{PKG_CONFIG_PATH} ${c_libdir}/pkgconfig)
+run("pkg-config edge-outbox-c" ${PKG_CONFIG} --define-prefix --cflags --libs edge-outbox-c)
+string(STRIP "${run_output}" pc_flags)
+message(STATUS "pkg-config --cflags --libs edge-outbox-c: ${pc_flags}")
+separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+run("compile the C consumer with pkg-config's flags"
+    ${CC} -std=c11 -Wall -Wextra -pedantic -Werror ${source_dir}/c/main.c -o ${WORK_DIR}/c-consumer-pc ${pc_flags})
+run("run the pkg-config C consumer" ${WORK_DIR}/c-consumer-pc ${WORK_DIR}/c-pc.db)
+if(NOT run_output MATCHES "^version [0-9.]+ pending 1\n$")
+  message(FATAL_ERROR "unexpected C consumer output: ${run_output}")
+endif()
 
 file(REMOVE_RECURSE ${WORK_DIR})

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ingest's metrics and health (--metrics-listen, docs/metrics.md): the
+// Prometheus text of its counters, and /healthz's verdict. The text and the
+// verdict are pure functions of a snapshot; serve_ingest_metrics() takes
+// the snapshots from the running Writer, Subscriber and Confirmer.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "host/histogram.h"
+#include "host/metrics_endpoint.h"
+#include "ingest/confirmer.h"
+#include "ingest/subscriber.h"
+#include "ingest/writer.h"
+
+namespace edge_outbox::ingest {
+
+// What the metrics are made of, read at one scrape.
+struct IngestSnapshot {
+  Counters counters;
+  ConfirmerCounters confirmer;
+  host::HistogramSnapshot commit_latency;
+  std::size_t pending_rows = 0;  // submitted, not yet committed
+  bool connected = false;        // to the broker
+  bool store_failing = false;    // the last commit attempt failed
+};
+
+// The exposition of every edge_outbox_ingest_* metric.
+std::string ingest_metrics_text(const IngestSnapshot& snapshot);
+// Healthy while connected and the store takes commits (no failed attempt
+// since the last success); else the reasons, "; "-separated.
+host::Health ingest_health(const IngestSnapshot& snapshot);
+
+// Reads the snapshot: never blocks on the broker (Subscriber::connected()
+// reads a flag), only on the Writer's and Confirmer's locks.
+IngestSnapshot take_snapshot(const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer);
+
+// Serves /metrics and /healthz on `listen` from the live objects.
+// Requires: writer, subscriber and confirmer outlive the endpoint (stop or
+// destroy it first). Throws as MetricsEndpoint's constructor.
+std::unique_ptr<host::MetricsEndpoint> serve_ingest_metrics(std::string_view listen, const Writer& writer,
+                                                            const Subscriber& subscriber, const Confirmer& confirmer);
+
+}  // namespace edge_outbox::ingest

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+// The entry points of the C API (include/edge_outbox/c/outbox.h). Each one
+// catches everything (c_api::guarded) and reports it as a status and the
+// thread's message.
+#include <edge_outbox/c/outbox.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <edge_outbox/error.h>
+#include <edge_outbox/outbox.h>
+
+#include "c/c_conversions.h"
+#include "c/c_status.h"
+#include "storage/open_transaction.h"
+
+using edge_outbox::Error;
+using edge_outbox::ErrorKind;
+namespace c_api = edge_outbox::c_api;
+
+struct edge_outbox_handle {
+  explicit edge_outbox_handle(const char* path, const edge_outbox::OutboxOptions& options) : outbox(path, options) {}
+
+  edge_outbox::Outbox outbox;
+  // The thread whose transaction is open on this handle (none: default id).
+  // Written by that thread only, read by every caller to refuse calls that
+  // would wait for their own thread's transaction.
+  std::atomic<std::thread::id> transaction_thread{};
+};
+
+struct edge_outbox_txn {
+  explicit edge_outbox_txn(edge_outbox_handle& handle) : owner(handle), open(handle.outbox) {}
+
+  edge_outbox_handle& owner;
+  std::optional<edge_outbox::OpenTransaction> open;
+};
+
+namespace {
+
+void require(bool condition, const char* message) {
+  if (!condition) throw Error(ErrorKind::invalid_argument, message);
+}
+
+// Requires: no transaction of this thread is open on handle.
+void require_no_own_transaction(const edge_outbox_handle& handle) {
+  require(handle.transaction_thread.load() != std::this_thread::get_id(),
+          "a transaction of this thread is open on this outbox: commit or roll it back first");
+}
+
+// Requires: txn belongs to this thread.
+void require_own_transaction(const edge_outbox_txn& txn) {
+  require(txn.owner.transaction_thread.load() == std::this_thread::get_id(),
+          "the transaction belongs to another thread: use it on the thread that began it");
+}
+
+void copy_id(const std::string& id, char* id_out, std::size_t id_out_size) {
+  if (id_out == nullptr) return;
+  std::memcpy(id_out, id.c_str(), std::min(id.size() + 1, id_out_size));
+  id_out[id_out_size - 1] = '\0';
+}
+
+void require_id_room(const edge_outbox_event& event, const char* id_out, std::size_t id_out_size) {
+  require(id_out == nullptr || id_out_size >= c_api::id_size_needed(event),
+          "id_out_size is too small for the event's id (EDGE_OUTBOX_ID_SIZE always suffices)");
+}
+
+// Ends txn (commit or roll back) and frees it, on every path.
+edge_outbox_status finish(edge_outbox_txn* txn, bool commit) noexcept {
+  if (txn == nullptr) return c_api::fail(EDGE_OUTBOX_INVALID_ARGUMENT, "the transaction is NULL");
+  const auto own = c_api::guarded([&] { require_own_transaction(*txn); });
+  if (own != EDGE_OUTBOX_OK) return own;
+  const auto status = c_api::guarded([&] {
+    if (commit) txn->open->commit();
+  });
+  // Cleared before the lock goes, so that the next holder's id is not overwritten.
+  txn->owner.transaction_thread.store(std::thread::id{});
+  const auto ended = c_api::guarded([&] { txn->open.reset(); });  // rolls back unless committed
+  delete txn;
+  return status != EDGE_OUTBOX_OK ? status : ended;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* edge_outbox_version(void) { return EDGE_OUTBOX_VERSION; }
+
+const char* edge_outbox_status_name(int status) {
+  switch (status) {
+    case EDGE_OUTBOX_OK: return "ok";
+    case EDGE_OUTBOX_INVALID_ARGUMENT: return "invalid_argument";
+    case EDGE_OUTBOX_STORAGE_FULL: return "storage_full";
+    case EDGE_OUTBOX_CORRUPT: return "corrupt";
+    case EDGE_OUTBOX_BUSY: return "busy";
+    case EDGE_OUTBOX_DUPLICATE_ID: return "duplicate_id";
+    case EDGE_OUTBOX_SCHEMA_TOO_NEW: return "schema_too_new";
+    case EDGE_OUTBOX_IO: return "io";
+    case EDGE_OUTBOX_NOT_FOUND: return "not_found";
+    case EDGE_OUTBOX_BROKER_REJECTED: return "broker_rejected";
+    case EDGE_OUTBOX_CONNECTION: return "connection";
+    case EDGE_OUTBOX_STOPPED: return "stopped";
+    case EDGE_OUTBOX_INTERNAL: return "internal";
+    case EDGE_OUTBOX_NO_MEMORY: return "no_memory";
+  }
+  return "unknown";
+}
+
+const char* edge_outbox_last_error(void) { return c_api::last_error(); }
+
+void edge_outbox_options_init(edge_outbox_options* options) {
+  if (options == nullptr) return;
+  *options = edge_outbox_options{};
+  options->durability = EDGE_OUTBOX_DURABILITY_FULL;
+  options->busy_timeout_ms = 10'000;
+  options->capacity_policy = EDGE_OUTBOX_REJECT_NEW;
+}
+
+void edge_outbox_event_init(edge_outbox_event* event) {
+  if (event == nullptr) return;
+  *event = edge_outbox_event{};
+  event->priority = EDGE_OUTBOX_PRIORITY_NORMAL;
+}
+
+edge_outbox_status edge_outbox_open(const char* path, const edge_outbox_options* options, edge_outbox_t** outbox) {
+  if (outbox == nullptr) return c_api::fail(EDGE_OUTBOX_INVALID_ARGUMENT, "outbox (the result) is NULL");
+  *outbox = nullptr;
+  return c_api::guarded([&] {
+    require(path != nullptr && *path != '\0', "path is NULL or empty");
+    edge_outbox_options defaults;
+    edge_outbox_options_init(&defaults);
+    *outbox = new edge_outbox_handle(path, c_api::outbox_options_from(options != nullptr ? *options : defaults));
+  });
+}
+
+edge_outbox_status edge_outbox_close(edge_outbox_t* outbox) {
+  if (outbox == nullptr) return EDGE_OUTBOX_OK;
+  return c_api::guarded([&] {
+    require(outbox->transaction_thread.load() == std::thread::id{},
+            "a transaction is open on this outbox: commit or roll it back before closing");
+    delete outbox;
+  });
+}
+
+edge_outbox_status edge_outbox_begin(edge_outbox_t* outbox, edge_outbox_txn_t** txn) {
+  if (txn == nullptr) return c_api::fail(EDGE_OUTBOX_INVALID_ARGUMENT, "txn (the result) is NULL");
+  *txn = nullptr;
+  return c_api::guarded([&] {
+    require(outbox != nullptr, "outbox is NULL");
+    require_no_own_transaction(*outbox);
+    auto begun = std::make_unique<edge_outbox_txn>(*outbox);
+    outbox->transaction_thread.store(std::this_thread::get_id());
+    *txn = begun.release();
+  });
+}
+
+sqlite3* edge_outbox_txn_db(edge_outbox_txn_t* txn) {
+  if (txn == nullptr || !txn->open) return nullptr;
+  return txn->open->transaction().db().getHandle();
+}
+
+edge_outbox_status edge_outbox_txn_enqueue(edge_outbox_txn_t* txn, const edge_outbox_event* event, char* id_out,
+                                           size_t id_out_size) {
+  return c_api::guarded([&] {
+    require(txn != nullptr, "the transaction is NULL");
+    require(event != nullptr, "event is NULL");
+    require_own_transaction(*txn);
+    require_id_room(*event, id_out, id_out_size);
+    copy_id(txn->open->transaction().enqueue(c_api::event_from(*event)), id_out, id_out_size);
+  });
+}
+
+edge_outbox_status edge_outbox_commit(edge_outbox_txn_t* txn) { return finish(txn, true); }
+
+edge_outbox_status edge_outbox_rollback(edge_outbox_txn_t* txn) { return finish(txn, false); }
+
+edge_outbox_status edge_outbox_enqueue(edge_outbox_t* outbox, const edge_outbox_event* event, char* id_out,
+                                       size_t id_out_size) {
+  return c_api::guarded([&] {
+    require(outbox != nullptr, "outbox is NULL");
+    require(event != nullptr, "event is NULL");
+    require_no_own_transaction(*outbox);
+    require_id_room(*event, id_out, id_out_size);
+    copy_id(outbox->outbox.enqueue(c_api::event_from(*event)), id_out, id_out_size);
+  });
+}
+
+edge_outbox_status edge_outbox_get_stats(edge_outbox_t* outbox, edge_outbox_stats* stats) {
+  return c_api::guarded([&] {
+    require(outbox != nullptr, "outbox is NULL");
+    require(stats != nullptr, "stats is NULL");
+    require_no_own_transaction(*outbox);
+    const auto s = outbox->outbox.stats();
+    *stats = edge_outbox_stats{};
+    stats->pending = s.pending;
+    stats->unconfirmed = s.unconfirmed;
+    stats->dead = s.dead;
+    stats->published_total = s.published_total;
+    stats->dropped_total = s.dropped_total;
+    stats->database_bytes = s.database_bytes;
+    stats->wal_bytes = s.wal_bytes;
+    stats->oldest_pending_age_ms = s.oldest_pending_age ? s.oldest_pending_age->count() : -1;
+  });
+}
+
+}  // extern "C"
