@@ -32,8 +32,8 @@ version=$(sed -n 's/^CPACK_PACKAGE_VERSION:[A-Z]*=//p' "$build/CMakeCache.txt" 2
 [ -n "$version" ] || version=$(grep -m1 '^set(CPACK_PACKAGE_VERSION ' "$build/CPackConfig.cmake" | sed 's/.*"\(.*\)".*/\1/')
 
 step "cmake --build --target edge-outbox-packaged"
-cmake --build "$build" --target edge-outbox-packaged >"${TMPDIR:-/tmp}/package-test-build.log" 2>&1 ||
-  { cat "${TMPDIR:-/tmp}/package-test-build.log" >&2; fail "building the packaged targets"; }
+cmake --build "$build" --target edge-outbox-packaged >"$build/package-test-build.log" 2>&1 ||
+  { cat "$build/package-test-build.log" >&2; fail "building the packaged targets"; }
 step "cpack"
 rm -rf "$out"
 mkdir -p "$out"
@@ -76,6 +76,12 @@ getent passwd edge-outbox >/dev/null || fail "no user edge-outbox"
 getent group edge-outbox >/dev/null || fail "no group edge-outbox"
 [ "$(stat -c '%a %U %G' /var/lib/edge-outbox)" = "2770 edge-outbox edge-outbox" ] ||
   fail "/var/lib/edge-outbox is $(stat -c '%a %U %G' /var/lib/edge-outbox)"
+if [ -x /usr/bin/edge-outbox-ingest ]; then
+  [ "$(stat -c '%a %U %G' /var/lib/edge-outbox-ingest)" = "750 edge-outbox edge-outbox" ] ||
+    fail "/var/lib/edge-outbox-ingest is $(stat -c '%a %U %G' /var/lib/edge-outbox-ingest)"
+  grep -qx /etc/default/edge-outbox-ingest /var/lib/dpkg/info/edge-outbox-ingest.conffiles ||
+    fail "/etc/default/edge-outbox-ingest is no conffile"
+fi
 [ -f /etc/edge-outbox/forwarder.json ] || fail "no /etc/edge-outbox/forwarder.json"
 grep -qx /etc/edge-outbox/forwarder.json /var/lib/dpkg/info/edge-outbox.conffiles || fail "forwarder.json is no conffile"
 units=()
