@@ -49,6 +49,7 @@ struct Subscriber::Connection {
   std::unique_ptr<mqtt::async_client> client;
   wire::MqttVersion client_version = wire::MqttVersion::v5;  // what `client` was made for
   wire::MqttVersion attempt = wire::MqttVersion::v5;         // the next connect's version
+  int closes_in_a_row = 0;  // MQTT 5 attempts in a row closed during CONNECT (wire::fallback_version)
   mqtt::token_ptr connecting;
   std::string id;
   std::chrono::steady_clock::time_point next_attempt{};
@@ -145,7 +146,11 @@ void Subscriber::connect_failed(Connection& c) {
       wire::describe(facts, cause, address ? address->text() : options_.broker, c.attempt,
                      "return code " + std::to_string(facts.return_code) +
                          (facts.reason_code ? ", reason code " + std::to_string(facts.reason_code) : ""));
-  if (wire::fallback_version(options_.mqtt_version, c.attempt, cause)) {
+  if (c.attempt == wire::MqttVersion::v5) {
+    c.closes_in_a_row = cause == wire::ConnectFailureCause::closed_during_connect ? c.closes_in_a_row + 1 : 0;
+  }
+  if (wire::fallback_version(options_.mqtt_version, c.attempt, cause, c.closes_in_a_row)) {
+    c.closes_in_a_row = 0;
     if (log_) log_("info", c.id + " cannot connect to " + options_.broker + " with MQTT 5 (" + text +
                                "); trying MQTT 3.1.1");
     c.attempt = wire::MqttVersion::v3_1_1;
@@ -273,6 +278,7 @@ void Subscriber::maintain() {
     auto& c = connection_;
     if (c->client->is_connected()) {
       c->backoff = std::chrono::milliseconds(250);
+      c->closes_in_a_row = 0;
       c->connecting.reset();
       // The next connection, after this one ends, tries the first version again.
       c->attempt = wire::first_version(options_.mqtt_version);

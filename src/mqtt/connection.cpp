@@ -27,6 +27,7 @@ ConnectionMachine::Step ConnectionMachine::next(std::int64_t now_ms) {
         ConnectOutcome outcome = std::move(*outcome_);
         outcome_.reset();
         if (outcome.ok) {
+          closes_in_a_row_ = 0;
           version_ = outcome.version;
           max_packet_size_ = outcome.max_packet_size;
           backoff_.reset();
@@ -34,7 +35,12 @@ ConnectionMachine::Step ConnectionMachine::next(std::int64_t now_ms) {
           step.action = Action::announce_connected;
           return step;
         }
-        if (wire::fallback_version(options_.version, attempt_version_, outcome.cause)) {
+        if (attempt_version_ == MqttVersion::v5) {
+          closes_in_a_row_ =
+              outcome.cause == wire::ConnectFailureCause::closed_during_connect ? closes_in_a_row_ + 1 : 0;
+        }
+        if (wire::fallback_version(options_.version, attempt_version_, outcome.cause, closes_in_a_row_)) {
+          closes_in_a_row_ = 0;
           retire_failure_ = std::move(outcome.failure);
           return begin_retire({}, true);
         }

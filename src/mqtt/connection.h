@@ -16,8 +16,8 @@
 //   connecting  next, first time                      connecting  wait until now + connect_timeout + 5 s
 //   connecting  connect_result ok                     connected   announce (log, "online" status, ConnectionEvent)
 //   connecting  connect_result failed, attempting 5,  retiring    retire the client; then idle with MQTT 3.1.1
-//               version auto, cause: version refused
-//               or closed during CONNECT
+//               version auto, cause: version refused,
+//               or the 2nd close during CONNECT in a row
 //   connecting  connect_result failed (otherwise)     retiring    retire the client; then backoff ("cannot connect")
 //   connecting  next after the deadline, no result    retiring    retire the client; then backoff ("timed out")
 //   connected   connection_lost / drop                lost        (the caller fails the outstanding publishes)
@@ -145,6 +145,8 @@ class ConnectionMachine {
   bool publishes_failed_ = false;
   std::uint64_t generation_ = 0;
   MqttVersion attempt_version_;
+  // MQTT 5 attempts in a row closed during CONNECT (wire::fallback_version).
+  int closes_in_a_row_ = 0;
   MqttVersion version_;
   std::uint32_t max_packet_size_ = 0;
   std::optional<ConnectOutcome> outcome_;

@@ -121,19 +121,21 @@ TEST_CASE("the texts name the cause") {
   CHECK(text(far) == "cannot reach 127.0.0.1:1883: No route to host");
 }
 
-TEST_CASE("fallback: only auto, only from 5, only for a version refusal or a close on CONNECT") {
+TEST_CASE("fallback: only auto, only from 5, for a version refusal or a second close on CONNECT in a row") {
   using C = ConnectFailureCause;
   const auto a = MqttVersionChoice::automatic;
-  CHECK(fallback_version(a, MqttVersion::v5, C::version_refused) == MqttVersion::v3_1_1);
-  CHECK(fallback_version(a, MqttVersion::v5, C::closed_during_connect) == MqttVersion::v3_1_1);
+  CHECK(fallback_version(a, MqttVersion::v5, C::version_refused, 0) == MqttVersion::v3_1_1);
+  // One close is what a broker killed or restarting does too: back off and try 5 again.
+  CHECK(!fallback_version(a, MqttVersion::v5, C::closed_during_connect, 1));
+  CHECK(fallback_version(a, MqttVersion::v5, C::closed_during_connect, kClosesBeforeFallback) == MqttVersion::v3_1_1);
   for (auto cause : {C::tls_verify_failed, C::tls_failed, C::not_authorised, C::refused_by_broker, C::nothing_listens,
                      C::unreachable, C::other}) {
-    CHECK(!fallback_version(a, MqttVersion::v5, cause));
+    CHECK(!fallback_version(a, MqttVersion::v5, cause, kClosesBeforeFallback));
   }
-  CHECK(!fallback_version(a, MqttVersion::v3_1_1, C::version_refused));
-  CHECK(!fallback_version(MqttVersionChoice::v5, MqttVersion::v5, C::version_refused));
-  CHECK(!fallback_version(MqttVersionChoice::v5, MqttVersion::v5, C::closed_during_connect));
-  CHECK(!fallback_version(MqttVersionChoice::v3_1_1, MqttVersion::v3_1_1, C::version_refused));
+  CHECK(!fallback_version(a, MqttVersion::v3_1_1, C::version_refused, 0));
+  CHECK(!fallback_version(MqttVersionChoice::v5, MqttVersion::v5, C::version_refused, 0));
+  CHECK(!fallback_version(MqttVersionChoice::v5, MqttVersion::v5, C::closed_during_connect, kClosesBeforeFallback));
+  CHECK(!fallback_version(MqttVersionChoice::v3_1_1, MqttVersion::v3_1_1, C::version_refused, 0));
 }
 
 TEST_CASE("broker_address of a URI") {

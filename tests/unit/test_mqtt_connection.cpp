@@ -332,15 +332,33 @@ TEST_CASE("stop: shut down from any state, then finished") {
   }
 }
 
-TEST_CASE("closed during the MQTT 5 CONNECT (TCP and TLS fine): 3.1.1 at once; other causes back off") {
-  SUBCASE("closed during CONNECT") {
+TEST_CASE("closed during the MQTT 5 CONNECT (TCP and TLS fine) twice in a row: then 3.1.1 at once") {
+  SUBCASE("the first close backs off and tries 5 again; the second falls back") {
     Driver d;
     auto v5 = d.next();
     REQUIRE(d.machine.connect_result(v5.generation, failed("closed", Cause::closed_during_connect)));
+    auto first = d.retire();
+    CHECK(!first.falling_back);
+    auto again = d.wait_out(first.delay);
+    REQUIRE(again.version == MqttVersion::v5);
+    REQUIRE(d.machine.connect_result(again.generation, failed("closed", Cause::closed_during_connect)));
     auto r = d.retire();
     CHECK(r.falling_back);
     CHECK(r.reason == "closed");
     CHECK(d.next().version == MqttVersion::v3_1_1);
+  }
+  SUBCASE("a close, then another failure, then a close: no fallback (not in a row)") {
+    Driver d;
+    auto v5 = d.next();
+    REQUIRE(d.machine.connect_result(v5.generation, failed("closed", Cause::closed_during_connect)));
+    auto r1 = d.retire();
+    auto s2 = d.wait_out(r1.delay);
+    REQUIRE(d.machine.connect_result(s2.generation, failed("no", Cause::nothing_listens)));
+    auto r2 = d.retire();
+    auto s3 = d.wait_out(r2.delay);
+    REQUIRE(s3.version == MqttVersion::v5);
+    REQUIRE(d.machine.connect_result(s3.generation, failed("closed", Cause::closed_during_connect)));
+    CHECK(!d.retire().falling_back);
   }
   SUBCASE("5 asked for: a close is an ordinary failure") {
     auto o = options();
@@ -368,7 +386,7 @@ TEST_CASE("nothing listens, TLS, not authorised, unreachable: no fallback, MQTT 
 TEST_CASE("connected with 3.1.1 after a fallback, then lost: the next connection tries MQTT 5 again") {
   Driver d;
   auto v5 = d.next();
-  REQUIRE(d.machine.connect_result(v5.generation, failed("closed", Cause::closed_during_connect)));
+  REQUIRE(d.machine.connect_result(v5.generation, failed("refused", Cause::version_refused)));
   REQUIRE(d.retire().falling_back);
   auto v311 = d.next();
   REQUIRE(v311.version == MqttVersion::v3_1_1);

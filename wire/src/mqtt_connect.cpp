@@ -128,9 +128,10 @@ std::string describe(const ConnectFailure& f, ConnectFailureCause cause, std::st
 }
 
 std::optional<MqttVersion> fallback_version(MqttVersionChoice choice, MqttVersion attempted,
-                                            ConnectFailureCause cause) {
+                                            ConnectFailureCause cause, int closes_in_a_row) {
   if (choice != MqttVersionChoice::automatic || attempted != MqttVersion::v5) return std::nullopt;
-  if (cause == ConnectFailureCause::version_refused || cause == ConnectFailureCause::closed_during_connect) {
+  if (cause == ConnectFailureCause::version_refused) return MqttVersion::v3_1_1;
+  if (cause == ConnectFailureCause::closed_during_connect && closes_in_a_row >= kClosesBeforeFallback) {
     return MqttVersion::v3_1_1;
   }
   return std::nullopt;

@@ -14,10 +14,14 @@
 //
 // Fallback (MqttVersionChoice::automatic): MQTT 5 first; MQTT 3.1.1 at once
 // when the attempt with 5 was refused for its protocol version (CONNACK
-// 0x84, or the 3.1.1 return code 1) or was closed during CONNECT once TCP
-// accepted and TLS succeeded (a 3.1.1-only broker may close rather
-// than answer). The fallback holds for that connection only: every attempt
-// after a backoff or a lost connection starts with MQTT 5 again.
+// 0x84, or the 3.1.1 return code 1), or when kClosesBeforeFallback attempts
+// with 5 in a row were closed during CONNECT once TCP accepted and TLS
+// succeeded (a 3.1.1-only broker may close rather than answer, and does so
+// every time; a broker killed or restarting closes one attempt, and a 3.1.1
+// connection made then would last until it is lost: the ingest would
+// receive binary-mode events without their attributes). The fallback holds
+// for that connection only: every attempt after a backoff or a lost
+// connection starts with MQTT 5 again.
 //
 // Thread rule: pure functions but probe_tcp (which blocks up to its
 // timeout); no shared state.
@@ -89,9 +93,15 @@ ConnectFailureCause classify(const ConnectFailure& failure);
 std::string describe(const ConnectFailure& failure, ConnectFailureCause cause, std::string_view address,
                      MqttVersion attempted, std::string_view client_text);
 
+// Closes during CONNECT of MQTT 5 attempts in a row that make a fallback.
+inline constexpr int kClosesBeforeFallback = 2;
+
 // The version to try at once after a failed attempt, or nullopt (back off).
+// closes_in_a_row: the MQTT 5 attempts in a row, this one included, that
+// ended closed_during_connect (the caller counts them: it adds one for such
+// an attempt and starts again from 0 after any other outcome).
 std::optional<MqttVersion> fallback_version(MqttVersionChoice choice, MqttVersion attempted,
-                                            ConnectFailureCause cause);
+                                            ConnectFailureCause cause, int closes_in_a_row);
 
 // A broker URI's host and port: "mqtt://h:p", "tcp://", "mqtts://", "ssl://",
 // "ws://", "wss://" (default ports 1883, 8883, 80, 443); "[::1]" as "::1".
