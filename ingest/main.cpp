@@ -149,10 +149,12 @@ int run_reprocess(const std::string& store_spec, const ingest::ClassifyOptions& 
   }
 }
 
-// The service manager's STATUS= line: what the store holds since start.
-std::string service_status(const ingest::Writer& writer) {
+// The service manager's STATUS= line: the broker connection and what the
+// store holds since start.
+std::string service_status(const ingest::Writer& writer, const ingest::Subscriber& subscriber) {
   const auto c = writer.counters();
-  std::string text = "stored " + std::to_string(c.stored) + ", duplicates " + std::to_string(c.duplicates) +
+  std::string text = std::string(subscriber.connected() ? "connected" : "offline") + ", stored " +
+                     std::to_string(c.stored) + ", duplicates " + std::to_string(c.duplicates) +
                      ", rejected " + std::to_string(c.rejected) + ", pending " + std::to_string(writer.pending());
   if (writer.failing()) text += "; the store is failing (retrying)";
   return text;
@@ -344,7 +346,7 @@ int main(int argc, char** argv) {
   // goes round (host/watchdog_pacer.h).
   const host::ServiceNotifier notifier;
   host::WatchdogPacer watchdog(notifier.watchdog_interval());
-  notifier.ready("storing into " + store->describe() + "; " + service_status(writer));
+  notifier.ready("storing into " + store->describe() + "; " + service_status(writer, *subscriber));
   auto last_status = std::chrono::steady_clock::now();
 
   // Paho calls (connect, is_connected, disconnect) can block while a
@@ -378,7 +380,7 @@ int main(int argc, char** argv) {
     if (watchdog.due(writer.worker_passes(), now)) notifier.watchdog();
     if (notifier.active() && now - last_status >= std::chrono::seconds(2)) {
       last_status = now;
-      notifier.status(service_status(writer));
+      notifier.status(service_status(writer, *subscriber));
     }
     if (stats_interval > 0 && now - last_stats >= std::chrono::duration<double>(stats_interval)) {
       last_stats = now;

@@ -79,7 +79,7 @@ TEST_CASE("the ingest: READY with no broker listening, STATUS, WATCHDOG, STOPPIN
         return ingest.wait(30s);
       },
       [&] { return ingest.log(); });
-  CHECK(socket.count_prefix("STATUS=stored 0") >= 1);
+  CHECK(socket.count_prefix("STATUS=offline, stored 0") >= 1);
 }
 
 TEST_CASE("the ingest: no WATCHDOG while its writer is stuck in a store call, again once it moves") {
@@ -111,7 +111,7 @@ TEST_CASE("the ingest: no WATCHDOG while its writer is stuck in a store call, ag
     pub.publish("devices/dev-1/events/r", ce::encode_binary(device_event("dev-1", "stuck-1", 1)));
   }
   // The writer has the row (STATUS reports it pending) and cannot commit it.
-  REQUIRE(socket.receive_until([&](const auto&) { return socket.count_prefix("STATUS=stored 0, duplicates 0, rejected 0, pending 1") > 0; }, 30s));
+  REQUIRE(socket.receive_until([&](const auto&) { return socket.count_prefix("STATUS=connected, stored 0, duplicates 0, rejected 0, pending 1") > 0; }, 30s));
   const std::size_t before = socket.count("WATCHDOG=1");
   // Five watchdog intervals: a moving writer would send about ten.
   socket.receive_until([](const auto&) { return false; }, 5s);
@@ -124,7 +124,7 @@ TEST_CASE("the ingest: no WATCHDOG while its writer is stuck in a store call, ag
   locker.wait(30s);
   const std::size_t stuck = socket.count("WATCHDOG=1");
   REQUIRE(socket.receive_until([&](const auto&) { return socket.count("WATCHDOG=1") >= stuck + 2; }, 30s));
-  REQUIRE(socket.receive_until([&](const auto&) { return socket.count_prefix("STATUS=stored 1") > 0; }, 30s));
+  REQUIRE(socket.receive_until([&](const auto&) { return socket.count_prefix("STATUS=connected, stored 1") > 0; }, 30s));
   ingest.kill(SIGTERM);
   CHECK(ingest.wait(30s) == 0);
 }
