@@ -43,7 +43,6 @@ target_packages=(
   libsqlite3-dev libsqlitecpp-dev
   libpaho-mqtt-dev libpaho-mqttpp-dev
   libssl-dev libzstd-dev libsystemd-dev
-  libssl-dev libzstd-dev
   libcpp-httplib-dev
 )
 # Header-only and architecture independent: native packages for the
