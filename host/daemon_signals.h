@@ -7,29 +7,26 @@
 
 #include <signal.h>
 
-#include <chrono>
 #include <string_view>
+
+#include "host/termination_signals.h"
 
 namespace edge_outbox::host {
 
-class DaemonSignals {
+class DaemonSignals : public TerminationSignals {
  public:
   // Blocks SIGINT, SIGTERM and SIGHUP in the calling thread. Threads inherit
   // the mask of the thread that starts them: construct this in main() before
-  // any thread starts.
-  DaemonSignals();
+  // any thread starts. wait() is TerminationSignals'.
+  DaemonSignals() : TerminationSignals(SIGHUP) {}
 
-  // Waits up to `timeout` (a negative one is 0) for one of them. Returns the
-  // signal taken, or 0 when none came. Thread rule: one thread at a time.
-  int wait(std::chrono::milliseconds timeout) const;
+  // "SIGINT", "SIGTERM", "SIGHUP"; "signal" otherwise.
+  static std::string_view name(int signal) noexcept {
+    return signal == SIGHUP ? std::string_view("SIGHUP") : TerminationSignals::name(signal);
+  }
 
   // Whether the signal asks the daemon to stop (SIGINT, SIGTERM).
   static bool stops(int signal) noexcept { return signal == SIGINT || signal == SIGTERM; }
-  // "SIGINT", "SIGTERM", "SIGHUP"; "signal" otherwise.
-  static std::string_view name(int signal) noexcept;
-
- private:
-  sigset_t signals_;
 };
 
 }  // namespace edge_outbox::host

@@ -6,10 +6,13 @@
 
 namespace edge_outbox::host {
 
-TerminationSignals::TerminationSignals() {
+TerminationSignals::TerminationSignals() : TerminationSignals(0) {}
+
+TerminationSignals::TerminationSignals(int also) {
   sigemptyset(&signals_);
   sigaddset(&signals_, SIGINT);
   sigaddset(&signals_, SIGTERM);
+  if (also != 0) sigaddset(&signals_, also);
   pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
 }
 

@@ -18,6 +18,12 @@ class TerminationSignals {
   // any thread starts (Paho's, the forwarder's, the ingest's writer).
   TerminationSignals();
 
+ protected:
+  // Also blocks and waits for `also` (DaemonSignals: SIGHUP).
+  explicit TerminationSignals(int also);
+
+ public:
+
   // Waits up to `timeout` (a negative one is 0) for SIGINT or SIGTERM.
   // Returns the signal taken, or 0 when none came. Thread rule: from one
   // thread at a time.
