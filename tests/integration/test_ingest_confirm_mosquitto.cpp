@@ -293,8 +293,8 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
     CHECK(m.retained);
     auto c = wire::decode_confirmation(m.payload);
     REQUIRE(c.has_value());
-    if (m.topic == topic1) CHECK(*c == wire::Confirmation{"stream-1", 15});
-    else CHECK(*c == wire::Confirmation{"s-b", 8});
+    if (m.topic == topic1) CHECK(*c == wire::Confirmation{.streamid = "stream-1", .through = 15, .version = 1});
+    else CHECK(*c == wire::Confirmation{.streamid = "s-b", .through = 8, .version = 1});
   }
   CHECK(throughs(confirms, "devices/dev-3/confirm/stream-1").empty());
 }

@@ -39,19 +39,50 @@ TEST_CASE("topics: a status topic splits into device topic and stream id") {
   CHECK_FALSE(wire::parse_stream_status_topic("devices/gw-1/confirm/s1").has_value());
 }
 
-TEST_CASE("a confirmation: streamid and through, and back") {
-  wire::Confirmation c{"s1", 42};
+TEST_CASE("a confirmation of version 2: its range and digest, and back") {
+  wire::Confirmation c{.streamid = "s1", .through = 42, .version = 2, .from = 11, .digest = {0x00ab'cdef'0123'4567ull, 32}};
+  CHECK(wire::encode_confirmation(c) ==
+        R"({"count":32,"digest":"00abcdef01234567","from":11,"streamid":"s1","through":42,"v":2})");
+  CHECK(wire::decode_confirmation(wire::encode_confirmation(c)) == c);
+  // An empty range: through = from - 1.
+  c.through = 10;
+  c.digest = {};
+  CHECK(wire::decode_confirmation(wire::encode_confirmation(c)) == c);
+  c.through = 9;
+  CHECK_THROWS_AS(wire::encode_confirmation(c), std::invalid_argument);
+  // A later version is read by its version-2 members.
+  auto v3 = wire::decode_confirmation(
+      R"({"v":3,"streamid":"s","from":1,"through":2,"digest":"0000000000000001","count":2,"signature":"x"})");
+  REQUIRE(v3.has_value());
+  CHECK(v3->version == 3);
+  CHECK(v3->digest == wire::OutcomeDigest{1, 2});
+}
+
+TEST_CASE("a confirmation of version 1 (an older ingest): streamid and through only") {
+  wire::Confirmation c{.streamid = "s1", .through = 42, .version = 1};
   CHECK(wire::encode_confirmation(c) == R"({"streamid":"s1","through":42})");
   CHECK(wire::decode_confirmation(wire::encode_confirmation(c)) == c);
-  CHECK(wire::decode_confirmation(R"({"through":0,"streamid":"x","extra":true})") == wire::Confirmation{"x", 0});
-  CHECK_THROWS_AS(wire::encode_confirmation({"s1", -1}), std::invalid_argument);
+  auto old = wire::decode_confirmation(R"({"through":0,"streamid":"x","extra":true})");
+  REQUIRE(old.has_value());
+  CHECK(old->version == 1);
+  CHECK(old->through == 0);
+  CHECK_THROWS_AS(wire::encode_confirmation({.streamid = "s1", .through = -1}), std::invalid_argument);
 }
 
 TEST_CASE("a malformed confirmation is refused without an exception") {
   for (const std::string& p : std::vector<std::string>{"", "[]", "null", R"({"streamid":"s1"})", R"({"through":3})", R"({"streamid":"","through":3})",
                               R"({"streamid":"s1","through":-1})", R"({"streamid":"s1","through":1.5})",
                               R"({"streamid":"s1","through":"3"})", R"({"streamid":"s1","through":18446744073709551615})",
-                              std::string("{\"streamid\":\"s1\",\"through\":3}\0garbage", 36)}) {
+                              std::string("{\"streamid\":\"s1\",\"through\":3}\0garbage", 36),
+                              // version 2 without its proof, or with a range that is not one
+                              R"({"v":2,"streamid":"s1","through":3})",
+                              R"({"v":2,"streamid":"s1","from":1,"through":3,"count":3})",
+                              R"({"v":2,"streamid":"s1","from":1,"through":3,"digest":"0123","count":3})",
+                              R"({"v":2,"streamid":"s1","from":1,"through":3,"digest":"000000000000000g","count":3})",
+                              R"({"v":2,"streamid":"s1","from":0,"through":3,"digest":"0000000000000000","count":3})",
+                              R"({"v":2,"streamid":"s1","from":5,"through":3,"digest":"0000000000000000","count":0})",
+                              R"({"v":2,"streamid":"s1","from":1,"through":3,"digest":"0000000000000000","count":-1})",
+                              R"({"v":0,"streamid":"s1","through":3})", R"({"v":"2","streamid":"s1","through":3})"}) {
     CAPTURE(p);
     std::optional<wire::Confirmation> c;
     CHECK_NOTHROW(c = wire::decode_confirmation(p));
@@ -63,11 +94,12 @@ TEST_CASE("a stream status: every member, and back") {
   wire::StreamStatus s{.source = "gw-1", .streamid = "s1", .floor = 11, .committed = 20, .pending = 10, .unconfirmed = 4,
                         .confirmation = wire::StreamStatus::Mode::broker, .confirmed_through = {}, .waiting_ms = {}};
   CHECK(wire::encode_stream_status(s) ==
-        R"({"committed":20,"confirmation":"broker","floor":11,"pending":10,"source":"gw-1","streamid":"s1","unconfirmed":4})");
+        R"({"committed":20,"confirmation":"broker","floor":11,"pending":10,"source":"gw-1","streamid":"s1","unconfirmed":4,"v":2})");
   CHECK(wire::decode_stream_status(wire::encode_stream_status(s)) == s);
   s.confirmation = wire::StreamStatus::Mode::server;
   s.confirmed_through = 10;
   s.waiting_ms = 31'000;
+  s.refused = 3;
   CHECK(wire::decode_stream_status(wire::encode_stream_status(s)) == s);
 }
 
@@ -78,6 +110,8 @@ TEST_CASE("a stream status from a device that sends less: defaults for what is o
   CHECK(s->confirmation == wire::StreamStatus::Mode::broker);
   CHECK_FALSE(s->confirmed_through.has_value());
   CHECK_FALSE(s->waiting_ms.has_value());
+  CHECK(s->refused == 0);
+  CHECK(s->version == 1);
 }
 
 TEST_CASE("a malformed stream status is refused without an exception") {

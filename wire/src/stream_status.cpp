@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <edge_outbox/wire/stream_status.h>
 
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -69,6 +70,14 @@ void require_non_negative(std::int64_t n, const char* what) {
   if (n < 0) throw std::invalid_argument(std::string(what) + " must not be negative");
 }
 
+// "v": absent reads as 1; otherwise an integer from 1 to INT_MAX.
+std::optional<int> version_member(const json& doc) {
+  if (!doc.contains("v")) return 1;
+  const auto v = non_negative_member(doc, "v");
+  if (!v || *v < 1 || *v > std::numeric_limits<int>::max()) return std::nullopt;
+  return static_cast<int>(*v);
+}
+
 }  // namespace
 
 std::string confirm_topic(std::string_view device_topic, std::string_view streamid) {
@@ -98,12 +107,23 @@ std::optional<StatusTopic> parse_stream_status_topic(std::string_view topic) {
   return StatusTopic{std::string(rest.substr(0, middle)), std::string(streamid)};
 }
 
-std::string encode_confirmation(const Confirmation& confirmation) {
-  require_utf8(confirmation.streamid, "confirmation: streamid");
-  require_non_negative(confirmation.through, "confirmation: through");
+std::string encode_confirmation(const Confirmation& c) {
+  require_utf8(c.streamid, "confirmation: streamid");
+  require_non_negative(c.through, "confirmation: through");
   json doc = json::object();
-  doc["streamid"] = confirmation.streamid;
-  doc["through"] = confirmation.through;
+  if (c.version >= 2) {
+    if (c.from < 1) throw std::invalid_argument("confirmation: from must be at least 1");
+    if (c.through < c.from - 1) throw std::invalid_argument("confirmation: through must be at least from - 1");
+    require_non_negative(c.digest.count, "confirmation: count");
+    doc["v"] = c.version;
+  }
+  doc["streamid"] = c.streamid;
+  if (c.version >= 2) doc["from"] = c.from;
+  doc["through"] = c.through;
+  if (c.version >= 2) {
+    doc["digest"] = digest_hex(c.digest.hash);
+    doc["count"] = c.digest.count;
+  }
   return doc.dump();
 }
 
@@ -113,8 +133,23 @@ std::optional<Confirmation> decode_confirmation(std::string_view payload) {
   if (doc.is_discarded()) return std::nullopt;
   auto streamid = non_empty_string(doc, "streamid");
   const auto through = non_negative_member(doc, "through");
-  if (!streamid || !through) return std::nullopt;
-  return Confirmation{std::move(*streamid), *through};
+  const auto version = version_member(doc);
+  if (!streamid || !through || !version) return std::nullopt;
+  Confirmation c;
+  c.streamid = std::move(*streamid);
+  c.through = *through;
+  c.version = *version;
+  if (c.version < 2) return c;
+  const auto from = non_negative_member(doc, "from");
+  const auto count = non_negative_member(doc, "count");
+  const auto digest = doc.find("digest");
+  if (!from || *from < 1 || c.through < *from - 1 || !count || digest == doc.end() || !digest->is_string())
+    return std::nullopt;
+  const auto hash = parse_digest_hex(digest->get_ref<const std::string&>());
+  if (!hash) return std::nullopt;
+  c.from = *from;
+  c.digest = OutcomeDigest{*hash, *count};
+  return c;
 }
 
 std::string_view to_string(StreamStatus::Mode mode) noexcept {
@@ -129,6 +164,7 @@ std::string encode_stream_status(const StreamStatus& s) {
   require_non_negative(s.pending, "stream status: pending");
   require_non_negative(s.unconfirmed, "stream status: unconfirmed");
   json doc = json::object();
+  if (s.version >= 2) doc["v"] = s.version;
   doc["source"] = s.source;
   doc["streamid"] = s.streamid;
   doc["floor"] = s.floor;
@@ -144,6 +180,8 @@ std::string encode_stream_status(const StreamStatus& s) {
     require_non_negative(*s.waiting_ms, "stream status: waiting_ms");
     doc["waiting_ms"] = *s.waiting_ms;
   }
+  require_non_negative(s.refused, "stream status: refused");
+  if (s.refused > 0) doc["refused"] = s.refused;
   return doc.dump();
 }
 
@@ -174,6 +212,10 @@ std::optional<StreamStatus> decode_stream_status(std::string_view payload) {
   }
   s.confirmed_through = non_negative_member(doc, "confirmed_through");
   s.waiting_ms = non_negative_member(doc, "waiting_ms");
+  s.refused = non_negative_member(doc, "refused").value_or(0);
+  const auto version = version_member(doc);
+  if (!version) return std::nullopt;
+  s.version = *version;
   return s;
 }
 

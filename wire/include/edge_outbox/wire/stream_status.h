@@ -13,15 +13,21 @@
 // "devices/+/events/#".
 //
 // Payloads are compact JSON objects; members other than those below are
-// ignored when read, so either side may add some.
-//   Confirmation  {"streamid":"...","through":N}
-//     every sequence of the stream from the device's floor up to `through`
-//     has an outcome at the server: stored, rejected, or explained by an
-//     outbox.dropped report (evicted or dead-lettered on the device).
-//   StreamStatus  {"source":"...","streamid":"...","floor":N,"committed":N,
+// ignored when read, so either side may add some. The protocol, its
+// versions and what each side checks: docs/confirmation.md.
+//   Confirmation  {"v":2,"streamid":"...","from":F,"through":T,
+//                  "digest":"<16 hex>","count":N}
+//     every sequence of the stream in [from, through] has an outcome at the
+//     server: stored, rejected, or explained by an outbox.dropped report
+//     (evicted or dead-lettered on the device); digest and count fold in
+//     (OutcomeDigest) every (sequence, id) stored or rejected there.
+//     Version 1 (an older ingest) is {"streamid":"...","through":N}: no
+//     proof, refused by a device of this release unless it opts in.
+//   StreamStatus  {"v":2,"source":"...","streamid":"...","floor":N,"committed":N,
 //                  "pending":N,"unconfirmed":N,"confirmation":"broker"|"server",
-//                  "confirmed_through":N,"waiting_ms":N}
-//     the last two only when known (server mode).
+//                  "confirmed_through":N,"waiting_ms":N,"refused":N}
+//     confirmed_through and waiting_ms only when known (server mode);
+//     refused: confirmations this run refused (absent: 0).
 //
 // Thread rule: plain values and pure functions; safe from any thread.
 #pragma once
@@ -32,7 +38,13 @@
 #include <string>
 #include <string_view>
 
+#include <edge_outbox/wire/outcome_digest.h>
+
 namespace edge_outbox::wire {
+
+// The version this release writes in confirmations and statuses ("v");
+// a payload without "v" is version 1.
+inline constexpr int confirmation_protocol_version = 2;
 
 // device_topic + "/confirm/" + streamid.
 std::string confirm_topic(std::string_view device_topic, std::string_view streamid);
@@ -63,16 +75,27 @@ inline constexpr std::size_t max_stream_status_bytes = 16 * 1024;
 struct Confirmation {
   std::string streamid;
   std::int64_t through = 0;  // >= 0
+  // "v": 1 for a payload without it (then from and digest are not read).
+  int version = confirmation_protocol_version;
+  // Version 2: the range the confirmation speaks for, [from, through]
+  // (through >= from - 1), and what the server holds in it.
+  std::int64_t from = 1;
+  OutcomeDigest digest;
   friend bool operator==(const Confirmation&, const Confirmation&) = default;
 };
 
-// Requires: through >= 0; streamid is valid UTF-8. Throws
-// std::invalid_argument otherwise.
+// Version 1 writes {"streamid","through"} only; version 2 and above all the
+// members.
+// Requires: through >= 0; version >= 2 also from >= 1, through >= from - 1,
+// digest.count >= 0; streamid is valid UTF-8. Throws std::invalid_argument
+// otherwise.
 std::string encode_confirmation(const Confirmation& confirmation);
 // nullopt unless the payload is at most max_confirmation_bytes of a JSON
 // object with a non-empty string "streamid" and an integer "through" in
-// [0, INT64_MAX]. Throws nothing
-// (short of std::bad_alloc).
+// [0, INT64_MAX]; with "v" (an integer >= 1; absent: 1) of 2 or more, also
+// "from" >= 1 with through >= from - 1, "digest" (16 hexadecimal digits) and
+// "count" >= 0. A version above 2 is read by its version-2 members (members
+// are only ever added). Throws nothing (short of std::bad_alloc).
 std::optional<Confirmation> decode_confirmation(std::string_view payload);
 
 struct StreamStatus {
@@ -92,6 +115,11 @@ struct StreamStatus {
   std::optional<std::int64_t> confirmed_through;
   // Server mode: events wait and no confirmation advanced for this long.
   std::optional<std::int64_t> waiting_ms;
+  // Confirmations the device refused in this run (they proved nothing it
+  // could check, docs/confirmation.md); 0 when absent.
+  std::int64_t refused = 0;
+  // "v": 1 for a payload without it.
+  int version = confirmation_protocol_version;
   friend bool operator==(const StreamStatus&, const StreamStatus&) = default;
 };
 
@@ -105,7 +133,9 @@ std::string encode_stream_status(const StreamStatus& status);
 // "pending", "unconfirmed" >= 0 (each up to INT64_MAX; "unconfirmed"
 // absent reads as 0) and "confirmation" "broker" or "server" (absent:
 // broker). "confirmed_through" and "waiting_ms" are read when they are
-// such integers, else left empty. Throws nothing (short of std::bad_alloc).
+// such integers, else left empty; "refused" likewise (else 0); "v" when it
+// is an integer >= 1 (else the status is refused; absent: 1). Throws
+// nothing (short of std::bad_alloc).
 std::optional<StreamStatus> decode_stream_status(std::string_view payload);
 
 }  // namespace edge_outbox::wire
