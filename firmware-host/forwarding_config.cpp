@@ -43,6 +43,11 @@ std::string host_name() {
     key, [](ForwardingConfig& c, const json& v) { c.member = want_duration(key, v); },            \
         [](ForwardingConfig& c, const ForwardingConfig& from) { c.member = from.member; }         \
   }
+#define EO_BOOL_FIELD(key, member)                                                                \
+  Field {                                                                                         \
+    key, [](ForwardingConfig& c, const json& v) { c.member = want_bool(key, v); },                \
+        [](ForwardingConfig& c, const ForwardingConfig& from) { c.member = from.member; }         \
+  }
 #define EO_COUNT_FIELD(key, member)                                                               \
   Field {                                                                                         \
     key, [](ForwardingConfig& c, const json& v) { c.member = want_count(key, v); },               \
@@ -66,6 +71,7 @@ const std::vector<Field>& forwarding_fields() {
       EO_DURATION_FIELD("ack-timeout", ack_timeout),
       EO_STRING_FIELD("confirm", confirm),
       EO_DURATION_FIELD("confirm-timeout", confirm_timeout),
+      EO_BOOL_FIELD("accept-unproven-confirmations", accept_unproven_confirmations),
       EO_COUNT_FIELD("batch", batch),
       EO_COUNT_FIELD("batch-bytes", batch_bytes),
       EO_DURATION_FIELD("linger", linger),
@@ -83,6 +89,7 @@ const std::vector<Field>& forwarding_fields() {
 #undef EO_STRING_FIELD
 #undef EO_DURATION_FIELD
 #undef EO_COUNT_FIELD
+#undef EO_BOOL_FIELD
 
 std::string ForwardingConfig::topic_for(const std::string& type) const { return device_topic() + "/events/" + type; }
 
@@ -116,6 +123,9 @@ void add_forwarding_options(CLI::App& app, ForwardingConfig& cli) {
       [&cli](const std::string& s) { cli.confirm_timeout = cli_duration("--confirm-timeout", s); },
       "With --confirm server: send the unconfirmed events again when no confirmation advances for this long "
       "(default 30s; doubles while nothing is confirmed, up to 8 times)");
+  app.add_flag("--accept-unproven-confirmations", cli.accept_unproven_confirmations,
+               "With --confirm server: also apply confirmations of an older ingest (protocol version 1, no "
+               "digest), trusting it as older releases did; for a transition only (docs/confirmation.md)");
   app.add_option("--batch", cli.batch,
                  "Most events per MQTT message (1: one per message, as the CloudEvents MQTT binding says; more: "
                  "a JSON batch, application/cloudevents-batch+json, which only a batch-aware consumer such as "
@@ -238,6 +248,7 @@ ForwarderOptions forwarder_options(const ForwardingConfig& c, LogCallback log) {
   fo.confirmation =
       c.confirm == "server" ? ForwarderOptions::Confirmation::server : ForwarderOptions::Confirmation::broker;
   fo.confirm_timeout = c.confirm_timeout;
+  fo.accept_unproven_confirmations = c.accept_unproven_confirmations;
   fo.wire_mode = c.format == "binary"       ? WireMode::binary
                  : c.format == "structured" ? WireMode::structured
                                             : WireMode::automatic;

@@ -186,7 +186,7 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
     const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
     bool handed = false;
     try {
-      handed = publish_(topic, wire::encode_confirmation(wire::Confirmation{.streamid = key.streamid, .through = *through, .version = 1}));
+      handed = publish_(topic, wire::encode_confirmation(wire::Confirmation{.streamid = key.streamid, .through = *through, .version = 1, .from = 1, .digest = {}}));
     } catch (const std::exception& e) {
       log_failure("publishing on '" + printable(topic) + "'", e);
     }

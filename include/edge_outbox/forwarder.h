@@ -27,9 +27,13 @@
 // Server confirmation (ForwarderOptions::confirmation): the forwarder
 // subscribes to its confirm topic; an acknowledged event is marked "sent,
 // unconfirmed" (Queue::mark_acked) and leaves the outbox when a
-// confirmation covers it (Queue::confirm_through with the highest through
-// received, kept across restarts). A confirmation for another stream, or
-// beyond the highest sequence ever sent, is ignored. When no confirmation
+// confirmation proves the server holds it (its digest equals that of the
+// events held in its range: docs/confirmation.md; then
+// Queue::confirm_through with the highest through proven, kept across
+// restarts). A confirmation for another stream is ignored; one that proves
+// nothing the device can check (beyond the highest sequence sent, another
+// digest, protocol version 1) is refused and counted
+// (ForwarderStats::confirmations_refused). When no confirmation
 // advances for confirm_timeout while events wait, and after every new
 // connection with events waiting, it sends them all again from the oldest
 // (Queue::resend_unconfirmed; ForwarderStats::resends), doubling the wait
@@ -141,12 +145,16 @@ struct ForwarderOptions {
     // an event the broker loses after acknowledging it is lost.
     broker,
     // When the server confirmed it: edge-outbox-ingest publishes a
-    // wire::Confirmation ({"streamid":..,"through":N}) on the stream's confirm
-    // topic after it stored the events. Until then an acknowledged event stays
-    // in the outbox as "sent, unconfirmed" (OutboxStats::unconfirmed) and is
-    // sent again if no confirmation advances for confirm_timeout. Requires a
-    // publisher that can subscribe (MqttPublisher does) and a confirm topic
-    // (device_topic or confirm_topic).
+    // wire::Confirmation ({"v":2,"streamid":..,"from":F,"through":T,
+    // "digest":..,"count":N}) on the stream's confirm topic after it stored
+    // the events durably. The forwarder settles events only when the
+    // confirmation's digest equals that of the events it holds in the range
+    // (docs/confirmation.md); anything else it refuses, deleting nothing.
+    // Until then an acknowledged event stays in the outbox as "sent,
+    // unconfirmed" (OutboxStats::unconfirmed) and is sent again if no
+    // confirmation advances for confirm_timeout. Requires a publisher that
+    // can subscribe (MqttPublisher does) and a confirm topic (device_topic or
+    // confirm_topic).
     server,
   };
   Confirmation confirmation = Confirmation::broker;
@@ -164,6 +172,13 @@ struct ForwarderOptions {
   // server drops the duplicates). The wait doubles at each such resend
   // while nothing is confirmed, up to 8 times this. Requires: > 0.
   std::chrono::milliseconds confirm_timeout{30'000};
+  // Server confirmation: also apply confirmations of protocol version 1
+  // (an ingest of an older release: a bare "through", no digest), trusting
+  // the ingest's floor as older releases did. Off: they are refused and
+  // counted (ForwarderStats::confirmations_refused), and nothing is deleted
+  // until the ingest is upgraded. For a transition only
+  // (docs/confirmation.md, "Versions and compatibility").
+  bool accept_unproven_confirmations = false;
   // With device_topic set: publish the stream's status (wire::StreamStatus:
   // floor, committed, pending, unconfirmed, ...) retained with QoS 1 on
   // wire::stream_status_topic(device_topic, stream id), after each connect,
@@ -237,6 +252,10 @@ struct ForwarderStats {
   std::size_t unconfirmed = 0;        // acknowledged by the broker, waiting for the server
   std::int64_t confirmed_through = 0; // the highest through received (or recorded before); 0: none
   std::uint64_t resends = 0;          // times it sent the unconfirmed events again
+  // Confirmations that proved nothing the device could check (a version-1
+  // confirmation, another digest, a range it cannot check), since start:
+  // nothing was deleted for them (docs/confirmation.md).
+  std::uint64_t confirmations_refused = 0;
   std::string last_error;
   std::int64_t last_publish_wall_ms = 0;  // last acknowledgement; 0: none yet
   // Rounds of the worker thread's loop, since start. It goes round at least

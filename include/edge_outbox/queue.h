@@ -38,6 +38,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -145,6 +146,18 @@ class Queue {
   // many events it published. The caller checks that through is for this
   // stream and not beyond what it sent.
   std::size_t confirm_through(std::int64_t through);
+
+  // Server mode, what a confirmation is checked against
+  // (docs/confirmation.md): the stream's floor, as StreamPosition::floor
+  // (the lowest pending sequence, unconfirmed included, else committed + 1),
+  // read without counting anything.
+  std::int64_t floor();
+  // Server mode: fn(sequence, id) for every pending event (unsent, in flight
+  // or unconfirmed; not dead-lettered) with from <= sequence <= through,
+  // ascending, read in one snapshot over the outbox_pending index. Memory
+  // is bounded: one row at a time. Exceptions thrown by fn pass through.
+  void for_each_held(std::int64_t from, std::int64_t through,
+                     const std::function<void(std::int64_t sequence, std::string_view id)>& fn);
 
   // Server mode: no confirmation came. Every unconfirmed event becomes
   // unsent again (acked_at = NULL), so next_batch reads it again (restart the

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 #include <span>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -16,6 +17,7 @@
 #include <edge_outbox/wire/stream_status.h>
 
 #include "common/mutex.h"
+#include "forward/confirmation_check.h"
 #include "forward/confirmation_wait.h"
 #include "forward/event_wire.h"
 #include "forward/send_window.h"
@@ -25,6 +27,7 @@
 namespace edge_outbox {
 namespace {
 
+using detail::ConfirmationCheck;
 using detail::ConfirmationWait;
 using detail::SendAction;
 using detail::SendWindow;
@@ -200,9 +203,9 @@ struct Forwarder::Impl {
       return;
     }
     MutexLock lock(mutex);
-    // Each is judged against what was sent (a forged one beyond it must not
-    // hide a good one): the thread takes them all.
-    received.push_back(c->through);
+    // Each is judged against what was sent and what is held (a forged one
+    // must not hide a good one): the thread takes them all.
+    received.push_back(std::move(*c));
     cv.notify_all();
   }
 
@@ -227,6 +230,7 @@ struct Forwarder::Impl {
                                     pos.confirmed_through, now_ms);
     unconfirmed = static_cast<std::size_t>(pos.unconfirmed);
     confirm_wait.unconfirmed(unconfirmed, now_ms);
+    confirm_check = ConfirmationCheck(options.accept_unproven_confirmations, pos.confirmed_through, pos.floor);
     position_loaded = true;
     // A run may have ended between an acknowledgement and the confirmation
     // that covered it.
@@ -254,21 +258,9 @@ struct Forwarder::Impl {
 
   // Server mode, before a step: confirmations that arrived, a new
   // connection, the confirm timeout.
-  void follow_confirmations(SendWindow& window, const std::vector<std::int64_t>& confirmations, bool new_connection,
-                            bool is_connected, std::int64_t now_ms) EXCLUDES(mutex) {
-    for (std::int64_t through : confirmations) {
-      switch (confirm_wait.received(through, sent_through(window), now_ms)) {
-        case ConfirmationWait::Verdict::advanced:
-        case ConfirmationWait::Verdict::stale:
-          break;
-        case ConfirmationWait::Verdict::beyond_sent:
-          log(LogLevel::warning, "forwarder: ignoring a confirmation through " + std::to_string(through) +
-                                     ": beyond the highest sequence sent (" + std::to_string(sent_through(window)) +
-                                     ")");
-          break;
-      }
-    }
-    if (confirm_wait.highest() > confirmed_applied) confirm(confirm_wait.highest(), now_ms);
+  void follow_confirmations(SendWindow& window, const std::vector<wire::Confirmation>& confirmations,
+                            bool new_connection, bool is_connected, std::int64_t now_ms) EXCLUDES(mutex) {
+    for (const auto& c : confirmations) judge(c, sent_through(window), now_ms);
     if (new_connection) resend_on_connect = true;
     if (!is_connected) return;
     if (resend_on_connect) {
@@ -290,6 +282,37 @@ struct Forwarder::Impl {
       confirm_wait.resent(now_ms);
       count_resend();
     }
+  }
+
+  // One confirmation: settle what it proves, else refuse it (delete
+  // nothing, count it, say why once per reason).
+  void judge(const wire::Confirmation& c, std::int64_t sent, std::int64_t now_ms) EXCLUDES(mutex) {
+    const auto held = [this](std::int64_t from, std::int64_t through) {
+      wire::OutcomeDigest d;
+      queue->for_each_held(from, through, [&d](std::int64_t sequence, std::string_view id) { d.add(sequence, id); });
+      return d;
+    };
+    const auto decision = confirm_check.check(c, queue->floor(), sent, held);
+    switch (decision.verdict) {
+      case ConfirmationCheck::Verdict::stale:
+        return;
+      case ConfirmationCheck::Verdict::settle:
+        confirm_wait.received(decision.through, sent, now_ms);
+        confirm(decision.through, now_ms);
+        confirm_check.settled(decision);
+        return;
+      default:
+        break;
+    }
+    {
+      MutexLock lock(mutex);
+      ++shared_stats.confirmations_refused;
+    }
+    if (!refusals_logged.insert(decision.verdict).second) return;
+    log(LogLevel::warning, "forwarder: refused a confirmation of stream " + stream_id + " (from " +
+                               std::to_string(c.from) + " through " + std::to_string(c.through) +
+                               ") and deleted nothing: " + std::string(ConfirmationCheck::describe(decision.verdict)) +
+                               "; further refusals for this reason are counted, not logged");
   }
 
   void count_resend() EXCLUDES(mutex) {
@@ -315,6 +338,8 @@ struct Forwarder::Impl {
     if (server_mode) {
       st.confirmed_through = confirm_wait.highest();
       st.waiting_ms = confirm_wait.waiting_ms(now_ms);
+      MutexLock lock(mutex);
+      st.refused = static_cast<std::int64_t>(shared_stats.confirmations_refused);
     }
     return st;
   }
@@ -629,7 +654,7 @@ struct Forwarder::Impl {
   void run() EXCLUDES(mutex) {
     SendWindow window(window_options(options), clock->monotonic_ms());
     std::vector<Completion> done;
-    std::vector<std::int64_t> confirmations;
+    std::vector<wire::Confirmation> confirmations;
     std::uint64_t connects_seen = 0;
     MutexLock lock(mutex);
     while (true) {
@@ -739,6 +764,8 @@ struct Forwarder::Impl {
   std::int64_t confirmed_applied = 0;  // the highest through given to Queue::confirm_through
   bool resend_on_connect = false;      // a connection came up: resend once the link is seen up
   ConfirmationWait confirm_wait;
+  ConfirmationCheck confirm_check{false, 0, 1};  // made anew by load_position
+  std::set<ConfirmationCheck::Verdict> refusals_logged;  // reasons already logged
   StatusSchedule status_schedule;
   std::optional<wire::StreamStatus> last_status;  // the last published, waiting_ms left out
   std::uint64_t last_status_resends = 0;
@@ -759,7 +786,7 @@ struct Forwarder::Impl {
   bool ever_connected GUARDED_BY(mutex) = false;
   std::uint64_t connection_events GUARDED_BY(mutex) = 0;  // wakes the thread on every change
   std::uint64_t connects GUARDED_BY(mutex) = 0;           // connections made
-  std::vector<std::int64_t> received GUARDED_BY(mutex);  // confirmations not yet taken (their through)
+  std::vector<wire::Confirmation> received GUARDED_BY(mutex);  // confirmations not yet taken
   bool status_outstanding GUARDED_BY(mutex) = false;
   MqttVersion version GUARDED_BY(mutex) = MqttVersion::v5;
   ForwarderStats shared_stats GUARDED_BY(mutex);

@@ -93,6 +93,8 @@ const std::string select_unconfirmed = "SELECT " + event_columns + " FROM outbox
 const std::string count_unconfirmed = "SELECT count(*) FROM outbox WHERE " + unconfirmed_row;
 const std::string lowest_pending = "SELECT min(sequence) FROM outbox WHERE " + pending_row;
 const std::string highest_committed = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'";
+const std::string select_pending_ids =
+    "SELECT sequence, event_id FROM outbox WHERE " + pending_row + " AND sequence BETWEEN ? AND ? ORDER BY sequence";
 const std::string insert_event =
     "INSERT INTO outbox (event_id, topic, type, content_type, payload, attributes, priority, created_at, "
     "created_boot, created_mono, ttl_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)";
@@ -367,6 +369,24 @@ void OutboxTables::raise_sent_through(std::int64_t sequence) {
   SQLite::Statement raise(db_, raise_sent_through_value);
   raise.bind(1, sequence);
   raise.exec();
+}
+
+std::int64_t OutboxTables::floor() {
+  const auto lowest = db_.execAndGet(lowest_pending);
+  if (!lowest.isNull()) return lowest.getInt64();
+  SQLite::Statement q(db_, highest_committed);
+  return (q.executeStep() ? q.getColumn(0).getInt64() : 0) + 1;
+}
+
+void OutboxTables::for_each_pending(std::int64_t from, std::int64_t through,
+                                    const std::function<void(std::int64_t, std::string_view)>& fn) {
+  SQLite::Statement q(db_, select_pending_ids);
+  q.bind(1, from);
+  q.bind(2, through);
+  while (q.executeStep()) {
+    const char* id = q.getColumn(1).getText();
+    fn(q.getColumn(0).getInt64(), std::string_view(id, static_cast<std::size_t>(q.getColumn(1).getBytes())));
+  }
 }
 
 StreamPosition OutboxTables::position() {

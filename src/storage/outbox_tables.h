@@ -14,10 +14,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -94,6 +96,11 @@ class OutboxTables {
   // clean), so the commit has nothing to sync.
   void raise_sent_through(std::int64_t sequence);
   StreamPosition position();
+  // StreamPosition::floor alone.
+  std::int64_t floor();
+  // fn(sequence, event_id) of the pending events in [from, through], ascending.
+  void for_each_pending(std::int64_t from, std::int64_t through,
+                        const std::function<void(std::int64_t, std::string_view)>& fn);
 
   // --- What became of pending events --------------------------------------
 

@@ -172,6 +172,30 @@ std::size_t Queue::confirm_through(std::int64_t through) {
   return static_cast<std::size_t>(confirmed);
 }
 
+std::int64_t Queue::floor() {
+  auto& d = *impl_;
+  try {
+    SQLite::Transaction read(*d.connection.db, SQLite::TransactionBehavior::DEFERRED);
+    const auto f = d.tables.floor();
+    read.commit();
+    return f;
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "reading the stream's floor");
+  }
+}
+
+void Queue::for_each_held(std::int64_t from, std::int64_t through,
+                          const std::function<void(std::int64_t sequence, std::string_view id)>& fn) {
+  auto& d = *impl_;
+  try {
+    SQLite::Transaction read(*d.connection.db, SQLite::TransactionBehavior::DEFERRED);
+    d.tables.for_each_pending(from, through, fn);
+    read.commit();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "reading the events held for a confirmation");
+  }
+}
+
 std::size_t Queue::resend_unconfirmed() {
   auto& d = *impl_;
   std::int64_t cleared = 0;

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -24,6 +25,7 @@
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/wire/stream_status.h>
 
+#include "support/device_ledger.h"
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
 #include "support/temp_dir.h"
@@ -65,6 +67,13 @@ ForwarderOptions options(ForwarderOptions::Confirmation mode) {
   return o;
 }
 
+// Every event the tests' outboxes ever held, by stream: what an honest
+// ingest that stored them all would have.
+std::map<std::string, DeviceLedger>& ledgers() {
+  static std::map<std::string, DeviceLedger> all;
+  return all;
+}
+
 void enqueue(Outbox& outbox, int n) {
   outbox.transact([&](Transaction& tx) {
     for (int i = 0; i < n; ++i) {
@@ -75,6 +84,7 @@ void enqueue(Outbox& outbox, int n) {
       tx.enqueue(std::move(e));
     }
   });
+  ledgers().try_emplace(outbox.stream_id(), outbox.path()).first->second.read();
 }
 
 // The distinct sequences the ingest received on the events topics.
@@ -108,8 +118,9 @@ class Confirmer {
       // the broker drops the connection anyway
     }
   }
+  // An honest ingest's confirmation of [1, through].
   void confirm(const std::string& streamid, std::int64_t through) {
-    auto payload = wire::encode_confirmation({streamid, through});
+    auto payload = wire::encode_confirmation(ledgers().at(streamid).confirmation(streamid, through));
     client_.publish(mqtt::make_message(wire::confirm_topic(kDeviceTopic, streamid), payload, 1, true))->wait();
   }
 

@@ -293,8 +293,8 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
     CHECK(m.retained);
     auto c = wire::decode_confirmation(m.payload);
     REQUIRE(c.has_value());
-    if (m.topic == topic1) CHECK(*c == wire::Confirmation{.streamid = "stream-1", .through = 15, .version = 1});
-    else CHECK(*c == wire::Confirmation{.streamid = "s-b", .through = 8, .version = 1});
+    if (m.topic == topic1) CHECK(*c == wire::Confirmation{.streamid = "stream-1", .through = 15, .version = 1, .from = 1, .digest = {}});
+    else CHECK(*c == wire::Confirmation{.streamid = "s-b", .through = 8, .version = 1, .from = 1, .digest = {}});
   }
   CHECK(throughs(confirms, "devices/dev-3/confirm/stream-1").empty());
 }
@@ -444,9 +444,9 @@ TEST_CASE("the example ACL: the ingest confirms, a device reads only its own con
   // Forgeries: dev-1 on its own confirm topic, dev-2 on dev-1's. The broker
   // refuses both (PUBACK "not authorized"); dev-1 then sends 4 and gets the
   // ingest's 4, and never a forged value.
-  CHECK_THROWS_WITH(dev1.publish(topic1, wire::encode_confirmation({"stream-1", 1000}), true),
+  CHECK_THROWS_WITH(dev1.publish(topic1, wire::encode_confirmation({.streamid = "stream-1", .through = 1000, .version = 1, .from = 1, .digest = {}}), true),
                     doctest::Contains("Not authorized"));
-  CHECK_THROWS_WITH(dev2.publish(topic1, wire::encode_confirmation({"stream-1", 2000}), true),
+  CHECK_THROWS_WITH(dev2.publish(topic1, wire::encode_confirmation({.streamid = "stream-1", .through = 2000, .version = 1, .from = 1, .digest = {}}), true),
                     doctest::Contains("Not authorized"));
   dev1.status(1, 4);
   dev1.events(4, 4);

@@ -9,7 +9,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +24,7 @@
 #include <edge_outbox/queue.h>
 #include <edge_outbox/wire/stream_status.h>
 
+#include "support/device_ledger.h"
 #include "support/error_checks.h"
 #include "support/fake_publisher.h"
 #include "support/manual_clock.h"
@@ -53,6 +56,13 @@ ForwarderOptions server_options() {
   return o;
 }
 
+// Every event the tests' outboxes ever held, by stream: what an honest
+// ingest that stored them all would have.
+std::map<std::string, test::DeviceLedger>& ledgers() {
+  static std::map<std::string, test::DeviceLedger> all;
+  return all;
+}
+
 void enqueue(Outbox& outbox, int n) {
   outbox.transact([&](Transaction& tx) {
     for (int i = 0; i < n; ++i) {
@@ -63,14 +73,27 @@ void enqueue(Outbox& outbox, int n) {
       tx.enqueue(e);
     }
   });
+  ledgers().try_emplace(outbox.stream_id(), outbox.path()).first->second.read();
 }
 
-IncomingMessage confirmation(const std::string& streamid, std::int64_t through, bool retained = true) {
+IncomingMessage message(const std::string& streamid, const wire::Confirmation& c, bool retained = true) {
   IncomingMessage m;
   m.topic = wire::confirm_topic(kDeviceTopic, streamid);
-  m.payload = wire::encode_confirmation({streamid, through});
+  m.payload = wire::encode_confirmation(c);
   m.retained = retained;
   return m;
+}
+
+// An honest ingest's confirmation of [from, through] of the stream: its
+// digest is that of the events the device enqueued there.
+IncomingMessage confirmation(const std::string& streamid, std::int64_t through, bool retained = true,
+                             std::int64_t from = 1) {
+  const auto it = ledgers().find(streamid);
+  wire::Confirmation c;
+  if (it != ledgers().end()) c = it->second.confirmation(streamid, through, from);
+  c.streamid = streamid;
+  c.through = through;
+  return message(streamid, c, retained);
 }
 
 // The stream statuses published so far, oldest first.
@@ -258,8 +281,15 @@ TEST_CASE("a forwarder restarted with unconfirmed events sends them again and ke
   REQUIRE(eventually([&] { return event_publishes(broker) == 3 && outbox.stats().unconfirmed == 3; }));
   CHECK(forwarder.stats().confirmed_through == 1);
   broker.deliver(confirmation(stream, 1));  // the broker's retained copy: nothing new
+  // From below its floor: this run does not know what it settled in [1, 2),
+  // so it cannot check the digest: refused, nothing deleted.
   broker.deliver(confirmation(stream, 4));
+  REQUIRE(eventually([&] { return forwarder.stats().confirmations_refused == 1; }));
+  CHECK(outbox.stats().pending == 3);
+  // The ingest, told the floor by the status, confirms from there.
+  broker.deliver(confirmation(stream, 4, true, 2));
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  CHECK(forwarder.stats().confirmations_refused == 1);
   forwarder.stop();
 }
 
@@ -329,6 +359,101 @@ TEST_CASE("stream status: retained on <device_topic>/status/<streamid> after con
   auto all = statuses(broker, stream);
   CHECK(all.size() == before_stop + 1);  // the last word at stop
   CHECK(all.back().floor == 4);
+}
+
+TEST_CASE("server mode: a confirmation that proves nothing deletes nothing; the refusal is counted and in the status") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 10);
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), server_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 10; }));
+
+  // An older ingest's confirmation: a bare through.
+  broker.deliver(message(stream, wire::Confirmation{.streamid = stream, .through = 10, .version = 1, .from = 1, .digest = {}}));
+  // Another digest: the ids of other events under the same sequences (a
+  // restored or cloned file's server side, or a forgery).
+  wire::Confirmation other = ledgers().at(stream).confirmation(stream, 10);
+  other.digest.hash ^= wire::pair_hash(3, "someone-else");
+  broker.deliver(message(stream, other));
+  // A range that starts above the device's floor (a forged floor).
+  broker.deliver(message(stream, ledgers().at(stream).confirmation(stream, 10, 4)));
+  REQUIRE(eventually([&] { return forwarder.stats().confirmations_refused == 3; }));
+  CHECK(outbox.stats().pending == 10);
+  CHECK(outbox.stats().unconfirmed == 10);
+  REQUIRE(eventually([&] {
+    auto all = statuses(broker, stream);
+    return !all.empty() && all.back().refused == 3;
+  }));
+  MESSAGE("refused 3 confirmations, deleted " << 10 - outbox.stats().pending << " of 10 held");
+
+  // The honest one settles all.
+  broker.deliver(confirmation(stream, 10));
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  forwarder.stop();
+}
+
+TEST_CASE("server mode with accept_unproven_confirmations: a version-1 confirmation settles as in older releases") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 6);
+  test::FakeBroker broker;
+  auto options = server_options();
+  options.accept_unproven_confirmations = true;
+  Forwarder forwarder(outbox, broker.publisher(), options);
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 6; }));
+  broker.deliver(message(stream, wire::Confirmation{.streamid = stream, .through = 4, .version = 1, .from = 1, .digest = {}}));
+  REQUIRE(eventually([&] { return outbox.stats().pending == 2; }));
+  CHECK(forwarder.stats().confirmations_refused == 0);
+  forwarder.stop();
+}
+
+TEST_CASE("a database restored from a backup: the server's confirmation of the old epoch deletes none of the new events") {
+  test::TempDir dir;
+  std::string stream;
+  {
+    Outbox outbox(dir / "app.db");
+    stream = outbox.stream_id();
+    enqueue(outbox, 10);
+  }
+  // The backup, taken after 1..10.
+  std::filesystem::copy_file(dir / "app.db", dir / "backup.db");
+  test::DeviceLedger server(dir / "app.db");
+  {
+    // The old epoch goes on to 30; the server stores it all.
+    Outbox outbox(dir / "app.db");
+    enqueue(outbox, 20);
+    server.read();
+  }
+  // The gateway is re-imaged from the backup and records 20 new readings: the
+  // same sequences 11..30 under the same stream, with new ids.
+  std::filesystem::remove(dir / "app.db");
+  std::filesystem::copy_file(dir / "backup.db", dir / "app.db");
+  Outbox outbox(dir / "app.db");
+  REQUIRE(outbox.stream_id() == stream);
+  outbox.transact([&](Transaction& tx) {
+    for (int i = 0; i < 30; ++i) {
+      Event e;
+      e.topic = kDeviceTopic + "/events/sample";
+      e.type = "com.example.sample";
+      e.payload = "restored-" + std::to_string(i);
+      tx.enqueue(e);
+    }
+  });
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), server_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 40; }));
+  // The server confirms 1..30 from what it stored: the old epoch's ids.
+  broker.deliver(message(stream, server.confirmation(stream, 30)));
+  REQUIRE(eventually([&] { return forwarder.stats().confirmations_refused == 1; }));
+  CHECK(outbox.stats().pending == 40);
+  MESSAGE("restored file: held " << outbox.stats().pending << ", deleted unstored 0");
+  forwarder.stop();
 }
 
 TEST_CASE("stream status in server mode: unconfirmed, confirmed_through and how long events wait") {

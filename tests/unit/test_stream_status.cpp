@@ -59,14 +59,14 @@ TEST_CASE("a confirmation of version 2: its range and digest, and back") {
 }
 
 TEST_CASE("a confirmation of version 1 (an older ingest): streamid and through only") {
-  wire::Confirmation c{.streamid = "s1", .through = 42, .version = 1};
+  wire::Confirmation c{.streamid = "s1", .through = 42, .version = 1, .from = 1, .digest = {}};
   CHECK(wire::encode_confirmation(c) == R"({"streamid":"s1","through":42})");
   CHECK(wire::decode_confirmation(wire::encode_confirmation(c)) == c);
   auto old = wire::decode_confirmation(R"({"through":0,"streamid":"x","extra":true})");
   REQUIRE(old.has_value());
   CHECK(old->version == 1);
   CHECK(old->through == 0);
-  CHECK_THROWS_AS(wire::encode_confirmation({.streamid = "s1", .through = -1}), std::invalid_argument);
+  CHECK_THROWS_AS(wire::encode_confirmation({.streamid = "s1", .through = -1, .version = 2, .from = 1, .digest = {}}), std::invalid_argument);
 }
 
 TEST_CASE("a malformed confirmation is refused without an exception") {
