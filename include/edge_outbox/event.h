@@ -73,7 +73,13 @@ struct StoredEvent {
   std::string content_type;
   Priority priority = Priority::normal;
   std::map<std::string, std::string> attributes;
-  std::int64_t created_at_ms = 0;  // wall clock when recorded; informative only
+  // Wall clock when recorded; informative only. Below
+  // earliest_plausible_wall_ms (clock.h) the clock had not been set: the
+  // event then travels without a CloudEvents `time`, with bootid and
+  // uptimems instead (docs/wire-format.md).
+  std::int64_t created_at_ms = 0;
+  std::string created_boot;         // the boot id when recorded (Clock::boot_id)
+  std::int64_t created_uptime_ms = 0;  // CLOCK_BOOTTIME ms when recorded (Clock::monotonic_ms)
   // Remaining lifetime when read, if the event has a TTL.
   std::optional<std::chrono::milliseconds> remaining_ttl;
   int attempts = 0;
