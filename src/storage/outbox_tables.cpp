@@ -61,21 +61,29 @@ constexpr std::int64_t boot_records_kept = 32;
 // How often record_alive is due.
 constexpr std::int64_t alive_interval_ms = 60'000;
 
+// Stands for "no wall-clock age" in age_sql: far below any age, and far
+// enough from the int64 limits that subtracting a monotonic reading stays in
+// range.
+constexpr std::int64_t no_wall_age = -(std::int64_t{1} << 62);
+
 // The rule of event_age_ms (storage/event_age.h), as an SQL expression over
-// the row's columns <prefix>_boot, <prefix>_mono and `wall_column`, with the
-// parameters of bind_age_clock (:boot, :mono, :wall, :wall_trusted). A
-// boot's record is read by primary key, only for rows of earlier boots.
-std::string age_sql(const std::string& prefix, const std::string& wall_column) {
+// the row's columns <prefix>_boot, <prefix>_mono and `wall_column`, for
+// `boots` recorded earlier boots, with the parameters bind_age binds: :boot,
+// :mono, :wall, :wall_trusted, and for the i-th earlier boot :b<i> (its id),
+// :a<i> (BootAlive::mono_ms) and :w<i> (the wall clock now minus its
+// wall_at_boot_ms when both are trusted, else no_wall_age). The boots'
+// constants are bound, not looked up per row: a scan of the outbox costs
+// what it did before the records existed.
+std::string age_sql(const std::string& prefix, const std::string& wall_column, std::size_t boots) {
   const auto boot = prefix + "_boot", mono = prefix + "_mono";
-  const auto plausible = std::to_string(earliest_plausible_wall_ms);
-  const auto by_wall = "(SELECT :wall - (at_boot.value + " + mono + ") FROM outbox_meta AS at_boot WHERE " +
-                       ":wall_trusted AND at_boot.key = '" + wall_at_boot_key + "' || " + boot + ")";
-  const auto recorded = "(SELECT max(max(0, alive.value - " + mono + ") + :mono, ifnull(" + by_wall +
-                        ", 0)) FROM outbox_meta AS alive WHERE alive.key = '" + alive_key + "' || " + boot + ")";
-  const auto unrecorded = "max(:mono, CASE WHEN :wall_trusted AND " + wall_column + " >= " + plausible +
-                          " AND :wall > " + wall_column + " THEN :wall - " + wall_column + " ELSE 0 END)";
-  return "(CASE WHEN " + boot + " = :boot THEN max(0, :mono - " + mono + ") ELSE ifnull(" + recorded + ", " +
-         unrecorded + ") END)";
+  std::string sql = "(CASE " + boot + " WHEN :boot THEN max(0, :mono - " + mono + ")";
+  for (std::size_t i = 0; i < boots; ++i) {
+    const auto n = std::to_string(i);
+    sql += " WHEN :b" + n + " THEN max(max(0, :a" + n + " - " + mono + ") + :mono, :w" + n + " - " + mono + ")";
+  }
+  return sql + " ELSE max(:mono, CASE WHEN :wall_trusted AND " + wall_column +
+         " >= " + std::to_string(earliest_plausible_wall_ms) + " AND :wall > " + wall_column + " THEN :wall - " +
+         wall_column + " ELSE 0 END) END)";
 }
 
 // --- The statements -------------------------------------------------------
@@ -139,8 +147,10 @@ const std::string mark_kept = "UPDATE outbox SET published_at = :wall, published
 const std::string mark_deleted = "DELETE FROM outbox WHERE sequence = :seq AND " + pending_row;
 const std::string count_failure = "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE sequence = ? AND " +
                                   pending_row + " RETURNING attempts";
-const std::string select_expired = "SELECT sequence FROM outbox WHERE " + pending_row + " AND ttl_ms IS NOT NULL AND " +
-                                   age_sql("created", "created_at") + " >= ttl_ms LIMIT :limit";
+std::string select_expired(std::size_t boots) {
+  return "SELECT sequence FROM outbox WHERE " + pending_row + " AND ttl_ms IS NOT NULL AND " +
+         age_sql("created", "created_at", boots) + " >= ttl_ms LIMIT :limit";
+}
 const std::string bury_event = "INSERT INTO outbox_dead (" + event_columns +
                                ", reason, dead_at, dead_boot, dead_mono) SELECT " + event_columns +
                                ", :reason, :wall, :boot, :mono FROM outbox WHERE sequence = :seq";
@@ -164,8 +174,10 @@ const std::string requeue_dead_id = "INSERT INTO outbox (" + requeued_columns + 
                                     " FROM outbox_dead WHERE event_id = ? ON CONFLICT DO NOTHING";
 const std::string delete_requeued_id =
     "DELETE FROM outbox_dead WHERE event_id = ? AND sequence IN (SELECT sequence FROM outbox)";
-const std::string purge_dead_batch = "DELETE FROM outbox_dead WHERE sequence IN (SELECT sequence FROM outbox_dead "
-                                     "WHERE " + age_sql("dead", "dead_at") + " >= :older ORDER BY sequence LIMIT :n)";
+std::string purge_dead_batch(std::size_t boots) {
+  return "DELETE FROM outbox_dead WHERE sequence IN (SELECT sequence FROM outbox_dead WHERE " +
+         age_sql("dead", "dead_at", boots) + " >= :older ORDER BY sequence LIMIT :n)";
+}
 
 const std::string read_published_total = "SELECT value FROM outbox_meta WHERE key = 'published_total'";
 const std::string add_published_total = "UPDATE outbox_meta SET value = value + ? WHERE key = 'published_total'";
@@ -180,6 +192,8 @@ const std::string set_wall_at_boot =
 const std::string select_boot_alive = "SELECT (SELECT value FROM outbox_meta WHERE key = '" + alive_key +
                                       "' || :boot), (SELECT value FROM outbox_meta WHERE key = '" +
                                       wall_at_boot_key + "' || :boot)";
+const std::string select_boot_records = "SELECT key, value FROM outbox_meta WHERE key GLOB '" + alive_key +
+                                        "*' OR key GLOB '" + wall_at_boot_key + "*'";
 const std::string count_boot_records = "SELECT count(*) FROM outbox_meta WHERE key GLOB '" + alive_key + "*'";
 // The boots some row still refers to (created_boot, dead_boot) keep theirs.
 const std::string delete_unused_boot_records =
@@ -207,11 +221,41 @@ AgeClock OutboxTables::age_clock() const {
   return now;
 }
 
-void OutboxTables::bind_age_clock(SQLite::Statement& statement, const AgeClock& now) {
+std::vector<std::pair<std::string, BootAlive>> OutboxTables::earlier_boots() const {
+  std::map<std::string, BootAlive> alive;
+  std::map<std::string, std::int64_t> wall_at_boot;
+  SQLite::Statement q(db_, select_boot_records);
+  while (q.executeStep()) {
+    const auto key = q.getColumn(0).getString();
+    const auto value = q.getColumn(1).getInt64();
+    if (key.rfind(alive_key, 0) == 0)
+      alive[key.substr(alive_key.size())].mono_ms = value;
+    else
+      wall_at_boot[key.substr(wall_at_boot_key.size())] = value;
+  }
+  std::vector<std::pair<std::string, BootAlive>> out;
+  for (auto& [boot, record] : alive) {
+    if (boot == boot_id_) continue;
+    if (const auto it = wall_at_boot.find(boot); it != wall_at_boot.end()) record.wall_at_boot_ms = it->second;
+    out.emplace_back(boot, record);
+  }
+  return out;
+}
+
+void OutboxTables::bind_age(SQLite::Statement& statement, const AgeClock& now,
+                            const std::vector<std::pair<std::string, BootAlive>>& boots) {
   statement.bind(":boot", std::string(now.boot));
   statement.bind(":mono", static_cast<std::int64_t>(now.mono_ms));
   statement.bind(":wall", static_cast<std::int64_t>(now.wall_ms));
   statement.bind(":wall_trusted", now.wall_trusted ? 1 : 0);
+  for (std::size_t i = 0; i < boots.size(); ++i) {
+    const auto n = std::to_string(i);
+    const auto& [boot, alive] = boots[i];
+    statement.bind(":b" + n, boot);
+    statement.bind(":a" + n, static_cast<std::int64_t>(alive.mono_ms));
+    const bool by_wall = now.wall_trusted && alive.wall_at_boot_ms;
+    statement.bind(":w" + n, static_cast<std::int64_t>(by_wall ? now.wall_ms - *alive.wall_at_boot_ms : no_wall_age));
+  }
 }
 
 std::optional<BootAlive> OutboxTables::boot_alive(const std::string& boot) const {
@@ -475,8 +519,9 @@ std::optional<int> OutboxTables::count_attempt(std::int64_t sequence, const std:
 
 std::vector<std::int64_t> OutboxTables::expired(std::size_t limit) {
   std::vector<std::int64_t> out;
-  SQLite::Statement q(db_, select_expired);
-  bind_age_clock(q, age_clock());
+  const auto boots = earlier_boots();
+  SQLite::Statement q(db_, select_expired(boots.size()));
+  bind_age(q, age_clock(), boots);
   q.bind(":limit", static_cast<std::int64_t>(limit));
   while (q.executeStep()) out.push_back(q.getColumn("sequence").getInt64());
   return out;
@@ -558,8 +603,9 @@ std::size_t OutboxTables::requeue_dead(std::span<const std::string> ids) {
 }
 
 std::size_t OutboxTables::purge_dead(std::chrono::milliseconds older_than, std::int64_t n) {
-  SQLite::Statement purge(db_, purge_dead_batch);
-  bind_age_clock(purge, age_clock());
+  const auto boots = earlier_boots();
+  SQLite::Statement purge(db_, purge_dead_batch(boots.size()));
+  bind_age(purge, age_clock(), boots);
   purge.bind(":older", static_cast<std::int64_t>(older_than.count()));
   purge.bind(":n", n);
   return static_cast<std::size_t>(purge.exec());

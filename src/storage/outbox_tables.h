@@ -157,8 +157,11 @@ class OutboxTables {
  private:
   // The clocks now, for the ages of one batch of rows.
   AgeClock age_clock() const;
-  // Binds :boot, :mono, :wall and :wall_trusted, the parameters of age_sql.
-  static void bind_age_clock(SQLite::Statement& statement, const AgeClock& now);
+  // The records of every boot but this one, by boot id.
+  std::vector<std::pair<std::string, BootAlive>> earlier_boots() const;
+  // Binds the parameters of age_sql for these boots.
+  static void bind_age(SQLite::Statement& statement, const AgeClock& now,
+                       const std::vector<std::pair<std::string, BootAlive>>& boots);
   // The record of a boot other than this one, if the file has it.
   std::optional<BootAlive> boot_alive(const std::string& boot) const;
   std::int64_t age_ms(const std::string& boot, std::int64_t mono, std::int64_t wall, const AgeClock& now) const;

@@ -246,6 +246,64 @@ TEST_CASE("a wall clock a year ahead after a reboot expires nothing; an honest d
   CHECK(outbox.dead(200).size() == 100);
 }
 
+TEST_CASE("expiry (the SQL) and remaining_ttl (event_age_ms) agree to the millisecond in every case of the age rule") {
+  struct Case {
+    const char* what;
+    bool boot_1_synchronized;
+    bool keep_records;  // false: a file from before the boot records
+    std::int64_t wall_after_reboot;  // relative to the wall clock at the last record
+    bool synchronized_after_reboot;
+    std::int64_t expected_age_ms;
+  };
+  // Events recorded at boot-1's monotonic 10 s with TTLs of 61 to 400 s;
+  // its last record at 70 s; off for 100 s; up for 100 s.
+  const Case cases[] = {
+      {"a year ahead, unsynchronised", true, true, 365LL * 86'400'000, false, 60'000 + 100'000},
+      {"an honest downtime, synchronised", true, true, 200'000, true, 60'000 + 200'000},
+      {"synchronised now, never during boot-1", false, true, 200'000, true, 60'000 + 100'000},
+      {"no record, synchronised now", true, false, 200'000, true, 60'000 + 200'000},
+      {"no record, unsynchronised", true, false, 200'000, false, 100'000},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    test::TempDir dir;
+    auto clock = std::make_shared<test::ManualClock>();
+    clock->set_synchronized(c.boot_1_synchronized);
+    OutboxOptions options;
+    options.clock = clock;
+    QueueOptions queue_options;
+    queue_options.clock = clock;
+    {
+      Outbox outbox(dir / "a.db", options);
+      outbox.transact([](Transaction& tx) {
+        for (int s = 61; s <= 400; ++s) tx.enqueue(event(s, std::chrono::seconds(s)));
+      });
+      Queue queue(dir / "a.db", queue_options);
+      clock->advance(60'000);
+      REQUIRE(queue.expire_due() == 0);
+    }
+    if (!c.keep_records) {
+      SQLite::Database db((dir / "a.db").string(), SQLite::OPEN_READWRITE);
+      db.exec("DELETE FROM outbox_meta WHERE key GLOB 'alive_mono:*' OR key GLOB 'wall_at_boot:*'");
+    }
+    clock->reboot("boot-2", 100'000);
+    clock->set_wall(clock->wall_ms() + c.wall_after_reboot);
+    clock->set_synchronized(c.synchronized_after_reboot);
+    Outbox outbox(dir / "a.db", options);
+    std::size_t due_by_remaining_ttl = 0, at_zero = 0;
+    for (const auto& e : outbox.pending(1000)) {
+      REQUIRE(e.remaining_ttl.has_value());
+      if (e.remaining_ttl->count() <= 0) ++due_by_remaining_ttl;
+      if (e.remaining_ttl->count() == 0) ++at_zero;
+    }
+    Queue queue(dir / "a.db", queue_options);
+    const auto expired = queue.expire_due();
+    CHECK(expired == due_by_remaining_ttl);
+    CHECK(expired == static_cast<std::size_t>(c.expected_age_ms / 1000 - 60));
+    CHECK(at_zero == 1);  // the event whose TTL equals its age: expired by both
+  }
+}
+
 TEST_CASE("dead letters are not purged early by a wall clock a year ahead") {
   test::TempDir dir;
   auto clock = std::make_shared<test::ManualClock>();
