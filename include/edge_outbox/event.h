@@ -17,9 +17,10 @@
 //             objects (cloudevents::max_json_depth, counted by the brackets
 //             outside strings).
 //   Requires: at most 64 attributes; names are 1..20 characters of [a-z0-9]
-//             (the CloudEvents rule) and not a reserved CloudEvents name;
-//             values are at most 4096 bytes of UTF-8 without control
-//             characters.
+//             (the CloudEvents rule) and not a reserved CloudEvents name
+//             nor one of edge-outbox's (sequence, streamid, priority,
+//             bootid, uptimems); values are at most 4096 bytes of UTF-8
+//             without control characters.
 //   Requires: id, when given, is 1..128 printable ASCII characters.
 // These are the ingest's limits (edge_outbox/wire/cloudevents.h) or stricter, so
 // that an accepted event is never one the ingest rejects.

@@ -88,15 +88,7 @@ Outbox::Impl::Impl(const std::filesystem::path& file, OutboxOptions opts)
       tables(*connection.db, *options.clock, boot_id, connection.schema_revision),
       stream_id(connection.stream_id),
       schema_version(connection.schema_version) {
-  if (options.mode == OpenMode::inspect) return;
-  try {
-    WriteTransaction tx(connection);
-    tables.record_alive();
-    tables.forget_unused_boots();
-    tx.commit();
-  } catch (const SQLite::Exception& e) {
-    throw sqlite_error(e, path, "recording this boot in the outbox");
-  }
+  if (options.mode != OpenMode::inspect) record_boot_at_open(connection, tables);
 }
 
 void Outbox::Impl::require_writable(const char* operation) const {

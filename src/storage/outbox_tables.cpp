@@ -11,6 +11,7 @@
 #include <edge_outbox/error.h>
 #include <edge_outbox/queue.h>
 
+#include "storage/database.h"
 #include "storage/event_age.h"
 #include "storage/sqlite_errors.h"
 
@@ -649,6 +650,17 @@ void OutboxTables::record_alive() {
     set.exec();
   }
   last_alive_mono_ = mono;
+}
+
+void record_boot_at_open(Connection& connection, OutboxTables& tables) {
+  try {
+    WriteTransaction tx(connection);
+    tables.record_alive();
+    tables.forget_unused_boots();
+    tx.commit();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, connection.path, "recording this boot in the outbox");
+  }
 }
 
 void OutboxTables::forget_unused_boots() {

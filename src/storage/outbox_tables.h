@@ -34,6 +34,7 @@ namespace edge_outbox {
 
 // Where a stream stands, as Queue::position reports it (queue.h).
 struct StreamPosition;
+struct Connection;
 
 class OutboxTables {
  public:
@@ -183,5 +184,10 @@ class OutboxTables {
   mutable std::map<std::string, std::optional<BootAlive>, std::less<>> boot_alive_cache_;
   std::int64_t last_alive_mono_ = -1;  // when record_alive last ran; -1: never
 };
+
+// For an Outbox or Queue that opened the file for writing: record_alive and
+// forget_unused_boots in a write transaction of their own. Throws Error as
+// the connection reports it (sqlite_error).
+void record_boot_at_open(Connection& connection, OutboxTables& tables);
 
 }  // namespace edge_outbox

@@ -71,14 +71,7 @@ struct Queue::Impl {
       : options(checked(std::move(opts))),
         connection(path, connection_settings(options)),
         tables(*connection.db, *options.clock, options.clock->boot_id(), connection.schema_revision) {
-    try {
-      WriteTransaction tx(connection);
-      tables.record_alive();
-      tables.forget_unused_boots();
-      tx.commit();
-    } catch (const SQLite::Exception& e) {
-      throw sqlite_error(e, connection.path, "recording this boot in the outbox");
-    }
+    record_boot_at_open(connection, tables);
   }
 
   void log(LogLevel level, const std::string& message) const {

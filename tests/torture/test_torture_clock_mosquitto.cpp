@@ -117,7 +117,7 @@ TEST_CASE("torture 7: clock jumps backwards and forwards; ids unique, order is c
   std::string years;
   for (const auto& y : times) years += " " + y;
   MESSAGE("events " << count << ", distinct ids " << ids.size() << ", event years seen:" << years
-                     << (times.count("") ? " and none (clock not set)" : ""));
+                     << std::string(times.count("") ? " and none (clock not set)" : ""));
   CHECK(count == static_cast<std::int64_t>(device.readings()));
   CHECK(ids.size() == static_cast<std::size_t>(count));
   CHECK(n_in_order);
