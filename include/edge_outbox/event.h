@@ -17,9 +17,10 @@
 //             objects (cloudevents::max_json_depth, counted by the brackets
 //             outside strings).
 //   Requires: at most 64 attributes; names are 1..20 characters of [a-z0-9]
-//             (the CloudEvents rule) and not a reserved CloudEvents name;
-//             values are at most 4096 bytes of UTF-8 without control
-//             characters.
+//             (the CloudEvents rule) and not a reserved CloudEvents name
+//             nor one of edge-outbox's (sequence, streamid, priority,
+//             bootid, uptimems); values are at most 4096 bytes of UTF-8
+//             without control characters.
 //   Requires: id, when given, is 1..128 printable ASCII characters.
 // These are the ingest's limits (edge_outbox/wire/cloudevents.h) or stricter, so
 // that an accepted event is never one the ingest rejects.
@@ -73,7 +74,13 @@ struct StoredEvent {
   std::string content_type;
   Priority priority = Priority::normal;
   std::map<std::string, std::string> attributes;
-  std::int64_t created_at_ms = 0;  // wall clock when recorded; informative only
+  // Wall clock when recorded; informative only. Below
+  // earliest_plausible_wall_ms (clock.h) the clock had not been set: the
+  // event then travels without a CloudEvents `time`, with bootid and
+  // uptimems instead (docs/wire-format.md).
+  std::int64_t created_at_ms = 0;
+  std::string created_boot;         // the boot id when recorded (Clock::boot_id)
+  std::int64_t created_uptime_ms = 0;  // CLOCK_BOOTTIME ms when recorded (Clock::monotonic_ms)
   // Remaining lifetime when read, if the event has a TTL.
   std::optional<std::chrono::milliseconds> remaining_ttl;
   int attempts = 0;

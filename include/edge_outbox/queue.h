@@ -188,7 +188,9 @@ class Queue {
 
   // Dead-letters pending events (unconfirmed ones too) whose TTL ran out
   // (reason "expired", reported in the outbox.dropped event), and deletes
-  // published events past their retention. Returns events expired.
+  // published events past their retention. About once a minute it also
+  // records this boot alive in the file (what the ages of its events rest on
+  // after a reboot: docs/library.md, "Time"). Returns events expired.
   std::size_t expire_due();
 
   // Changes whenever another connection commits to the file (PRAGMA

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <edge_outbox/clock.h>
+
 namespace edge_outbox::detail {
 namespace {
 
@@ -21,13 +23,22 @@ cloudevents::CloudEvent to_cloud_event(const StoredEvent& event, std::string_vie
   ce.id = event.id;
   ce.source = std::string(source);
   ce.type = event.type;
-  ce.time = cloudevents::format_time(event.created_at_ms);
   ce.datacontenttype = event.content_type;
   ce.data = event.payload;
   ce.sequence = static_cast<std::uint64_t>(event.sequence);
   ce.streamid = std::string(stream_id);
   ce.priority = std::string(to_string(event.priority));
   ce.extensions = event.attributes;
+  if (event.created_at_ms >= earliest_plausible_wall_ms) {
+    ce.time = cloudevents::format_time(event.created_at_ms);
+  } else {
+    // The clock had not been set: no time rather than a false one, and what
+    // the device did know, from the stored row, so every resend is the same.
+    // (An event stored with attributes of these names before they were
+    // reserved keeps its own.)
+    ce.extensions.emplace(std::string(time_unset_boot_attribute), event.created_boot);
+    ce.extensions.emplace(std::string(time_unset_uptime_attribute), std::to_string(event.created_uptime_ms));
+  }
   return ce;
 }
 

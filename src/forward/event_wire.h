@@ -16,6 +16,12 @@
 
 namespace edge_outbox::detail {
 
+// The extensions an event recorded before the clock was set carries instead
+// of `time` (created_at_ms below earliest_plausible_wall_ms): its boot id and
+// the CLOCK_BOOTTIME ms at which it was recorded.
+inline constexpr std::string_view time_unset_boot_attribute = "bootid";
+inline constexpr std::string_view time_unset_uptime_attribute = "uptimems";
+
 cloudevents::CloudEvent to_cloud_event(const StoredEvent& event, std::string_view source,
                                        std::string_view stream_id);
 

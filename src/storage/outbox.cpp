@@ -87,7 +87,9 @@ Outbox::Impl::Impl(const std::filesystem::path& file, OutboxOptions opts)
       connection(path, connection_settings(options)),
       tables(*connection.db, *options.clock, boot_id, connection.schema_revision),
       stream_id(connection.stream_id),
-      schema_version(connection.schema_version) {}
+      schema_version(connection.schema_version) {
+  if (options.mode != OpenMode::inspect) record_boot_at_open(connection, tables);
+}
 
 void Outbox::Impl::require_writable(const char* operation) const {
   if (options.mode == OpenMode::inspect)

@@ -11,13 +11,12 @@
 #include <edge_outbox/error.h>
 #include <edge_outbox/queue.h>
 
+#include "storage/database.h"
+#include "storage/event_age.h"
 #include "storage/sqlite_errors.h"
 
 namespace edge_outbox {
 namespace {
-
-// 2020-01-01: a wall clock before this has not been set since boot.
-constexpr std::int64_t plausible_wall_ms = 1'577'836'800'000;
 
 // The columns of an event, common to outbox and outbox_dead: the positions
 // of event_column_names, from which every SELECT of events is written.
@@ -54,13 +53,37 @@ std::string join_event_columns() {
   return list;
 }
 
-// The same age rule as age_ms, as an SQL expression over columns
-// <prefix>_boot, <prefix>_mono and `wall_column`, with parameters :boot,
-// :mono and :wall.
-std::string age_sql(const std::string& prefix, const std::string& wall_column) {
+// The record of each boot (BootAlive, storage/event_age.h) is two keys of
+// outbox_meta: these prefixes and the boot id.
+const std::string alive_key = "alive_mono:";
+const std::string wall_at_boot_key = "wall_at_boot:";
+// Records are kept for at most this many boots beyond those rows still need.
+constexpr std::int64_t boot_records_kept = 32;
+// How often record_alive is due.
+constexpr std::int64_t alive_interval_ms = 60'000;
+
+// Stands for "no wall-clock age" in age_sql: far below any age, and far
+// enough from the int64 limits that subtracting a monotonic reading stays in
+// range.
+constexpr std::int64_t no_wall_age = -(std::int64_t{1} << 62);
+
+// The rule of event_age_ms (storage/event_age.h), as an SQL expression over
+// the row's columns <prefix>_boot, <prefix>_mono and `wall_column`, for
+// `boots` recorded earlier boots, with the parameters bind_age binds: :boot,
+// :mono, :wall, :wall_trusted, and for the i-th earlier boot :b<i> (its id),
+// :a<i> (BootAlive::mono_ms) and :w<i> (the wall clock now minus its
+// wall_at_boot_ms when both are trusted, else no_wall_age). The boots'
+// constants are bound, not looked up per row: a scan of the outbox costs
+// what it did before the records existed.
+std::string age_sql(const std::string& prefix, const std::string& wall_column, std::size_t boots) {
   const auto boot = prefix + "_boot", mono = prefix + "_mono";
-  return "(CASE WHEN " + boot + " = :boot THEN max(0, :mono - " + mono + ") ELSE max(:mono, CASE WHEN " +
-         wall_column + " > " + std::to_string(plausible_wall_ms) + " AND :wall > " + wall_column + " THEN :wall - " +
+  std::string sql = "(CASE " + boot + " WHEN :boot THEN max(0, :mono - " + mono + ")";
+  for (std::size_t i = 0; i < boots; ++i) {
+    const auto n = std::to_string(i);
+    sql += " WHEN :b" + n + " THEN max(max(0, :a" + n + " - " + mono + ") + :mono, :w" + n + " - " + mono + ")";
+  }
+  return sql + " ELSE max(:mono, CASE WHEN :wall_trusted AND " + wall_column +
+         " >= " + std::to_string(earliest_plausible_wall_ms) + " AND :wall > " + wall_column + " THEN :wall - " +
          wall_column + " ELSE 0 END) END)";
 }
 
@@ -127,8 +150,10 @@ const std::string mark_kept = "UPDATE outbox SET published_at = :wall, published
 const std::string mark_deleted = "DELETE FROM outbox WHERE sequence = :seq AND " + pending_row;
 const std::string count_failure = "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE sequence = ? AND " +
                                   pending_row + " RETURNING attempts";
-const std::string select_expired = "SELECT sequence FROM outbox WHERE " + pending_row + " AND ttl_ms IS NOT NULL AND " +
-                                   age_sql("created", "created_at") + " >= ttl_ms LIMIT :limit";
+std::string select_expired(std::size_t boots) {
+  return "SELECT sequence FROM outbox WHERE " + pending_row + " AND ttl_ms IS NOT NULL AND " +
+         age_sql("created", "created_at", boots) + " >= ttl_ms LIMIT :limit";
+}
 const std::string bury_event = "INSERT INTO outbox_dead (" + event_columns +
                                ", reason, dead_at, dead_boot, dead_mono) SELECT " + event_columns +
                                ", :reason, :wall, :boot, :mono FROM outbox WHERE sequence = :seq";
@@ -152,8 +177,10 @@ const std::string requeue_dead_id = "INSERT INTO outbox (" + requeued_columns + 
                                     " FROM outbox_dead WHERE event_id = ? ON CONFLICT DO NOTHING";
 const std::string delete_requeued_id =
     "DELETE FROM outbox_dead WHERE event_id = ? AND sequence IN (SELECT sequence FROM outbox)";
-const std::string purge_dead_batch = "DELETE FROM outbox_dead WHERE sequence IN (SELECT sequence FROM outbox_dead "
-                                     "WHERE " + age_sql("dead", "dead_at") + " >= :older ORDER BY sequence LIMIT :n)";
+std::string purge_dead_batch(std::size_t boots) {
+  return "DELETE FROM outbox_dead WHERE sequence IN (SELECT sequence FROM outbox_dead WHERE " +
+         age_sql("dead", "dead_at", boots) + " >= :older ORDER BY sequence LIMIT :n)";
+}
 
 const std::string read_published_total = "SELECT value FROM outbox_meta WHERE key = 'published_total'";
 const std::string add_published_total = "UPDATE outbox_meta SET value = value + ? WHERE key = 'published_total'";
@@ -161,19 +188,26 @@ const std::string read_dropped_total = "SELECT value FROM outbox_meta WHERE key 
 const std::string add_dropped_total =
     "UPDATE outbox_meta SET value = value + ? WHERE key = 'dropped_total' RETURNING value";
 
+const std::string raise_alive = "INSERT INTO outbox_meta(key, value) VALUES ('" + alive_key +
+                                "' || :boot, :mono) ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)";
+const std::string set_wall_at_boot =
+    "INSERT OR REPLACE INTO outbox_meta(key, value) VALUES ('" + wall_at_boot_key + "' || :boot, :at_boot)";
+const std::string select_boot_alive = "SELECT (SELECT value FROM outbox_meta WHERE key = '" + alive_key +
+                                      "' || :boot), (SELECT value FROM outbox_meta WHERE key = '" +
+                                      wall_at_boot_key + "' || :boot)";
+const std::string select_boot_records = "SELECT key, value FROM outbox_meta WHERE key GLOB '" + alive_key +
+                                        "*' OR key GLOB '" + wall_at_boot_key + "*'";
+const std::string count_boot_records = "SELECT count(*) FROM outbox_meta WHERE key GLOB '" + alive_key + "*'";
+// The boots some row still refers to (created_boot, dead_boot) keep theirs.
+const std::string delete_unused_boot_records =
+    "DELETE FROM outbox_meta WHERE (key GLOB '" + alive_key + "*' OR key GLOB '" + wall_at_boot_key +
+    "*') AND substr(key, instr(key, ':') + 1) NOT IN (SELECT created_boot FROM outbox UNION SELECT created_boot "
+    "FROM outbox_dead UNION SELECT dead_boot FROM outbox_dead UNION SELECT :boot)";
+
 // --- Rows -------------------------------------------------------------------
 
 std::string attributes_to_json(const std::map<std::string, std::string>& attributes) {
   return nlohmann::json(attributes).dump();
-}
-
-std::int64_t age_ms(const std::string& boot, std::int64_t mono, std::int64_t wall, const Clock& clock,
-                    const std::string& boot_id) {
-  const auto now_mono = clock.monotonic_ms();
-  if (boot == boot_id) return std::max<std::int64_t>(0, now_mono - mono);
-  const auto now_wall = clock.wall_ms();
-  const bool wall_usable = wall > plausible_wall_ms && now_wall > wall;
-  return std::max(now_mono, wall_usable ? now_wall - wall : 0);
 }
 
 }  // namespace
@@ -181,7 +215,74 @@ std::int64_t age_ms(const std::string& boot, std::int64_t mono, std::int64_t wal
 OutboxTables::OutboxTables(SQLite::Database& db, const Clock& clock, std::string boot_id, int schema_revision)
     : db_(db), clock_(clock), boot_id_(std::move(boot_id)), has_acks_(schema_revision >= 2) {}
 
-StoredEvent OutboxTables::read_event(SQLite::Statement& row) const {
+AgeClock OutboxTables::age_clock() const {
+  AgeClock now;
+  now.boot = boot_id_;
+  now.mono_ms = clock_.monotonic_ms();
+  now.wall_ms = clock_.wall_ms();
+  now.wall_trusted = wall_trusted(now.wall_ms, clock_.wall_clock_synchronized());
+  return now;
+}
+
+std::vector<std::pair<std::string, BootAlive>> OutboxTables::earlier_boots() const {
+  std::map<std::string, BootAlive> alive;
+  std::map<std::string, std::int64_t> wall_at_boot;
+  SQLite::Statement q(db_, select_boot_records);
+  while (q.executeStep()) {
+    const auto key = q.getColumn(0).getString();
+    const auto value = q.getColumn(1).getInt64();
+    if (key.rfind(alive_key, 0) == 0)
+      alive[key.substr(alive_key.size())].mono_ms = value;
+    else
+      wall_at_boot[key.substr(wall_at_boot_key.size())] = value;
+  }
+  std::vector<std::pair<std::string, BootAlive>> out;
+  for (auto& [boot, record] : alive) {
+    if (boot == boot_id_) continue;
+    if (const auto it = wall_at_boot.find(boot); it != wall_at_boot.end()) record.wall_at_boot_ms = it->second;
+    out.emplace_back(boot, record);
+  }
+  return out;
+}
+
+void OutboxTables::bind_age(SQLite::Statement& statement, const AgeClock& now,
+                            const std::vector<std::pair<std::string, BootAlive>>& boots) {
+  statement.bind(":boot", std::string(now.boot));
+  statement.bind(":mono", static_cast<std::int64_t>(now.mono_ms));
+  statement.bind(":wall", static_cast<std::int64_t>(now.wall_ms));
+  statement.bind(":wall_trusted", now.wall_trusted ? 1 : 0);
+  for (std::size_t i = 0; i < boots.size(); ++i) {
+    const auto n = std::to_string(i);
+    const auto& [boot, alive] = boots[i];
+    statement.bind(":b" + n, boot);
+    statement.bind(":a" + n, static_cast<std::int64_t>(alive.mono_ms));
+    const bool by_wall = now.wall_trusted && alive.wall_at_boot_ms;
+    statement.bind(":w" + n, static_cast<std::int64_t>(by_wall ? now.wall_ms - *alive.wall_at_boot_ms : no_wall_age));
+  }
+}
+
+std::optional<BootAlive> OutboxTables::boot_alive(const std::string& boot) const {
+  // The record of a boot that has ended does not change any more.
+  if (const auto it = boot_alive_cache_.find(boot); it != boot_alive_cache_.end()) return it->second;
+  SQLite::Statement q(db_, select_boot_alive);
+  q.bind(":boot", boot);
+  std::optional<BootAlive> alive;
+  if (q.executeStep() && !q.getColumn(0).isNull()) {
+    alive.emplace();
+    alive->mono_ms = q.getColumn(0).getInt64();
+    if (!q.getColumn(1).isNull()) alive->wall_at_boot_ms = q.getColumn(1).getInt64();
+  }
+  if (boot_alive_cache_.size() >= 256) boot_alive_cache_.clear();
+  boot_alive_cache_.emplace(boot, alive);
+  return alive;
+}
+
+std::int64_t OutboxTables::age_ms(const std::string& boot, std::int64_t mono, std::int64_t wall,
+                                  const AgeClock& now) const {
+  return event_age_ms(boot, mono, wall, boot == boot_id_ ? std::nullopt : boot_alive(boot), now);
+}
+
+StoredEvent OutboxTables::read_event(SQLite::Statement& row, const AgeClock& now) const {
   StoredEvent e;
   e.sequence = row.getColumn(column::sequence).getInt64();
   e.id = row.getColumn(column::event_id).getString();
@@ -198,11 +299,11 @@ StoredEvent OutboxTables::read_event(SQLite::Statement& row) const {
   }
   e.priority = static_cast<Priority>(std::clamp(row.getColumn(column::priority).getInt(), 0, 2));
   e.created_at_ms = row.getColumn(column::created_at).getInt64();
-  if (const auto ttl = row.getColumn(column::ttl_ms); !ttl.isNull()) {
-    const auto age = age_ms(row.getColumn(column::created_boot).getString(),
-                            row.getColumn(column::created_mono).getInt64(), e.created_at_ms, clock_, boot_id_);
-    e.remaining_ttl = std::chrono::milliseconds(ttl.getInt64() - age);
-  }
+  e.created_boot = row.getColumn(column::created_boot).getString();
+  e.created_uptime_ms = row.getColumn(column::created_mono).getInt64();
+  if (const auto ttl = row.getColumn(column::ttl_ms); !ttl.isNull())
+    e.remaining_ttl =
+        std::chrono::milliseconds(ttl.getInt64() - age_ms(e.created_boot, e.created_uptime_ms, e.created_at_ms, now));
   e.attempts = row.getColumn(column::attempts).getInt();
   if (const auto error = row.getColumn(column::last_error); !error.isNull()) e.last_error = error.getString();
   return e;
@@ -230,7 +331,7 @@ std::optional<std::chrono::milliseconds> OutboxTables::oldest_pending_age() {
   if (!q.executeStep()) return std::nullopt;
   return std::chrono::milliseconds(age_ms(q.getColumn("created_boot").getString(),
                                           q.getColumn("created_mono").getInt64(),
-                                          q.getColumn("created_at").getInt64(), clock_, boot_id_));
+                                          q.getColumn("created_at").getInt64(), age_clock()));
 }
 
 std::vector<StoredEvent> OutboxTables::pending(std::int64_t after_sequence, std::size_t limit) {
@@ -251,7 +352,8 @@ std::vector<StoredEvent> OutboxTables::read_events(std::optional<SQLite::Stateme
     q.bind(1, static_cast<std::int64_t>(after_sequence));
     q.bind(2, static_cast<std::int64_t>(limit));
     out.reserve(std::min<std::size_t>(limit, 1024));  // a listing may ask for "all"
-    while (q.executeStep()) out.push_back(read_event(q));
+    const auto now = age_clock();
+    while (q.executeStep()) out.push_back(read_event(q, now));
     q.reset();
   } catch (const SQLite::Exception&) {
     q.reset();
@@ -438,8 +540,9 @@ std::optional<int> OutboxTables::count_attempt(std::int64_t sequence, const std:
 
 std::vector<std::int64_t> OutboxTables::expired(std::size_t limit) {
   std::vector<std::int64_t> out;
-  SQLite::Statement q(db_, select_expired);
-  bind_now(q);
+  const auto boots = earlier_boots();
+  SQLite::Statement q(db_, select_expired(boots.size()));
+  bind_age(q, age_clock(), boots);
   q.bind(":limit", static_cast<std::int64_t>(limit));
   while (q.executeStep()) out.push_back(q.getColumn("sequence").getInt64());
   return out;
@@ -475,8 +578,9 @@ std::vector<DeadEvent> OutboxTables::dead(std::size_t limit) {
   std::vector<DeadEvent> out;
   SQLite::Statement q(db_, select_dead);
   q.bind(1, static_cast<std::int64_t>(limit));
+  const auto now = age_clock();
   while (q.executeStep()) {
-    DeadEvent dead_event{read_event(q), q.getColumn(column::reason).getString(),
+    DeadEvent dead_event{read_event(q, now), q.getColumn(column::reason).getString(),
                          q.getColumn(column::dead_at).getInt64()};
     dead_event.event.remaining_ttl.reset();
     out.push_back(std::move(dead_event));
@@ -520,8 +624,9 @@ std::size_t OutboxTables::requeue_dead(std::span<const std::string> ids) {
 }
 
 std::size_t OutboxTables::purge_dead(std::chrono::milliseconds older_than, std::int64_t n) {
-  SQLite::Statement purge(db_, purge_dead_batch);
-  bind_now(purge);
+  const auto boots = earlier_boots();
+  SQLite::Statement purge(db_, purge_dead_batch(boots.size()));
+  bind_age(purge, age_clock(), boots);
   purge.bind(":older", static_cast<std::int64_t>(older_than.count()));
   purge.bind(":n", n);
   return static_cast<std::size_t>(purge.exec());
@@ -542,6 +647,48 @@ std::int64_t OutboxTables::add_dropped(std::int64_t n) {
   bump.bind(1, n);
   bump.executeStep();
   return bump.getColumn("value").getInt64();
+}
+
+// --- Boot records in outbox_meta -------------------------------------------
+
+bool OutboxTables::alive_due() const {
+  const auto mono = clock_.monotonic_ms();
+  return last_alive_mono_ < 0 || mono < last_alive_mono_ || mono - last_alive_mono_ >= alive_interval_ms;
+}
+
+void OutboxTables::record_alive() {
+  const auto mono = clock_.monotonic_ms();
+  const auto wall = clock_.wall_ms();
+  SQLite::Statement raise(db_, raise_alive);
+  raise.bind(":boot", boot_id_);
+  raise.bind(":mono", static_cast<std::int64_t>(mono));
+  raise.exec();
+  if (wall_trusted(wall, clock_.wall_clock_synchronized())) {
+    SQLite::Statement set(db_, set_wall_at_boot);
+    set.bind(":boot", boot_id_);
+    set.bind(":at_boot", static_cast<std::int64_t>(wall - mono));
+    set.exec();
+  }
+  last_alive_mono_ = mono;
+}
+
+void record_boot_at_open(Connection& connection, OutboxTables& tables) {
+  try {
+    WriteTransaction tx(connection);
+    tables.record_alive();
+    tables.forget_unused_boots();
+    tx.commit();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, connection.path, "recording this boot in the outbox");
+  }
+}
+
+void OutboxTables::forget_unused_boots() {
+  if (db_.execAndGet(count_boot_records).getInt64() <= boot_records_kept) return;
+  SQLite::Statement forget(db_, delete_unused_boot_records);
+  forget.bind(":boot", boot_id_);
+  forget.exec();
+  boot_alive_cache_.clear();
 }
 
 }  // namespace edge_outbox

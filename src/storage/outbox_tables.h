@@ -4,9 +4,10 @@
 // StoredEvent, for one connection. Outbox and Queue call these; they hold
 // the transactions and the write gate (database.h).
 //
-// The rule for an event's age: monotonic time within one boot; across boots,
-// at least this boot's uptime (or the wall-clock difference when both clocks
-// look set).
+// The rule for an event's age is event_age_ms (storage/event_age.h): monotonic
+// time within one boot; across boots, what the boot records (record_alive)
+// vouch for, with wall-clock time only while the clock is synchronised. Every
+// age here (expiry, remaining_ttl, oldest_pending_age, purge_dead) follows it.
 //
 // Not thread-safe, like the connection it uses. Methods throw
 // SQLite::Exception as the connection reports it, except where noted.
@@ -29,10 +30,13 @@
 #include <edge_outbox/clock.h>
 #include <edge_outbox/event.h>
 
+#include "storage/event_age.h"
+
 namespace edge_outbox {
 
 // Where a stream stands, as Queue::position reports it (queue.h).
 struct StreamPosition;
+struct Connection;
 
 class OutboxTables {
  public:
@@ -137,6 +141,20 @@ class OutboxTables {
   // first. Returns how many.
   std::size_t purge_dead(std::chrono::milliseconds older_than, std::int64_t n);
 
+  // --- Boot records in outbox_meta (BootAlive) ----------------------------
+
+  // Whether a minute has passed since this object last called record_alive
+  // (true before the first call).
+  bool alive_due() const;
+  // Inside a write transaction: records this boot alive at the monotonic
+  // time now and, when the wall clock is trusted (synchronised), its
+  // wall-clock offset. One small UPDATE of outbox_meta.
+  void record_alive();
+  // Inside a write transaction: once more than 32 boots have records,
+  // deletes those of the boots no row refers to any more (a scan of both
+  // tables). For the open.
+  void forget_unused_boots();
+
   // --- Counters in outbox_meta --------------------------------------------
 
   std::uint64_t published_total();
@@ -145,7 +163,17 @@ class OutboxTables {
   std::int64_t add_dropped(std::int64_t n);
 
  private:
-  StoredEvent read_event(SQLite::Statement& row) const;
+  // The clocks now, for the ages of one batch of rows.
+  AgeClock age_clock() const;
+  // The records of every boot but this one, by boot id.
+  std::vector<std::pair<std::string, BootAlive>> earlier_boots() const;
+  // Binds the parameters of age_sql for these boots.
+  static void bind_age(SQLite::Statement& statement, const AgeClock& now,
+                       const std::vector<std::pair<std::string, BootAlive>>& boots);
+  // The record of a boot other than this one, if the file has it.
+  std::optional<BootAlive> boot_alive(const std::string& boot) const;
+  std::int64_t age_ms(const std::string& boot, std::int64_t mono, std::int64_t wall, const AgeClock& now) const;
+  StoredEvent read_event(SQLite::Statement& row, const AgeClock& now) const;
   std::vector<StoredEvent> read_events(std::optional<SQLite::Statement>& cached, const std::string& sql,
                                        std::int64_t after_sequence, std::size_t limit);
   // Binds :boot, :mono and :wall to the clock's readings now.
@@ -159,6 +187,14 @@ class OutboxTables {
   std::optional<SQLite::Statement> select_unsent_;
   std::optional<SQLite::Statement> insert_;
   bool has_acks_;  // the file has the acked_at column (revision 2 or later)
+  // Records of earlier boots read so far (none: the file has none).
+  mutable std::map<std::string, std::optional<BootAlive>, std::less<>> boot_alive_cache_;
+  std::int64_t last_alive_mono_ = -1;  // when record_alive last ran; -1: never
 };
+
+// For an Outbox or Queue that opened the file for writing: record_alive and
+// forget_unused_boots in a write transaction of their own. Throws Error as
+// the connection reports it (sqlite_error).
+void record_boot_at_open(Connection& connection, OutboxTables& tables);
 
 }  // namespace edge_outbox

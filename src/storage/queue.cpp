@@ -70,7 +70,9 @@ struct Queue::Impl {
   Impl(const std::filesystem::path& path, QueueOptions opts)
       : options(checked(std::move(opts))),
         connection(path, connection_settings(options)),
-        tables(*connection.db, *options.clock, options.clock->boot_id(), connection.schema_revision) {}
+        tables(*connection.db, *options.clock, options.clock->boot_id(), connection.schema_revision) {
+    record_boot_at_open(connection, tables);
+  }
 
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
@@ -277,8 +279,12 @@ std::size_t Queue::expire_due() {
     const bool keep = d.options.retention.count() > 0 &&
                       (d.last_retention_pass < 0 || now - d.last_retention_pass >= retention_pass_ms);
     if (keep) d.last_retention_pass = now;
-    if (due.empty() && !keep) return 0;
+    // The boot's record rides along, or takes a small transaction of its own
+    // about once a minute.
+    const bool alive = d.tables.alive_due();
+    if (due.empty() && !keep && !alive) return 0;
     WriteTransaction tx(d.connection);
+    if (alive) d.tables.record_alive();
     // Read again under the write lock: another connection may have evicted
     // some meanwhile, and those must not be reported as expired.
     if (!due.empty()) due = d.tables.expired(expire_batch);

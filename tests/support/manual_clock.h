@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // A Clock the test moves by hand: wall and monotonic time step independently,
 // and the boot id can change to simulate a reboot. steady_now moves with the
-// monotonic time.
+// monotonic time. The wall clock counts as synchronised until the test says
+// otherwise (set_synchronized).
 #pragma once
 
 #include <chrono>
@@ -30,6 +31,14 @@ class ManualClock final : public Clock {
     std::lock_guard l(m_);
     return boot_;
   }
+  bool wall_clock_synchronized() const override {
+    std::lock_guard l(m_);
+    return synchronized_;
+  }
+  void set_synchronized(bool synchronized) {
+    std::lock_guard l(m_);
+    synchronized_ = synchronized;
+  }
   void advance(std::int64_t ms) {
     std::lock_guard l(m_);
     wall_ += ms;
@@ -52,6 +61,7 @@ class ManualClock final : public Clock {
   std::int64_t mono_ = 10'000;
   std::int64_t steady_ = 10'000;  // unlike mono_, not reset by reboot()
   std::string boot_ = "boot-1";
+  bool synchronized_ = true;
 };
 
 }  // namespace edge_outbox::test

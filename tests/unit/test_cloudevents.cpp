@@ -96,7 +96,7 @@ TEST_CASE("attribute names") {
   CHECK_FALSE(ce::is_valid_attribute_name("Site"));
   CHECK_FALSE(ce::is_valid_attribute_name("my_attr"));
   for (auto name : {"specversion", "id", "source", "type", "time", "datacontenttype", "dataschema", "subject",
-                    "data", "data_base64", "sequence", "streamid", "priority"})
+                    "data", "data_base64", "sequence", "streamid", "priority", "bootid", "uptimems"})
     CHECK(ce::is_reserved_attribute(name));
   CHECK_FALSE(ce::is_reserved_attribute("site"));
 }

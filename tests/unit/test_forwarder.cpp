@@ -422,6 +422,68 @@ TEST_CASE("the wire mapping: binary mode on MQTT 5, structured on 3.1.1") {
   }
 }
 
+TEST_CASE("an event recorded before the clock was set travels without time, with bootid and uptimems, the same on "
+          "every send") {
+  test::TempDir dir;
+  auto clock = std::make_shared<test::ManualClock>();
+  clock->set_wall(1'000);  // no RTC, no NTP yet: 1970
+  clock->set_synchronized(false);
+  OutboxOptions options;
+  options.clock = clock;
+  Outbox outbox(dir / "app.db", options);
+  Event e = sample(1);
+  e.attributes = {{"room", "kitchen"}};
+  outbox.enqueue(e);
+  clock->advance(5'000);
+  clock->set_wall(1'765'000'000'000);  // NTP arrives before the event is sent
+  clock->set_synchronized(true);
+
+  test::FakeBroker broker;
+  broker.hold_all();
+  Forwarder forwarder(outbox, broker.publisher(), fast_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 1; }));
+  broker.set_connected(false);  // the publish completes as not sent
+  REQUIRE(eventually([&] { return !forwarder.stats().connected; }));
+  broker.ack_all_later();
+  broker.set_connected(true);
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  forwarder.stop();
+  const auto sent = broker.sent();
+  REQUIRE(sent.size() == 2);
+  const auto& m = sent[0];
+  CHECK(property(m, "time").empty());
+  CHECK(property(m, "bootid") == "boot-1");
+  CHECK(property(m, "uptimems") == "10000");
+  CHECK(property(m, "room") == "kitchen");
+  CHECK(m.payload == sent[1].payload);
+  CHECK(m.user_properties == sent[1].user_properties);
+  CHECK(m.content_type == sent[1].content_type);
+  const auto ce = cloudevents::decode(m.payload, m.content_type, m.user_properties);
+  CHECK(ce.time.empty());
+  CHECK(ce.extensions.at("uptimems") == "10000");
+}
+
+TEST_CASE("to_cloud_event: time from a set clock; bootid and uptimems instead when it was not set") {
+  StoredEvent e;
+  e.id = "e1";
+  e.type = "t";
+  e.created_boot = "b7";
+  e.created_uptime_ms = 42;
+  e.created_at_ms = 1'765'000'000'000;
+  auto ce = detail::to_cloud_event(e, "s", "x");
+  CHECK(ce.time == "2025-12-06T05:46:40.000Z");
+  CHECK(ce.extensions.empty());
+  e.created_at_ms = earliest_plausible_wall_ms - 1;
+  ce = detail::to_cloud_event(e, "s", "x");
+  CHECK(ce.time.empty());
+  CHECK(ce.extensions == std::map<std::string, std::string>{{"bootid", "b7"}, {"uptimems", "42"}});
+  // Structured mode carries them too.
+  const auto decoded = cloudevents::decode(cloudevents::encode_structured(ce).payload, "", {});
+  CHECK(decoded.time.empty());
+  CHECK(decoded.extensions.at("bootid") == "b7");
+}
+
 TEST_CASE("bad options are refused") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");

@@ -186,6 +186,147 @@ TEST_CASE("after a reboot an event's age is at least the new boot's uptime") {
   CHECK(queue.expire_due() == 1);
 }
 
+TEST_CASE("a wall clock a year ahead after a reboot expires nothing; an honest downtime of 2 days does") {
+  constexpr std::int64_t day = 86'400'000;
+  test::TempDir dir;
+  auto clock = std::make_shared<test::ManualClock>();  // synchronised
+  OutboxOptions options;
+  options.clock = clock;
+  QueueOptions queue_options;
+  queue_options.clock = clock;
+  const auto recorded_at = clock->wall_ms();
+  {
+    Outbox outbox(dir / "r.db", options);
+    outbox.transact([&](Transaction& tx) {
+      for (int i = 0; i < 100; ++i) tx.enqueue(event(i, std::chrono::milliseconds(day)));
+    });
+    Queue queue(dir / "r.db", queue_options);  // the forwarder's
+    clock->advance(60'000);
+    CHECK(queue.expire_due() == 0);  // also records the boot alive, a minute on
+  }
+  // The reboot: 10 s later, up for 3 s, the clock a year ahead (a bad RTC)
+  // and not synchronised.
+  const auto true_time_at_boot = clock->wall_ms() + 10'000;
+  clock->reboot("boot-2", 3'000);
+  clock->set_wall(true_time_at_boot + 3'000 + 365 * day);
+  clock->set_synchronized(false);
+  std::size_t expired_ahead = 0, expired_corrected = 0, expired_after_downtime = 0;
+  {
+    Queue queue(dir / "r.db", queue_options);
+    expired_ahead = queue.expire_due();
+    const auto batch = queue.next_batch(0, 1000);
+    REQUIRE(batch.size() == 100);
+    REQUIRE(batch[0].remaining_ttl.has_value());
+    CHECK(*batch[0].remaining_ttl == std::chrono::milliseconds(day - 60'000 - 3'000));
+    // 20 s later NTP corrects the clock.
+    clock->advance(20'000);
+    clock->set_wall(true_time_at_boot + 23'000);
+    clock->set_synchronized(true);
+    expired_corrected = queue.expire_due();
+    const auto corrected = queue.next_batch(0, 1000);
+    REQUIRE(corrected.size() == 100);
+    // The wall clock since the events were recorded: 60 + 10 + 23 s.
+    CHECK(*corrected[0].remaining_ttl == std::chrono::milliseconds(day - 93'000));
+    CHECK(recorded_at + 93'000 == clock->wall_ms());
+  }
+  // Off for 2 days; the clock comes up synchronised.
+  clock->reboot("boot-3", 3'000);
+  clock->set_wall(clock->wall_ms() + 2 * day);
+  {
+    Queue queue(dir / "r.db", queue_options);
+    expired_after_downtime = queue.expire_due();
+  }
+  MESSAGE("100 events with a 1-day TTL: expired with the clock a year ahead, unsynchronised: "
+          << expired_ahead << "; 20 s later, corrected: " << expired_corrected
+          << "; after an honest downtime of 2 days, synchronised: " << expired_after_downtime);
+  CHECK(expired_ahead == 0);
+  CHECK(expired_corrected == 0);
+  CHECK(expired_after_downtime == 100);
+  Outbox outbox(dir / "r.db", options);
+  CHECK(outbox.dead(200).size() == 100);
+}
+
+TEST_CASE("expiry (the SQL) and remaining_ttl (event_age_ms) agree to the millisecond in every case of the age rule") {
+  struct Case {
+    const char* what;
+    bool boot_1_synchronized;
+    bool keep_records;  // false: a file from before the boot records
+    std::int64_t wall_after_reboot;  // relative to the wall clock at the last record
+    bool synchronized_after_reboot;
+    std::int64_t expected_age_ms;
+  };
+  // Events recorded at boot-1's monotonic 10 s with TTLs of 61 to 400 s;
+  // its last record at 70 s; off for 100 s; up for 100 s.
+  const Case cases[] = {
+      {"a year ahead, unsynchronised", true, true, 365LL * 86'400'000, false, 60'000 + 100'000},
+      {"an honest downtime, synchronised", true, true, 200'000, true, 60'000 + 200'000},
+      {"synchronised now, never during boot-1", false, true, 200'000, true, 60'000 + 100'000},
+      {"no record, synchronised now", true, false, 200'000, true, 60'000 + 200'000},
+      {"no record, unsynchronised", true, false, 200'000, false, 100'000},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    test::TempDir dir;
+    auto clock = std::make_shared<test::ManualClock>();
+    clock->set_synchronized(c.boot_1_synchronized);
+    OutboxOptions options;
+    options.clock = clock;
+    QueueOptions queue_options;
+    queue_options.clock = clock;
+    {
+      Outbox outbox(dir / "a.db", options);
+      outbox.transact([](Transaction& tx) {
+        for (int s = 61; s <= 400; ++s) tx.enqueue(event(s, std::chrono::seconds(s)));
+      });
+      Queue queue(dir / "a.db", queue_options);
+      clock->advance(60'000);
+      REQUIRE(queue.expire_due() == 0);
+    }
+    if (!c.keep_records) {
+      SQLite::Database db((dir / "a.db").string(), SQLite::OPEN_READWRITE);
+      db.exec("DELETE FROM outbox_meta WHERE key GLOB 'alive_mono:*' OR key GLOB 'wall_at_boot:*'");
+    }
+    clock->reboot("boot-2", 100'000);
+    clock->set_wall(clock->wall_ms() + c.wall_after_reboot);
+    clock->set_synchronized(c.synchronized_after_reboot);
+    Outbox outbox(dir / "a.db", options);
+    std::size_t due_by_remaining_ttl = 0, at_zero = 0;
+    for (const auto& e : outbox.pending(1000)) {
+      REQUIRE(e.remaining_ttl.has_value());
+      if (e.remaining_ttl->count() <= 0) ++due_by_remaining_ttl;
+      if (e.remaining_ttl->count() == 0) ++at_zero;
+    }
+    Queue queue(dir / "a.db", queue_options);
+    const auto expired = queue.expire_due();
+    CHECK(expired == due_by_remaining_ttl);
+    CHECK(expired == static_cast<std::size_t>(c.expected_age_ms / 1000 - 60));
+    CHECK(at_zero == 1);  // the event whose TTL equals its age: expired by both
+  }
+}
+
+TEST_CASE("dead letters are not purged early by a wall clock a year ahead") {
+  test::TempDir dir;
+  auto clock = std::make_shared<test::ManualClock>();
+  OutboxOptions options;
+  options.clock = clock;
+  options.max_attempts = 1;
+  {
+    Outbox outbox(dir / "p.db", options);
+    outbox.enqueue(event(1));
+    QueueOptions queue_options;
+    queue_options.clock = clock;
+    Queue queue(dir / "p.db", queue_options);
+    REQUIRE(queue.record_failure(queue.next_batch(0, 10).at(0).sequence, "refused", true));
+  }
+  clock->reboot("boot-2", 5'000);
+  clock->set_wall(clock->wall_ms() + 365LL * 86'400'000);
+  clock->set_synchronized(false);
+  Outbox outbox(dir / "p.db", options);
+  CHECK(outbox.purge_dead(std::chrono::hours(24)) == 0);
+  clock->set_synchronized(true);  // the clock says it is right: then a year is a year
+  CHECK(outbox.purge_dead(std::chrono::hours(24)) == 1);
+}
+
 TEST_CASE("data_version changes when another connection commits") {
   test::TempDir dir;
   Outbox outbox(dir / "dv.db");

@@ -313,9 +313,9 @@ std::string format_sequence(std::uint64_t sequence) {
 }
 
 bool is_reserved_attribute(std::string_view name) noexcept {
-  constexpr std::array<std::string_view, 13> reserved = {
-      "specversion", "id",      "source",      "type",     "time",     "datacontenttype", "dataschema",
-      "subject",     "data",    "data_base64", "sequence", "streamid", "priority"};
+  constexpr std::array<std::string_view, 15> reserved = {
+      "specversion", "id",       "source",   "type",   "time",    "datacontenttype", "dataschema", "subject",
+      "data",        "data_base64", "sequence", "streamid", "priority", "bootid",          "uptimems"};
   return std::find(reserved.begin(), reserved.end(), name) != reserved.end();
 }
 

@@ -19,6 +19,8 @@
 //             so that it orders as a string
 //   streamid  the random id of the device database that made the event
 //   priority  "critical", "normal" or "low"
+//   bootid    } only on an event recorded before the device's clock was set
+//   uptimems  } (no `time`): the boot id and CLOCK_BOOTTIME ms then
 // (source, streamid, sequence) lets a receiver detect gaps.
 //
 // Limits. decode rejects (DecodeError) and the encoders refuse
