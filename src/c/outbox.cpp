@@ -35,11 +35,9 @@ struct edge_outbox_handle {
 };
 
 struct edge_outbox_txn {
-  edge_outbox_txn(edge_outbox_handle& handle, std::uint64_t thread)
-      : owner(handle), thread_token(thread), open(std::in_place, handle.outbox) {}
+  explicit edge_outbox_txn(edge_outbox_handle& handle) : owner(handle), open(std::in_place, handle.outbox) {}
 
-  edge_outbox_handle& owner;
-  const std::uint64_t thread_token;  // of the thread that began it, which holds owner.turn
+  edge_outbox_handle& owner;  // whose turn the transaction's thread holds
   std::optional<edge_outbox::OpenTransaction> open;
 };
 
@@ -48,24 +46,6 @@ namespace {
 void require(bool condition, const char* message) {
   if (!condition) throw Error(ErrorKind::invalid_argument, message);
 }
-
-// Requires: txn belongs to this thread.
-void require_own_transaction(const edge_outbox_txn& txn) {
-  require(txn.thread_token == c_api::this_thread_token(),
-          "the transaction belongs to another thread: use it on the thread that began it");
-}
-
-// The handle's turn for one call.
-class CallTurn {
- public:
-  explicit CallTurn(edge_outbox_handle& handle) : turn_(handle.turn) { turn_.take(c_api::this_thread_token()); }
-  ~CallTurn() { turn_.give_back(); }
-  CallTurn(const CallTurn&) = delete;
-  CallTurn& operator=(const CallTurn&) = delete;
-
- private:
-  c_api::HandleTurn& turn_;
-};
 
 // Ends txn (commit or roll back), gives its handle's turn back and frees
 // it, on every path. Called on the thread that began it.
@@ -91,6 +71,33 @@ ThreadTransactions& this_thread_transactions() {
   thread_local ThreadTransactions transactions;
   return transactions;
 }
+
+// Whether txn is open on this thread. Looked up among this thread's open
+// transactions, never read through the pointer: a transaction that has
+// ended (freed) or another thread's is not touched.
+bool open_on_this_thread(const edge_outbox_txn* txn) {
+  const auto& open = this_thread_transactions().open;
+  return std::find(open.begin(), open.end(), txn) != open.end();
+}
+
+// Requires: txn is open on this thread.
+void require_own_transaction(const edge_outbox_txn* txn) {
+  require(open_on_this_thread(txn),
+          "the transaction is not open on this thread: it belongs to another thread (use it on the thread that "
+          "began it), or it has ended (committed, rolled back, or its thread ended)");
+}
+
+// The handle's turn for one call.
+class CallTurn {
+ public:
+  explicit CallTurn(edge_outbox_handle& handle) : turn_(handle.turn) { turn_.take(c_api::this_thread_token()); }
+  ~CallTurn() { turn_.give_back(); }
+  CallTurn(const CallTurn&) = delete;
+  CallTurn& operator=(const CallTurn&) = delete;
+
+ private:
+  c_api::HandleTurn& turn_;
+};
 
 edge_outbox_status end_transaction(edge_outbox_txn* txn, bool commit) noexcept {
   const auto status = c_api::guarded([&] {
@@ -118,7 +125,7 @@ void require_id_room(const edge_outbox_event& event, const char* id_out, std::si
 // Ends txn (commit or roll back) and frees it, when called on its thread.
 edge_outbox_status finish(edge_outbox_txn* txn, bool commit) noexcept {
   if (txn == nullptr) return c_api::fail(EDGE_OUTBOX_INVALID_ARGUMENT, "the transaction is NULL");
-  const auto own = c_api::guarded([&] { require_own_transaction(*txn); });
+  const auto own = c_api::guarded([&] { require_own_transaction(txn); });
   if (own != EDGE_OUTBOX_OK) return own;
   return end_transaction(txn, commit);
 }
@@ -192,10 +199,9 @@ edge_outbox_status edge_outbox_begin(edge_outbox_t* outbox, edge_outbox_txn_t** 
     require(outbox != nullptr, "outbox is NULL");
     auto& open = this_thread_transactions().open;
     open.reserve(open.size() + 1);  // so that recording the transaction below cannot fail
-    const auto token = c_api::this_thread_token();
-    outbox->turn.take(token);
+    outbox->turn.take(c_api::this_thread_token());
     try {
-      auto begun = std::make_unique<edge_outbox_txn>(*outbox, token);
+      auto begun = std::make_unique<edge_outbox_txn>(*outbox);
       open.push_back(begun.get());
       *txn = begun.release();
     } catch (...) {
@@ -206,7 +212,7 @@ edge_outbox_status edge_outbox_begin(edge_outbox_t* outbox, edge_outbox_txn_t** 
 }
 
 sqlite3* edge_outbox_txn_db(edge_outbox_txn_t* txn) {
-  if (txn == nullptr || !txn->open || txn->thread_token != c_api::this_thread_token()) return nullptr;
+  if (txn == nullptr || !open_on_this_thread(txn)) return nullptr;
   return txn->open->transaction().db().getHandle();
 }
 
@@ -215,7 +221,7 @@ edge_outbox_status edge_outbox_txn_enqueue(edge_outbox_txn_t* txn, const edge_ou
   return c_api::guarded([&] {
     require(txn != nullptr, "the transaction is NULL");
     require(event != nullptr, "event is NULL");
-    require_own_transaction(*txn);
+    require_own_transaction(txn);
     require_id_room(*event, id_out, id_out_size);
     copy_id(txn->open->transaction().enqueue(c_api::event_from(*event)), id_out, id_out_size);
   });

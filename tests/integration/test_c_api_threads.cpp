@@ -151,7 +151,8 @@ TEST_CASE("a thread that ends inside its transaction has it rolled back as it en
 
   // Ends by returning from its function.
   std::string failure = "not run";
-  std::thread([&] { failure = begin_with_row_and_event(first.outbox); }).join();
+  edge_outbox_txn_t* ended_txn = nullptr;
+  std::thread([&] { failure = begin_with_row_and_event(first.outbox, &ended_txn); }).join();
   REQUIRE(failure == "");
   // Ends by pthread_exit.
   ExitingThread exiting{first.outbox, "not run"};
@@ -161,6 +162,10 @@ TEST_CASE("a thread that ends inside its transaction has it rolled back as it en
   REQUIRE(exiting.failure == "");
   CHECK(committed_rows(db, "readings") == 0);
   CHECK(committed_rows(db, "outbox") == 0);
+  // Its pointer is refused, not read.
+  CHECK(edge_outbox_commit(ended_txn) == EDGE_OUTBOX_INVALID_ARGUMENT);
+  CHECK(std::strstr(edge_outbox_last_error(), "has ended") != nullptr);
+  CHECK(edge_outbox_txn_db(ended_txn) == nullptr);
 
   // The write lock is free: another process (which would get BUSY after
   // its busy timeout), another handle and this thread write.
