@@ -62,20 +62,28 @@ struct ThreadTransactions {
   ThreadTransactions() = default;
   ThreadTransactions(const ThreadTransactions&) = delete;
   ThreadTransactions& operator=(const ThreadTransactions&) = delete;
-  ~ThreadTransactions() {
-    while (!open.empty()) end_transaction(open.back(), false);
-  }
+  ~ThreadTransactions();
 };
+
+// Set once this thread's ThreadTransactions is gone (another thread_local
+// destructor may call in later); trivially destructible, so still readable.
+thread_local bool thread_transactions_gone = false;
 
 ThreadTransactions& this_thread_transactions() {
   thread_local ThreadTransactions transactions;
   return transactions;
 }
 
+ThreadTransactions::~ThreadTransactions() {
+  while (!open.empty()) end_transaction(open.back(), false);
+  thread_transactions_gone = true;
+}
+
 // Whether txn is open on this thread. Looked up among this thread's open
 // transactions, never read through the pointer: a transaction that has
 // ended (freed) or another thread's is not touched.
 bool open_on_this_thread(const edge_outbox_txn* txn) {
+  if (thread_transactions_gone) return false;
   const auto& open = this_thread_transactions().open;
   return std::find(open.begin(), open.end(), txn) != open.end();
 }
@@ -186,8 +194,9 @@ edge_outbox_status edge_outbox_open(const char* path, const edge_outbox_options*
 edge_outbox_status edge_outbox_close(edge_outbox_t* outbox) {
   if (outbox == nullptr) return EDGE_OUTBOX_OK;
   return c_api::guarded([&] {
-    // Waits for another thread's transaction like any call; refused for this thread's own.
-    CallTurn turn(*outbox);
+    // Waits for another thread's transaction like any call; refused for
+    // this thread's own. The turn goes with the handle.
+    outbox->turn.take(c_api::this_thread_token());
     delete outbox;
   });
 }
@@ -197,6 +206,8 @@ edge_outbox_status edge_outbox_begin(edge_outbox_t* outbox, edge_outbox_txn_t** 
   *txn = nullptr;
   return c_api::guarded([&] {
     require(outbox != nullptr, "outbox is NULL");
+    require(!thread_transactions_gone, "this thread is ending (its thread_local objects are being destroyed): begin "
+                                       "transactions on a thread that goes on");
     auto& open = this_thread_transactions().open;
     open.reserve(open.size() + 1);  // so that recording the transaction below cannot fail
     outbox->turn.take(c_api::this_thread_token());
