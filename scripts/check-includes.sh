@@ -14,7 +14,8 @@
 #   include/edge_outbox/c/ (the C API) includes only C standard headers
 #   src/c        (the C API) includes only its own "c/...", the public
 #                <edge_outbox/...> headers but the MQTT publisher's, and of
-#                the core's inside "storage/open_transaction.h"; never Paho
+#                the core's inside "storage/open_transaction.h" and the
+#                header-only "common/mutex.h"; never Paho
 #   wire/        includes only its own files and <edge_outbox/wire/...>
 #                (and <edge_outbox/cloudevents.h>, the old forwarding path)
 #   ingest/      includes only <edge_outbox/wire/...>, "ingest/...", "host/...",
@@ -103,7 +104,7 @@ while IFS=$'\t' read -r file line kind path; do
 done < <(includes include/edge_outbox -path include/edge_outbox/mqtt -prune -o)
 
 # The C API: its header is C, and src/c sees the core through its public
-# headers and the held-open transaction only.
+# headers, the held-open transaction and the annotated mutex only.
 while IFS=$'\t' read -r file line kind path; do
   if [ "$kind" = q ] || [[ $path == */* ]]; then
     violation "$file:$line" "include/edge_outbox/c/ includes only C standard headers ($path)"
@@ -114,8 +115,8 @@ if [ -d src/c ]; then
     where="$file:$line"
     if [ "$kind" = q ]; then
       case "$path" in
-        c/* | storage/open_transaction.h) ;;
-        *) violation "$where" "src/c includes of the core's inside only \"storage/open_transaction.h\" (\"$path\")" ;;
+        c/* | storage/open_transaction.h | common/mutex.h) ;;
+        *) violation "$where" "src/c includes of the core's inside only \"storage/open_transaction.h\" and \"common/mutex.h\" (\"$path\")" ;;
       esac
     elif [[ $path == edge_outbox/mqtt/* || $path == edge_outbox/mqtt_publisher.h ]] || is_paho "$path"; then
       violation "$where" "src/c never includes the MQTT publisher or Paho: libedge-outbox.so.0 links no Paho (<$path>)"

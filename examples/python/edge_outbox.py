@@ -13,7 +13,11 @@ through libsqlite3 with ctypes: Python's sqlite3 module cannot use a
 connection it did not open), so the rows and the events commit together.
 
 Thread rule: an Outbox may be shared by threads; a transaction belongs to the
-thread that began it. Errors raise OutboxError (status name and message).
+thread that began it and ends with its with block. Errors raise OutboxError
+(status name and message); what the C API cannot carry as given (a NUL
+inside a string, data that is not bytes or str, a number out of its C
+type's range) and a Transaction used after its block raise OutboxError
+"invalid_argument" before anything reaches the library.
 The library is looked for as $EDGE_OUTBOX_LIBRARY, else libedge-outbox.so.0
 on the loader's path.
 """
@@ -29,6 +33,11 @@ DURABILITY_FULL, DURABILITY_NORMAL = 0, 1
 REJECT_NEW, DROP_OLDEST = 0, 1
 PRIORITY_CRITICAL, PRIORITY_NORMAL, PRIORITY_LOW = 0, 1, 2
 _ID_SIZE = 129  # EDGE_OUTBOX_ID_SIZE
+_INVALID_ARGUMENT = 1  # EDGE_OUTBOX_INVALID_ARGUMENT
+_INT32 = (-2**31, 2**31 - 1)
+_INT64 = (-2**63, 2**63 - 1)
+_UINT32 = (0, 2**32 - 1)
+_UINT64 = (0, 2**64 - 1)
 
 
 class _Options(ctypes.Structure):
@@ -144,8 +153,45 @@ def _check(status):
         raise OutboxError(status, _lib.edge_outbox_last_error().decode(errors="replace"))
 
 
-def _bytes(text):
-    return None if text is None else text.encode() if isinstance(text, str) else bytes(text)
+def _refuse(message):
+    raise OutboxError(_INVALID_ARGUMENT, message)
+
+
+def _text(name, value, required=False):
+    """value (str or bytes) as the bytes of a C string, None as NULL. A NUL
+    inside is refused: the C string would end there."""
+    if value is None:
+        if required:
+            _refuse(f"{name} is None")
+        return None
+    if isinstance(value, str):
+        value = value.encode()
+    elif not isinstance(value, bytes):
+        _refuse(f"{name} must be str or bytes, not {type(value).__name__}")
+    if b"\0" in value:
+        _refuse(f"{name} contains a NUL character (the C string would end there)")
+    return value
+
+
+def _int(name, value, bounds, meaning=""):
+    """value as an int within bounds (the C field's range, or narrower)."""
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int):
+        _refuse(f"{name} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        _refuse(f"{name} {value} is out of range ({low}..{high}{meaning})")
+    return value
+
+
+def _payload(data):
+    """The event's data: bytes-like or str (UTF-8); None is empty."""
+    if data is None:
+        return b""
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    _refuse(f"data must be bytes or str, not {type(data).__name__}")
 
 
 def version():
@@ -156,15 +202,15 @@ def version():
 def _event(topic, type, data, content_type, priority, ttl_ms, id):
     event = _Event()
     _lib.edge_outbox_event_init(ctypes.byref(event))
-    payload = _bytes(data) or b""
+    payload = _payload(data)
     buffer = ctypes.create_string_buffer(payload, len(payload))
-    event.topic, event.type = _bytes(topic), _bytes(type)
+    event.topic, event.type = _text("topic", topic, required=True), _text("type", type, required=True)
     event.data = ctypes.cast(buffer, ctypes.c_void_p)
     event.data_length = len(payload)
-    event.content_type = _bytes(content_type)
-    event.priority = priority
-    event.ttl_ms = ttl_ms
-    event.id = _bytes(id)
+    event.content_type = _text("content_type", content_type)
+    event.priority = _int("priority", priority, _INT32)
+    event.ttl_ms = _int("ttl_ms", ttl_ms, (0, _INT64[1]), "; 0: no TTL")
+    event.id = _text("id", id)
     return event, buffer  # the buffer lives as long as the event is used
 
 
@@ -173,7 +219,18 @@ class Transaction:
     (enqueue) commit together. Made by Outbox.transaction()."""
 
     def __init__(self, handle):
-        self._handle = handle
+        self._handle = handle  # None once the transaction has ended
+
+    def _open_handle(self):
+        if not self._handle:
+            _refuse("the transaction has ended (its with block is over): begin another with outbox.transaction()")
+        return self._handle
+
+    def _end(self):
+        """The handle, which the caller commits or rolls back; this object
+        refuses every use from now on."""
+        handle, self._handle = self._open_handle(), None
+        return handle
 
     def execute(self, sql, params=()):
         """Runs one SQL statement with ? parameters (None, int, float, str,
@@ -181,9 +238,12 @@ class Transaction:
         global _sqlite
         if _sqlite is None:
             _sqlite = _load_sqlite()
-        db = _lib.edge_outbox_txn_db(self._handle)
+        sql = _text("sql", sql, required=True)
+        db = _lib.edge_outbox_txn_db(self._open_handle())
+        if not db:
+            _refuse("the transaction belongs to another thread: use it on the thread that began it")
         stmt = ctypes.c_void_p()
-        if _sqlite.sqlite3_prepare_v2(db, sql.encode(), -1, ctypes.byref(stmt), None) != 0:
+        if _sqlite.sqlite3_prepare_v2(db, sql, -1, ctypes.byref(stmt), None) != 0:
             raise SqliteError(_sqlite.sqlite3_errmsg(db).decode(errors="replace"))
         try:
             if _sqlite.sqlite3_bind_parameter_count(stmt) != len(params):
@@ -193,15 +253,17 @@ class Transaction:
                 if value is None:
                     rc = _sqlite.sqlite3_bind_null(stmt, i)
                 elif isinstance(value, bool) or isinstance(value, int):
-                    rc = _sqlite.sqlite3_bind_int64(stmt, i, int(value))
+                    rc = _sqlite.sqlite3_bind_int64(stmt, i, _int(f"parameter {i}", int(value), _INT64))
                 elif isinstance(value, float):
                     rc = _sqlite.sqlite3_bind_double(stmt, i, value)
                 elif isinstance(value, str):
                     raw = value.encode()
                     rc = _sqlite.sqlite3_bind_text(stmt, i, raw, len(raw), _SQLITE_TRANSIENT)
-                else:
+                elif isinstance(value, (bytes, bytearray, memoryview)):
                     raw = bytes(value)
                     rc = _sqlite.sqlite3_bind_blob(stmt, i, raw, len(raw), _SQLITE_TRANSIENT)
+                else:
+                    _refuse(f"parameter {i} must be None, int, float, str or bytes, not {type(value).__name__}")
                 if rc != 0:
                     raise SqliteError(_sqlite.sqlite3_errmsg(db).decode(errors="replace"))
             rows = []
@@ -236,7 +298,7 @@ class Transaction:
         event raises OutboxError and leaves the transaction as it was."""
         event, _buffer = _event(topic, type, data, content_type, priority, ttl_ms, id)
         out = ctypes.create_string_buffer(_ID_SIZE)
-        _check(_lib.edge_outbox_txn_enqueue(self._handle, ctypes.byref(event), out, _ID_SIZE))
+        _check(_lib.edge_outbox_txn_enqueue(self._open_handle(), ctypes.byref(event), out, _ID_SIZE))
         return out.value.decode()
 
 
@@ -246,17 +308,19 @@ class Outbox:
 
     def __init__(self, path, durability=DURABILITY_FULL, busy_timeout_ms=10000, max_pending_events=0,
                  max_database_bytes=0, file_mode=0, capacity_policy=REJECT_NEW, dropped_event_topic=None):
+        self._handle = None
         options = _Options()
         _lib.edge_outbox_options_init(ctypes.byref(options))
-        options.durability = durability
-        options.busy_timeout_ms = busy_timeout_ms
-        options.max_pending_events = max_pending_events
-        options.max_database_bytes = max_database_bytes
-        options.file_mode = file_mode
-        options.capacity_policy = capacity_policy
-        options.dropped_event_topic = _bytes(dropped_event_topic)
+        options.durability = _int("durability", durability, _INT32)
+        options.busy_timeout_ms = _int("busy_timeout_ms", busy_timeout_ms, _UINT32)
+        options.max_pending_events = _int("max_pending_events", max_pending_events, _UINT64, "; 0: unbounded")
+        options.max_database_bytes = _int("max_database_bytes", max_database_bytes, _UINT64, "; 0: unbounded")
+        options.file_mode = _int("file_mode", file_mode, _UINT32)
+        options.capacity_policy = _int("capacity_policy", capacity_policy, _INT32)
+        options.dropped_event_topic = _text("dropped_event_topic", dropped_event_topic)
         handle = ctypes.c_void_p()
-        _check(_lib.edge_outbox_open(os.fsencode(path), ctypes.byref(options), ctypes.byref(handle)))
+        _check(_lib.edge_outbox_open(_text("path", os.fsencode(path), required=True), ctypes.byref(options),
+                                     ctypes.byref(handle)))
         self._handle = handle
 
     def close(self):
@@ -272,7 +336,7 @@ class Outbox:
 
     def _open_handle(self):
         if not self._handle:
-            raise OutboxError(1, "the outbox is closed")
+            _refuse("the outbox is closed")
         return self._handle
 
     @contextlib.contextmanager
@@ -281,12 +345,13 @@ class Outbox:
         raises (the exception goes on)."""
         txn = ctypes.c_void_p()
         _check(_lib.edge_outbox_begin(self._open_handle(), ctypes.byref(txn)))
+        tx = Transaction(txn)
         try:
-            yield Transaction(txn)
+            yield tx
         except BaseException:
-            _lib.edge_outbox_rollback(txn)
+            _lib.edge_outbox_rollback(tx._end())
             raise
-        _check(_lib.edge_outbox_commit(txn))
+        _check(_lib.edge_outbox_commit(tx._end()))
 
     def enqueue(self, topic, type, data=b"", content_type=None, priority=PRIORITY_NORMAL, ttl_ms=0, id=None):
         """One event in a transaction of its own; returns its id."""

@@ -5,18 +5,20 @@
 #include <edge_outbox/c/outbox.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
+#include <utility>
+#include <vector>
 
 #include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
 
 #include "c/c_conversions.h"
 #include "c/c_status.h"
+#include "c/handle_turn.h"
 #include "storage/open_transaction.h"
 
 using edge_outbox::Error;
@@ -24,19 +26,18 @@ using edge_outbox::ErrorKind;
 namespace c_api = edge_outbox::c_api;
 
 struct edge_outbox_handle {
-  explicit edge_outbox_handle(const char* path, const edge_outbox::OutboxOptions& options) : outbox(path, options) {}
+  edge_outbox_handle(const char* path, const edge_outbox::OutboxOptions& options)
+      : outbox(path, options), turn(options.busy_timeout) {}
 
   edge_outbox::Outbox outbox;
-  // The thread whose transaction is open on this handle (none: default id).
-  // Written by that thread only, read by every caller to refuse calls that
-  // would wait for their own thread's transaction.
-  std::atomic<std::thread::id> transaction_thread{};
+  // Held by a thread for each of its calls and for its open transaction.
+  c_api::HandleTurn turn;
 };
 
 struct edge_outbox_txn {
-  explicit edge_outbox_txn(edge_outbox_handle& handle) : owner(handle), open(handle.outbox) {}
+  explicit edge_outbox_txn(edge_outbox_handle& handle) : owner(handle), open(std::in_place, handle.outbox) {}
 
-  edge_outbox_handle& owner;
+  edge_outbox_handle& owner;  // whose turn the transaction's thread holds
   std::optional<edge_outbox::OpenTransaction> open;
 };
 
@@ -46,16 +47,76 @@ void require(bool condition, const char* message) {
   if (!condition) throw Error(ErrorKind::invalid_argument, message);
 }
 
-// Requires: no transaction of this thread is open on handle.
-void require_no_own_transaction(const edge_outbox_handle& handle) {
-  require(handle.transaction_thread.load() != std::this_thread::get_id(),
-          "a transaction of this thread is open on this outbox: commit or roll it back first");
+// Ends txn (commit or roll back), gives its handle's turn back and frees
+// it, on every path. Called on the thread that began it.
+edge_outbox_status end_transaction(edge_outbox_txn* txn, bool commit) noexcept;
+
+// The transactions open on this thread. A thread that ends with some open
+// (it returned or called pthread_exit between edge_outbox_begin and the
+// commit) has them rolled back here, on that thread, as it ends: the
+// Outbox's mutex and the write locks are released by the thread that took
+// them, at once, and no other thread has to notice.
+struct ThreadTransactions {
+  std::vector<edge_outbox_txn*> open;
+
+  ThreadTransactions() = default;
+  ThreadTransactions(const ThreadTransactions&) = delete;
+  ThreadTransactions& operator=(const ThreadTransactions&) = delete;
+  ~ThreadTransactions();
+};
+
+// Set once this thread's ThreadTransactions is gone (another thread_local
+// destructor may call in later); trivially destructible, so still readable.
+thread_local bool thread_transactions_gone = false;
+
+ThreadTransactions& this_thread_transactions() {
+  thread_local ThreadTransactions transactions;
+  return transactions;
 }
 
-// Requires: txn belongs to this thread.
-void require_own_transaction(const edge_outbox_txn& txn) {
-  require(txn.owner.transaction_thread.load() == std::this_thread::get_id(),
-          "the transaction belongs to another thread: use it on the thread that began it");
+ThreadTransactions::~ThreadTransactions() {
+  while (!open.empty()) end_transaction(open.back(), false);
+  thread_transactions_gone = true;
+}
+
+// Whether txn is open on this thread. Looked up among this thread's open
+// transactions, never read through the pointer: a transaction that has
+// ended (freed) or another thread's is not touched.
+bool open_on_this_thread(const edge_outbox_txn* txn) {
+  if (thread_transactions_gone) return false;
+  const auto& open = this_thread_transactions().open;
+  return std::find(open.begin(), open.end(), txn) != open.end();
+}
+
+// Requires: txn is open on this thread.
+void require_own_transaction(const edge_outbox_txn* txn) {
+  require(open_on_this_thread(txn),
+          "the transaction is not open on this thread: it belongs to another thread (use it on the thread that "
+          "began it), or it has ended (committed, rolled back, or its thread ended)");
+}
+
+// The handle's turn for one call.
+class CallTurn {
+ public:
+  explicit CallTurn(edge_outbox_handle& handle) : turn_(handle.turn) { turn_.take(c_api::this_thread_token()); }
+  ~CallTurn() { turn_.give_back(); }
+  CallTurn(const CallTurn&) = delete;
+  CallTurn& operator=(const CallTurn&) = delete;
+
+ private:
+  c_api::HandleTurn& turn_;
+};
+
+edge_outbox_status end_transaction(edge_outbox_txn* txn, bool commit) noexcept {
+  const auto status = c_api::guarded([&] {
+    if (commit) txn->open->commit();
+  });
+  const auto ended = c_api::guarded([&] { txn->open.reset(); });  // rolls back unless committed
+  txn->owner.turn.give_back();
+  auto& open = this_thread_transactions().open;
+  open.erase(std::remove(open.begin(), open.end(), txn), open.end());
+  delete txn;
+  return status != EDGE_OUTBOX_OK ? status : ended;
 }
 
 void copy_id(const std::string& id, char* id_out, std::size_t id_out_size) {
@@ -69,19 +130,12 @@ void require_id_room(const edge_outbox_event& event, const char* id_out, std::si
           "id_out_size is too small for the event's id (EDGE_OUTBOX_ID_SIZE always suffices)");
 }
 
-// Ends txn (commit or roll back) and frees it, on every path.
+// Ends txn (commit or roll back) and frees it, when called on its thread.
 edge_outbox_status finish(edge_outbox_txn* txn, bool commit) noexcept {
   if (txn == nullptr) return c_api::fail(EDGE_OUTBOX_INVALID_ARGUMENT, "the transaction is NULL");
-  const auto own = c_api::guarded([&] { require_own_transaction(*txn); });
+  const auto own = c_api::guarded([&] { require_own_transaction(txn); });
   if (own != EDGE_OUTBOX_OK) return own;
-  const auto status = c_api::guarded([&] {
-    if (commit) txn->open->commit();
-  });
-  // Cleared before the lock goes, so that the next holder's id is not overwritten.
-  txn->owner.transaction_thread.store(std::thread::id{});
-  const auto ended = c_api::guarded([&] { txn->open.reset(); });  // rolls back unless committed
-  delete txn;
-  return status != EDGE_OUTBOX_OK ? status : ended;
+  return end_transaction(txn, commit);
 }
 
 }  // namespace
@@ -140,8 +194,9 @@ edge_outbox_status edge_outbox_open(const char* path, const edge_outbox_options*
 edge_outbox_status edge_outbox_close(edge_outbox_t* outbox) {
   if (outbox == nullptr) return EDGE_OUTBOX_OK;
   return c_api::guarded([&] {
-    require(outbox->transaction_thread.load() == std::thread::id{},
-            "a transaction is open on this outbox: commit or roll it back before closing");
+    // Waits for another thread's transaction like any call; refused for
+    // this thread's own. The turn goes with the handle.
+    outbox->turn.take(c_api::this_thread_token());
     delete outbox;
   });
 }
@@ -151,15 +206,24 @@ edge_outbox_status edge_outbox_begin(edge_outbox_t* outbox, edge_outbox_txn_t** 
   *txn = nullptr;
   return c_api::guarded([&] {
     require(outbox != nullptr, "outbox is NULL");
-    require_no_own_transaction(*outbox);
-    auto begun = std::make_unique<edge_outbox_txn>(*outbox);
-    outbox->transaction_thread.store(std::this_thread::get_id());
-    *txn = begun.release();
+    require(!thread_transactions_gone, "this thread is ending (its thread_local objects are being destroyed): begin "
+                                       "transactions on a thread that goes on");
+    auto& open = this_thread_transactions().open;
+    open.reserve(open.size() + 1);  // so that recording the transaction below cannot fail
+    outbox->turn.take(c_api::this_thread_token());
+    try {
+      auto begun = std::make_unique<edge_outbox_txn>(*outbox);
+      open.push_back(begun.get());
+      *txn = begun.release();
+    } catch (...) {
+      outbox->turn.give_back();
+      throw;
+    }
   });
 }
 
 sqlite3* edge_outbox_txn_db(edge_outbox_txn_t* txn) {
-  if (txn == nullptr || !txn->open) return nullptr;
+  if (txn == nullptr || !open_on_this_thread(txn)) return nullptr;
   return txn->open->transaction().db().getHandle();
 }
 
@@ -168,7 +232,7 @@ edge_outbox_status edge_outbox_txn_enqueue(edge_outbox_txn_t* txn, const edge_ou
   return c_api::guarded([&] {
     require(txn != nullptr, "the transaction is NULL");
     require(event != nullptr, "event is NULL");
-    require_own_transaction(*txn);
+    require_own_transaction(txn);
     require_id_room(*event, id_out, id_out_size);
     copy_id(txn->open->transaction().enqueue(c_api::event_from(*event)), id_out, id_out_size);
   });
@@ -183,8 +247,8 @@ edge_outbox_status edge_outbox_enqueue(edge_outbox_t* outbox, const edge_outbox_
   return c_api::guarded([&] {
     require(outbox != nullptr, "outbox is NULL");
     require(event != nullptr, "event is NULL");
-    require_no_own_transaction(*outbox);
     require_id_room(*event, id_out, id_out_size);
+    CallTurn turn(*outbox);
     copy_id(outbox->outbox.enqueue(c_api::event_from(*event)), id_out, id_out_size);
   });
 }
@@ -193,7 +257,7 @@ edge_outbox_status edge_outbox_get_stats(edge_outbox_t* outbox, edge_outbox_stat
   return c_api::guarded([&] {
     require(outbox != nullptr, "outbox is NULL");
     require(stats != nullptr, "stats is NULL");
-    require_no_own_transaction(*outbox);
+    CallTurn turn(*outbox);
     const auto s = outbox->outbox.stats();
     *stats = edge_outbox_stats{};
     stats->pending = s.pending;

@@ -9,7 +9,9 @@
 // Thread rule: it holds a std::mutex and a write-gate turn that belong to the
 // thread that made it: make, use and destroy it on one thread. Meanwhile no
 // other call on the same Outbox may be made from that thread (it would wait
-// for itself).
+// for itself). The C API destroys one that a thread leaves open as that
+// thread ends, still on it (a thread_local destructor), so the write-gate
+// turn, which names its holder by thread id, never outlives its thread.
 //
 // Ownership: refers to the Outbox, which must outlive it.
 #pragma once

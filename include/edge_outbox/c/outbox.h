@@ -12,19 +12,42 @@
  * per thread, so it is there also when there is no handle (a failed open).
  *
  * Thread rule: one edge_outbox_t may be shared by any number of threads;
- * their transactions run one at a time. A transaction (edge_outbox_txn_t)
- * belongs to the thread that began it: enqueue into it, use its sqlite3
- * connection, commit or roll it back on that thread only, and make no other
- * call on the same edge_outbox_t from that thread while it is open (such a
- * call returns EDGE_OUTBOX_INVALID_ARGUMENT instead of waiting for itself).
- * Other threads' calls on the handle wait until it ends.
+ * their calls and transactions run one at a time, first come first served.
+ * A transaction (edge_outbox_txn_t) belongs to the thread that began it:
+ * enqueue into it, use its sqlite3 connection, commit or roll it back on
+ * that thread only, and make no other call on the same edge_outbox_t from
+ * that thread while it is open (such a call returns
+ * EDGE_OUTBOX_INVALID_ARGUMENT instead of waiting for itself). Other
+ * threads' calls on the handle wait until it ends, each wait at most the
+ * handle's busy_timeout_ms: EDGE_OUTBOX_BUSY then. The owner is known by a
+ * number the library gives each thread once, never by its thread id, so a
+ * new thread that the system gives an ended thread's id is not taken for
+ * it.
+ *
+ * A thread that ends (returns from its start function or calls
+ * pthread_exit) while a transaction of its is open has it rolled back as it
+ * ends, on that thread (a thread_local destructor of this library), and
+ * freed: nothing of it is written, and the handle, this process's other
+ * handles and other processes can write at once. It happens on the owning
+ * thread because the locks the transaction holds must be released by the
+ * thread that took them, and at once rather than at another thread's next
+ * call so that another process, which makes no call here, is not kept out.
+ * A process that ends releases its locks anyway (the file is left as
+ * before the transaction). Do not end a thread inside a transaction on
+ * purpose: commit or roll back.
  *
  * Ownership: edge_outbox_open makes a handle that edge_outbox_close frees.
  * edge_outbox_begin makes a transaction that edge_outbox_commit or
  * edge_outbox_rollback frees (also when they fail, unless called from
  * another thread than the one that began it: that call is refused and the
- * transaction stays open). Strings passed in are copied; nothing keeps a
- * pointer to them after the call returns.
+ * transaction stays open), or the end of its thread. A call with a
+ * transaction that has ended, or that another thread began, returns
+ * EDGE_OUTBOX_INVALID_ARGUMENT without reading through the pointer (the
+ * library looks it up among the calling thread's open transactions; a
+ * later transaction of the same thread may get the same address, so do not
+ * keep ended pointers). A handle must not be used after edge_outbox_close
+ * or while it closes. Strings passed in are copied; nothing keeps a pointer
+ * to them after the call returns.
  */
 #ifndef EDGE_OUTBOX_C_OUTBOX_H
 #define EDGE_OUTBOX_C_OUTBOX_H
@@ -55,7 +78,7 @@ typedef enum edge_outbox_status {
   EDGE_OUTBOX_INVALID_ARGUMENT = 1, /* bad input or misuse; nothing was written */
   EDGE_OUTBOX_STORAGE_FULL = 2,     /* outbox limits reached or the disk is full; nothing was written */
   EDGE_OUTBOX_CORRUPT = 3,          /* the file is not an edge-outbox/SQLite database or is damaged */
-  EDGE_OUTBOX_BUSY = 4,             /* another process held the database lock past the busy timeout */
+  EDGE_OUTBOX_BUSY = 4,             /* another thread, handle or process held the outbox past the busy timeout */
   EDGE_OUTBOX_DUPLICATE_ID = 5,     /* an event with this id is already in the outbox */
   EDGE_OUTBOX_SCHEMA_TOO_NEW = 6,   /* the file was written by a newer edge-outbox */
   EDGE_OUTBOX_IO = 7,               /* the operating system refused (permissions, missing file) */
@@ -151,21 +174,26 @@ EDGE_OUTBOX_C_EXPORT void edge_outbox_event_init(edge_outbox_event* event);
 EDGE_OUTBOX_C_EXPORT edge_outbox_status edge_outbox_open(const char* path, const edge_outbox_options* options,
                                                          edge_outbox_t** outbox);
 
-/* Closes the handle and frees it. NULL is allowed (does nothing). Returns
- * EDGE_OUTBOX_INVALID_ARGUMENT, closing nothing, while a transaction is
- * open on it. */
+/* Closes the handle and frees it. NULL is allowed (does nothing). Waits
+ * for another thread's call or transaction on it (up to the busy timeout:
+ * EDGE_OUTBOX_BUSY, closing nothing); returns EDGE_OUTBOX_INVALID_ARGUMENT,
+ * closing nothing, while a transaction of the calling thread is open on it.
+ * Requires: no other thread uses the handle after this call. */
 EDGE_OUTBOX_C_EXPORT edge_outbox_status edge_outbox_close(edge_outbox_t* outbox);
 
 /* Begins a write transaction (BEGIN IMMEDIATE): waits for the other
- * transactions of this handle and of other processes (up to the busy
- * timeout: EDGE_OUTBOX_BUSY). On success *txn is the transaction. */
+ * threads' calls and transactions on this handle, then for the writers of
+ * this process's other handles, then for other processes, each wait up to
+ * the busy timeout (then EDGE_OUTBOX_BUSY). On success *txn is the
+ * transaction. */
 EDGE_OUTBOX_C_EXPORT edge_outbox_status edge_outbox_begin(edge_outbox_t* outbox, edge_outbox_txn_t** txn);
 
 /* The SQLite connection the transaction runs on: write the application's
  * own tables through it (sqlite3_exec, sqlite3_prepare_v2...), and they
  * commit or roll back with the events. Do not begin, commit or roll back on
  * it, do not close it, do not touch the outbox_* tables, and do not keep it
- * past the transaction. NULL for a NULL txn. */
+ * past the transaction. NULL for a NULL txn or from another thread than the
+ * one that began it. */
 EDGE_OUTBOX_C_EXPORT sqlite3* edge_outbox_txn_db(edge_outbox_txn_t* txn);
 
 /* Validates and enqueues the event in the transaction. If id_out is not
@@ -179,7 +207,8 @@ EDGE_OUTBOX_C_EXPORT edge_outbox_status edge_outbox_txn_enqueue(edge_outbox_txn_
 
 /* Commits the transaction and frees it, also when the commit fails (the
  * transaction is then rolled back). From another thread than the one that
- * began it: EDGE_OUTBOX_INVALID_ARGUMENT, nothing done. */
+ * began it, or for a transaction that has ended:
+ * EDGE_OUTBOX_INVALID_ARGUMENT, nothing done. */
 EDGE_OUTBOX_C_EXPORT edge_outbox_status edge_outbox_commit(edge_outbox_txn_t* txn);
 
 /* Rolls the transaction back (nothing of it stays) and frees it. */
