@@ -3,11 +3,16 @@
 // counters at /metrics match what was sent (stored, duplicate, rejected by
 // reason), promtool accepts the scrape, /healthz turns 503 with the reason
 // when the broker goes, a real Prometheus server scrapes the ingest (target
-// up, a counter's value through its query API), and a taken or malformed
-// address stops the ingest with a clear error.
+// up, a counter's value through its query API), a taken or malformed
+// address stops the ingest with a clear error, and /healthz turns 503
+// while a store commit stays pending past --commit-pending-max (the
+// SQLite store locked by another connection).
 #include <doctest/doctest.h>
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <signal.h>
+
+#include <cstdio>
 
 #include <string>
 #include <vector>
@@ -91,6 +96,63 @@ TEST_CASE("the ingest's /metrics counts what it received; promtool accepts it; /
   ingest.kill(SIGTERM);
   CHECK(ingest.wait() == 0);
   CHECK_FALSE(http_get(port, "/metrics"));  // the endpoint went with the process
+}
+
+TEST_CASE("/healthz turns 503 while a store commit is pending past --commit-pending-max, 200 once it commits") {
+  Mosquitto broker;
+  TempDir dir;
+  const std::uint16_t port = free_port();
+  auto args = ingest_args(broker, dir, port);
+  args.insert(args.end(), {"--commit-pending-max", "1s"});
+  IngestProcess ingest(dir.path(), "ingest", args);
+  ingest.wait_subscribed();
+  INFO(ingest.log());
+  REQUIRE(http_get(port, "/healthz")->status == 200);
+
+  // Another connection holds the write lock: the ingest's commit waits.
+  SQLite::Database locker((dir / "events.db").string(), SQLite::OPEN_READWRITE);
+  locker.exec("BEGIN EXCLUSIVE");
+  const auto locked = std::chrono::steady_clock::now();
+  {
+    TestPublisher pub(broker.uri());
+    pub.publish("devices/dev-1/events/reading", ce::encode_binary(device_event("dev-1", "locked-1", 1)));
+    pub.flush();
+  }
+  const auto wait_for_status = [&](int status) {
+    std::optional<HttpAnswer> health;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    do {
+      health = http_get(port, "/healthz");
+      REQUIRE(health);
+      if (health->status == status) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (std::chrono::steady_clock::now() < deadline);
+    return *health;
+  };
+  auto health = wait_for_status(503);
+  const auto unhealthy_after = std::chrono::steady_clock::now() - locked;
+  CHECK(health.status == 503);
+  CHECK(health.body.find("a store commit has been pending for ") != std::string::npos);
+  CHECK(health.body.find("(more than 1.0s)") != std::string::npos);
+  const auto pending = sample_value(http_get(port, "/metrics")->body, "edge_outbox_ingest_commit_pending_seconds");
+  REQUIRE(pending);
+  CHECK(*pending > 1);
+  CHECK(sample_value(http_get(port, "/metrics")->body, "edge_outbox_ingest_stored_total") == 0);
+
+  locker.exec("ROLLBACK");
+  const auto released = std::chrono::steady_clock::now();
+  health = wait_for_status(200);
+  CHECK(health.status == 200);
+  CHECK(health.body == "ok\n");
+  std::printf("store locked: /healthz 503 after %lld ms (bound 1 s), 200 again %lld ms after the release\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(unhealthy_after).count()),
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - released)
+                                         .count()));
+  const std::string scrape = wait_for_sample(port, "edge_outbox_ingest_stored_total", 1);
+  CHECK(sample_value(scrape, "edge_outbox_ingest_commit_pending_seconds") == 0);
+  ingest.kill(SIGTERM);
+  CHECK(ingest.wait() == 0);
 }
 
 TEST_CASE("a real Prometheus server scrapes the ingest: target up, stored_total as sent") {
