@@ -193,7 +193,7 @@ int run(const device::ForwarderConfig& c, const std::string& password, const hos
     // would read them as the new file's (its pages overwritten by the old
     // file's). SQLite's close leaves them there (it neither checkpoints nor
     // deletes for a file that moved), so they are removed here.
-    if (device::companion_identities_of(c.db) == companions) {
+    if ((companions.wal || companions.shm) && device::companion_identities_of(c.db) == companions) {
       for (const char* suffix : {"-wal", "-shm"}) ::unlink((c.db + suffix).c_str());
       log.write(host::LogLevel::warning, "removed " + c.db + "-wal and -shm: the replaced file's, not the new one's");
     }
