@@ -3,7 +3,8 @@
 // file which other processes (the applications, in any language) write. It
 // takes the file's lease (one forwarder per file), creates the outbox tables
 // if missing, and forwards until SIGTERM or SIGINT; SIGHUP reopens the log
-// file. See docs/forwarder.md.
+// file; a database file deleted or replaced under it makes it exit 1, to be
+// restarted on the file now at the path. See docs/forwarder.md.
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -117,6 +118,7 @@ int run(const device::ForwarderConfig& c, const std::string& password, const hos
   // Creates the file and the outbox tables when missing; never touches the
   // application's tables. Kept open for the statistics.
   edge_outbox::Outbox outbox(c.db, oo);
+  const auto opened_before = device::identity_of(c.db);
 
   const std::string client_id =
       std::string(kBinary) + "-" + c.device_id + "-" + std::filesystem::path(c.db).stem().string();
@@ -125,10 +127,18 @@ int run(const device::ForwarderConfig& c, const std::string& password, const hos
   auto fo = device::forwarder_options(c, callback);
   if (auto warning = device::forwarding_warning(c)) log.write(host::LogLevel::warning, *warning);
   edge_outbox::Forwarder forwarder(std::filesystem::path(c.db), oo, std::move(publisher), fo);
+  // The file both connections opened: the path's identity before and after
+  // the forwarder's open (a file replaced in between stops the start).
+  const auto opened = device::identity_of(c.db);
+  if (!opened.file || !opened_before.file || *opened.file != *opened_before.file) {
+    log.fatal("the database file " + c.db + " was replaced or deleted while the daemon opened it");
+    return host::exit_code::failure;
+  }
+  const auto companions = device::companion_identities_of(c.db);
   std::unique_ptr<host::MetricsEndpoint> metrics;  // reads the forwarder and the outbox: goes first
   if (!c.metrics_listen.empty()) {
     try {
-      metrics = device::serve_forwarder_metrics(c.metrics_listen, forwarder, outbox, c.db);
+      metrics = device::serve_forwarder_metrics(c.metrics_listen, forwarder, outbox, c.db, *opened.file);
     } catch (const std::exception& e) {
       log.fatal(e.what());
       return host::exit_code::failure;
@@ -155,10 +165,15 @@ int run(const device::ForwarderConfig& c, const std::string& password, const hos
   auto last_status = std::chrono::steady_clock::now();
 
   int signal = 0;
+  std::string replaced;
   for (;;) {
     signal = signals.wait(milliseconds(1000));
     if (signal == SIGHUP) log.reopen();
     if (host::DaemonSignals::stops(signal)) break;
+    // The applications write the file at the path: one that is not the
+    // file open here would never be forwarded.
+    replaced = device::database_replaced_problem(c.db, *opened.file, device::identity_of(c.db));
+    if (!replaced.empty()) break;
     const auto now = std::chrono::steady_clock::now();
     if (watchdog.due(forwarder.stats().worker_passes, now)) notifier.watchdog();
     if (notifier.active() && now - last_status >= std::chrono::seconds(2)) {
@@ -171,6 +186,22 @@ int run(const device::ForwarderConfig& c, const std::string& password, const hos
     }
   }
   notifier.stopping();
+  if (!replaced.empty()) {
+    log.fatal(replaced + ": exiting (status 1) for the service manager to restart it");
+    // The -wal and -shm at the path, when still the ones opened with the
+    // file that is gone, are that file's: the next connection to the path
+    // would read them as the new file's (its pages overwritten by the old
+    // file's). SQLite's close leaves them there (it neither checkpoints nor
+    // deletes for a file that moved), so they are removed here.
+    if ((companions.wal || companions.shm) && device::companion_identities_of(c.db) == companions) {
+      for (const char* suffix : {"-wal", "-shm"}) ::unlink((c.db + suffix).c_str());
+      log.write(host::LogLevel::warning, "removed " + c.db + "-wal and -shm: the replaced file's, not the new one's");
+    }
+    // At once, closing nothing: the file left behind is no concern of the
+    // daemon any more.
+    std::fflush(nullptr);
+    ::_exit(host::exit_code::failure);
+  }
   log.write(host::LogLevel::info, std::string("stopping (") + std::string(host::DaemonSignals::name(signal)) +
                                       "): forwarding for up to " + std::to_string(c.stop_timeout.count()) +
                                       " ms more while events are pending or in flight");

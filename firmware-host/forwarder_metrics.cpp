@@ -66,6 +66,9 @@ std::string forwarder_metrics_text(const ForwarderSnapshot& s) {
              static_cast<double>(f.last_publish_wall_ms) / 1000.0);
   text.gauge("edge_outbox_forwarder_database_writable", "1 while the database can be read and written, else 0.",
              s.database_problem.empty() ? 1 : 0);
+  text.gauge("edge_outbox_forwarder_database_replaced",
+             "1 when the database file was deleted or replaced under the daemon (it exits to be restarted), else 0.",
+             s.database_replaced.empty() ? 0 : 1);
   return text.str();
 }
 
@@ -79,11 +82,13 @@ host::Health forwarder_health(const ForwarderSnapshot& s) {
     add("not connected to the broker" +
         (s.forwarder.last_error.empty() ? std::string() : " (last error: " + s.forwarder.last_error + ")"));
   if (!s.database_problem.empty()) add(s.database_problem);
+  if (!s.database_replaced.empty()) add(s.database_replaced);
   return health;
 }
 
 ForwarderSnapshot take_forwarder_snapshot(const Forwarder& forwarder, const Outbox& outbox,
-                                          const std::filesystem::path& database) {
+                                          const std::filesystem::path& database,
+                                          const std::optional<FileIdentity>& opened) {
   ForwarderSnapshot s;
   s.forwarder = forwarder.stats();
   try {
@@ -93,18 +98,20 @@ ForwarderSnapshot take_forwarder_snapshot(const Forwarder& forwarder, const Outb
   }
   if (s.database_problem.empty() && ::access(database.c_str(), W_OK) != 0)
     s.database_problem = "the database " + database.string() + " is not writable: " + std::strerror(errno);
+  if (opened) s.database_replaced = database_replaced_problem(database, *opened, identity_of(database));
   return s;
 }
 
 std::unique_ptr<host::MetricsEndpoint> serve_forwarder_metrics(std::string_view listen, const Forwarder& forwarder,
-                                                               const Outbox& outbox, std::filesystem::path database) {
+                                                               const Outbox& outbox, std::filesystem::path database,
+                                                               std::optional<FileIdentity> opened) {
   return std::make_unique<host::MetricsEndpoint>(
       listen,
-      [&forwarder, &outbox, database] {
-        return forwarder_metrics_text(take_forwarder_snapshot(forwarder, outbox, database));
+      [&forwarder, &outbox, database, opened] {
+        return forwarder_metrics_text(take_forwarder_snapshot(forwarder, outbox, database, opened));
       },
-      [&forwarder, &outbox, database] {
-        return forwarder_health(take_forwarder_snapshot(forwarder, outbox, database));
+      [&forwarder, &outbox, database, opened] {
+        return forwarder_health(take_forwarder_snapshot(forwarder, outbox, database, opened));
       });
 }
 

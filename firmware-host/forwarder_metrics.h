@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "database_identity.h"
 #include "host/metrics_endpoint.h"
 
 namespace edge_outbox::device {
@@ -27,24 +28,30 @@ struct ForwarderSnapshot {
   std::optional<OutboxStats> outbox;
   // Empty when the database file is readable and writable by this process.
   std::string database_problem;
+  // Empty while the database's path names the file the daemon opened (see
+  // database_identity.h); else what became of it.
+  std::string database_replaced;
 };
 
 // The exposition of every edge_outbox_forwarder_* metric (the database's
 // gauges are left out when snapshot.outbox is empty).
 std::string forwarder_metrics_text(const ForwarderSnapshot& snapshot);
-// Healthy while connected to the broker and the database is writable;
-// else the reasons, "; "-separated.
+// Healthy while connected to the broker and the database is writable and
+// still the file at its path; else the reasons, "; "-separated.
 host::Health forwarder_health(const ForwarderSnapshot& snapshot);
 
 // Reads the snapshot: Forwarder::stats(), Outbox::stats() (a read
-// transaction) and whether this process may write `database`.
+// transaction), whether this process may write `database`, and whether
+// the path still names the file opened as `opened` (when given).
 ForwarderSnapshot take_forwarder_snapshot(const Forwarder& forwarder, const Outbox& outbox,
-                                          const std::filesystem::path& database);
+                                          const std::filesystem::path& database,
+                                          const std::optional<FileIdentity>& opened = std::nullopt);
 
 // Serves /metrics and /healthz on `listen` from the live objects.
 // Requires: forwarder and outbox outlive the endpoint (stop or destroy it
 // first). Throws as MetricsEndpoint's constructor.
 std::unique_ptr<host::MetricsEndpoint> serve_forwarder_metrics(std::string_view listen, const Forwarder& forwarder,
-                                                               const Outbox& outbox, std::filesystem::path database);
+                                                               const Outbox& outbox, std::filesystem::path database,
+                                                               std::optional<FileIdentity> opened = std::nullopt);
 
 }  // namespace edge_outbox::device

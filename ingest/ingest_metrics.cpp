@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ingest/ingest_metrics.h"
 
+#include "host/duration.h"
 #include "host/prometheus_text.h"
 #include "ingest/rejection_reason.h"
 
@@ -52,10 +53,13 @@ std::string ingest_metrics_text(const IngestSnapshot& s) {
   text.gauge("edge_outbox_ingest_connected", "1 while connected to the broker, else 0.", s.connected ? 1 : 0);
   text.gauge("edge_outbox_ingest_store_failing", "1 from a failed commit attempt until the next success, else 0.",
              s.store_failing ? 1 : 0);
+  text.gauge("edge_outbox_ingest_commit_pending_seconds",
+             "How long the store commit in progress has been pending (0 when none is).",
+             std::chrono::duration<double>(s.commit_pending).count());
   return text.str();
 }
 
-host::Health ingest_health(const IngestSnapshot& s) {
+host::Health ingest_health(const IngestSnapshot& s, std::chrono::milliseconds commit_pending_max) {
   host::Health health;
   const auto add = [&health](const std::string& reason) {
     health.ok = false;
@@ -63,25 +67,32 @@ host::Health ingest_health(const IngestSnapshot& s) {
   };
   if (!s.connected) add("not connected to the broker");
   if (s.store_failing) add("the store is failing: the last commit attempt failed (see the log)");
+  if (s.commit_pending > commit_pending_max)
+    add("a store commit has been pending for " + host::format_duration(s.commit_pending) + " (more than " +
+        host::format_duration(commit_pending_max) + "): the store takes nothing (a lock held by another client?)");
   return health;
 }
 
-IngestSnapshot take_snapshot(const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer) {
+IngestSnapshot take_snapshot(const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer,
+                             std::chrono::steady_clock::time_point now) {
   IngestSnapshot s;
   s.counters = writer.counters();
   s.commit_latency = writer.commit_latency();
   s.pending_rows = writer.pending();
   s.store_failing = writer.failing();
+  if (const auto since = writer.commit_pending_since(); since && now > *since)
+    s.commit_pending = std::chrono::duration_cast<std::chrono::milliseconds>(now - *since);
   s.confirmer = confirmer.counters();
   s.connected = subscriber.connected();
   return s;
 }
 
 std::unique_ptr<host::MetricsEndpoint> serve_ingest_metrics(std::string_view listen, const Writer& writer,
-                                                            const Subscriber& subscriber, const Confirmer& confirmer) {
+                                                            const Subscriber& subscriber, const Confirmer& confirmer,
+                                                            std::chrono::milliseconds commit_pending_max) {
   return std::make_unique<host::MetricsEndpoint>(
       listen, [&] { return ingest_metrics_text(take_snapshot(writer, subscriber, confirmer)); },
-      [&] { return ingest_health(take_snapshot(writer, subscriber, confirmer)); });
+      [&, commit_pending_max] { return ingest_health(take_snapshot(writer, subscriber, confirmer), commit_pending_max); });
 }
 
 }  // namespace edge_outbox::ingest

@@ -35,6 +35,7 @@
 
 #include "common/mutex.h"
 #include "host/command_line.h"
+#include "host/duration.h"
 #include "host/exit_codes.h"
 #include "host/log_sink.h"
 #include "host/read_secret.h"
@@ -172,6 +173,7 @@ int main(int argc, char** argv) {
   ingest::ClassifyOptions classify;
   std::string password_file, password_env, log_level = "info", log_format = "text";
   std::string metrics_listen;
+  std::string commit_pending_max = "30s";  // ingest::default_commit_pending_max
   double stats_interval = 0, exit_after_idle = 0;
   std::size_t max_batch = 512;
   std::uint64_t rejected_max_bytes = ingest::StoreOptions{}.rejected_max_bytes;
@@ -225,6 +227,17 @@ int main(int argc, char** argv) {
                  "Serve Prometheus metrics at /metrics and health at /healthz on HOST:PORT (e.g. 127.0.0.1:9100, "
                  "[::1]:9100); see docs/metrics.md")
       ->check(host::listen_address_problem);
+  app.add_option("--commit-pending-max", commit_pending_max,
+                 "/healthz turns 503 when a store commit has been pending longer than this (e.g. 30s, 2m)")
+      ->check([](const std::string& text) {
+        try {
+          return host::parse_duration(text) > std::chrono::milliseconds(0) ? std::string()
+                                                                           : std::string("must be above zero");
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      })
+      ->capture_default_str();
   app.add_option("--exit-after-idle", exit_after_idle, "Exit after S seconds without messages (0: never)");
   app.add_option("--log-level", log_level, "error, warn (or warning), info or debug")
       ->check(CLI::IsMember({"error", "warn", "warning", "info", "debug"}))
@@ -333,7 +346,8 @@ int main(int argc, char** argv) {
   }
   if (!metrics_listen.empty()) {
     try {
-      metrics = ingest::serve_ingest_metrics(metrics_listen, writer, *subscriber, *confirmer);
+      metrics = ingest::serve_ingest_metrics(metrics_listen, writer, *subscriber, *confirmer,
+                                             host::parse_duration(commit_pending_max));
       log("info", "serving metrics at http://" + metrics->address() + "/metrics and /healthz");
     } catch (const std::exception& e) {
       log("error", e.what());

@@ -148,6 +148,11 @@ bool Writer::failing() const {
   return failing_;
 }
 
+std::optional<std::chrono::steady_clock::time_point> Writer::commit_pending_since() const {
+  std::lock_guard lock(mutex_);
+  return commit_pending_since_;
+}
+
 std::chrono::steady_clock::time_point Writer::last_submit() const {
   std::lock_guard lock(mutex_);
   return last_submit_;
@@ -184,9 +189,11 @@ void Writer::run() {
       queue_.pop_front();
     }
     in_commit_ = rows;
+    commit_pending_since_ = std::chrono::steady_clock::now();
 
     const bool committed = commit_batch(lock, batch);
     in_commit_ = 0;
+    commit_pending_since_.reset();
     if (!committed) {
       // Stopped while the store fails: these messages stay unacknowledged.
       for (auto* s : batch)

@@ -37,7 +37,7 @@
 // lock of the Writer held: it must be quick (the Confirmer queues them).
 //
 // Thread rule: submit(), submit_group(), counters(), commit_latency(),
-// pending(), failing(),
+// pending(), failing(), commit_pending_since(),
 // set_commit_observer() and request_stop() from any thread; one mutex and
 // condition variable guard the queue, the counters and the observer.
 //
@@ -53,6 +53,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -134,6 +135,11 @@ class Writer {
   std::size_t pending() const;
   // True from a failed commit attempt until the next successful one.
   bool failing() const;
+  // When the thread took the group commit it is working on (a store call
+  // in progress, or failed attempts and their backoff); nullopt while it
+  // waits for rows. A time long past means the store takes nothing, e.g.
+  // a table locked by another client.
+  std::optional<std::chrono::steady_clock::time_point> commit_pending_since() const;
   std::chrono::steady_clock::time_point last_submit() const;
   void add_retained_ignored();
   // Replaces the commit observer (see above); empty: none.
@@ -186,6 +192,7 @@ class Writer {
   host::Histogram commit_latency_{host::latency_seconds_buckets()};
   CommitObserver observer_;
   std::size_t in_commit_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> commit_pending_since_;
   std::chrono::steady_clock::time_point last_submit_ = std::chrono::steady_clock::now();
   std::thread thread_;
 };

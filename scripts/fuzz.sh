@@ -45,7 +45,7 @@ source scripts/deps.sh
 edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}" clang libclang-rt-14-dev
 command -v "$cxx" >/dev/null || { echo "fuzz.sh: $cxx not found (apt-get install clang)" >&2; exit 2; }
 
-targets=(fuzz_cloudevents_decode fuzz_sim_config)
+targets=(fuzz_cloudevents_decode fuzz_sim_config fuzz_http_request)
 cmake -S fuzz -B "$build_dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 ${EDGE_OUTBOX_DEBUG_INFO:--g} -DNDEBUG" >/dev/null
 # Only the fuzz targets (and what they link), not the rest of the tree.

@@ -7,12 +7,14 @@
 // SIGHUP reopens a log file that was moved away (and without one changes
 // nothing); a config file with flags overriding it; config files it refuses
 // (exit 2); --file-mode for the files it creates; a file it cannot use
-// (exit 1).
+// (exit 1); its database deleted and created again, or another file moved
+// to its path: it exits 1 saying so, and restarted forwards the new file.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -137,6 +139,67 @@ TEST_CASE("delivers another process's events; a second daemon exits 4 naming the
   REQUIRE(wait_until([&] { return contains(dir / "next.err", "serving " + db.string()); }, 30s));
   next.kill(SIGINT);
   CHECK(next.wait(30s) == 0);
+}
+
+TEST_CASE("the database deleted and created again, or another file moved to its path: exit 1, restarted forwards it") {
+  Mosquitto broker;
+  Subscriber sub(broker.uri(), {"app/#"});
+  TempDir dir;
+  auto db = dir / "app.db";
+  record_readings(db, "gw-r", 1, 10);
+  const auto start_daemon = [&](const std::string& name) {
+    return Child::spawn(forwarder_binary(), {"--db", db.string(), "--broker", broker.uri(), "--device-id", "gw-r"},
+                        dir / (name + ".out"), dir / (name + ".err"));
+  };
+  const auto received_range = [&](int first, int last) {
+    const auto ns = readings_received(sub);
+    for (int n = first; n <= last; ++n)
+      if (!ns.contains(n)) return false;
+    return true;
+  };
+  auto daemon = start_daemon("first");
+  REQUIRE(wait_until([&] { return received_range(1, 10); }, 30s));
+
+  // Deleted (with its -wal and -shm) and created again by the application.
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db.string() + suffix);
+  auto changed = std::chrono::steady_clock::now();
+  record_readings(db, "gw-r", 11, 100);
+  int status = daemon.wait(30s);
+  auto took = std::chrono::steady_clock::now() - changed;
+  INFO(read_text(dir / "first.err"));
+  CHECK(status == 1);
+  CHECK(contains(dir / "first.err", "the database file " + db.string() + " was "));
+  CHECK(contains(dir / "first.err", "exiting (status 1) for the service manager to restart it"));
+  CHECK_FALSE(contains(dir / "first.err", "removed "));  // the -wal at the path is the new file's
+  std::printf("database deleted and created again: the daemon exited %d after %lld ms\n", status,
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  daemon = start_daemon("second");
+  REQUIRE(wait_until([&] { return received_range(11, 110); }, 60s));
+  std::printf("restarted: forwarded 100 of 100 events of the new file\n");
+
+  // Another file moved to the path.
+  auto other = dir / "other.db";
+  record_readings(other, "gw-r", 111, 50);
+  REQUIRE_FALSE(std::filesystem::exists(other.string() + "-wal"));  // closed: all in the file
+  std::filesystem::rename(other, db);
+  changed = std::chrono::steady_clock::now();
+  status = daemon.wait(30s);
+  took = std::chrono::steady_clock::now() - changed;
+  INFO(read_text(dir / "second.err"));
+  CHECK(status == 1);
+  CHECK(contains(dir / "second.err", "the database file " + db.string() + " was replaced"));
+  std::printf("another file moved to the path: the daemon exited %d after %lld ms\n", status,
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  // The -wal and -shm left at the path were the replaced file's: removed,
+  // so that the moved file's own pages are read.
+  CHECK(contains(dir / "second.err", "removed " + db.string() + "-wal and -shm"));
+  CHECK_FALSE(std::filesystem::exists(db.string() + "-wal"));
+  CHECK(sql_count(db, kPending) == 50);
+  daemon = start_daemon("third");
+  INFO(read_text(dir / "third.err"));
+  REQUIRE(wait_until([&] { return received_range(111, 160); }, 60s));
+  daemon.kill(SIGTERM);
+  CHECK(daemon.wait(30s) == 0);
 }
 
 TEST_CASE("SIGHUP reopens the log file logrotate moved; JSON lines") {

@@ -3,9 +3,11 @@
 // mosquitto, its metrics served as edge-outbox-forwarder serves them
 // (serve_forwarder_metrics): the values match what was delivered, promtool
 // accepts the scrape, a real Prometheus server scrapes it, /healthz turns
-// 503 with the reason when the broker goes; and the pure text and verdict.
+// 503 with the reason when the broker goes, or when the database file is
+// replaced or deleted; and the pure text and verdict.
 #include <doctest/doctest.h>
 
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -144,4 +146,39 @@ TEST_CASE("a database this process cannot write makes /healthz 503") {
   CHECK(text.find("edge_outbox_forwarder_connected 0\n") != std::string::npos);
   s.outbox.reset();
   CHECK(device::forwarder_metrics_text(s).find("edge_outbox_forwarder_pending_events") == std::string::npos);
+}
+
+TEST_CASE("a database file deleted or replaced under the daemon makes /healthz 503") {
+  TempDir dir;
+  const auto database = dir / "app.db";
+  Outbox outbox(database);
+  const auto opened = device::identity_of(database);
+  REQUIRE(opened.file);
+  CHECK(device::database_replaced_problem(database, *opened.file, device::identity_of(database)).empty());
+  device::ForwarderSnapshot s;
+  s.forwarder.connected = true;
+  {
+    // The snapshot the daemon's endpoint takes.
+    Forwarder forwarder(database, OutboxOptions{}, std::make_unique<MqttPublisher>(publisher_options("mqtt://127.0.0.1:1")),
+                        forwarder_options());
+    s = device::take_forwarder_snapshot(forwarder, outbox, database, opened.file);
+    CHECK(s.database_replaced.empty());
+    // Another file moved to the path.
+    Outbox(dir / "other.db").stats();
+    std::filesystem::rename(dir / "other.db", database);
+    s = device::take_forwarder_snapshot(forwarder, outbox, database, opened.file);
+  }
+  CHECK(s.database_replaced.find("the database file " + database.string() + " was replaced") == 0);
+  s.forwarder.connected = true;
+  auto h = device::forwarder_health(s);
+  CHECK_FALSE(h.ok);
+  CHECK(h.reason.find("was replaced (another file is at its path now") != std::string::npos);
+  CHECK(device::forwarder_metrics_text(s).find("edge_outbox_forwarder_database_replaced 1\n") != std::string::npos);
+  // Deleted.
+  std::filesystem::remove(database);
+  const auto problem = device::database_replaced_problem(database, *opened.file, device::identity_of(database));
+  CHECK(problem == "the database file " + database.string() +
+                       " was deleted; the daemon must be restarted to forward the file created there next");
+  // A path that cannot be examined is not called replaced.
+  CHECK(device::database_replaced_problem(database, *opened.file, device::PathIdentity{std::nullopt, EACCES}).empty());
 }

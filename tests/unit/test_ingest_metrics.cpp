@@ -118,3 +118,19 @@ TEST_CASE("healthy only while connected and the store takes commits") {
   h = ingest::ingest_health(s);
   CHECK(h.reason == "not connected to the broker; the store is failing: the last commit attempt failed (see the log)");
 }
+
+TEST_CASE("unhealthy while a store commit is pending longer than the bound") {
+  ingest::IngestSnapshot s;
+  s.connected = true;
+  s.commit_pending = std::chrono::seconds(30);
+  CHECK(ingest::ingest_health(s).ok);  // the default bound, 30 s, not passed
+  CHECK(ingest::ingest_health(s, std::chrono::seconds(60)).ok);
+  s.commit_pending = std::chrono::milliseconds(30001);
+  auto h = ingest::ingest_health(s);
+  CHECK_FALSE(h.ok);
+  CHECK(h.reason.find("a store commit has been pending for 30.0s (more than 30.0s)") == 0);
+  h = ingest::ingest_health(s, std::chrono::seconds(2));
+  CHECK_FALSE(h.ok);
+  CHECK(h.reason.find("(more than 2.0s)") != std::string::npos);
+  CHECK(ingest::ingest_metrics_text(s).find("edge_outbox_ingest_commit_pending_seconds 30.001\n") != std::string::npos);
+}
