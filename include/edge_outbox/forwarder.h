@@ -246,6 +246,12 @@ struct ForwarderStats {
   std::uint64_t worker_passes = 0;
 };
 
+// The checks Forwarder's constructors make of its options (all but the
+// buffer rule, which needs the publisher), without opening anything: a
+// program refuses a bad configuration with them before it creates a file.
+// Throws Error(invalid_argument) naming the field and the rule.
+void check_options(const ForwarderOptions& options);
+
 class Forwarder {
  public:
   // Same process as the application: wakes at once on outbox's commits. The

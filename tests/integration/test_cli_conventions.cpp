@@ -7,6 +7,8 @@
 // ones this build made, listed in cli_binaries.txt by tests/CMakeLists.txt.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -150,4 +152,38 @@ TEST_CASE("the ingest's run-time failures are not usage errors: cannot start 1, 
   r = run_binary(dir, ingest, {"gaps", "--store", not_a_store});
   CHECK(r.status == 3);
   CHECK(r.out.empty());
+}
+
+TEST_CASE("a configuration the library would refuse exits 2 before the database or the lease is made") {
+  TempDir dir;
+  std::filesystem::create_directory(dir / "data");
+  const auto db = (dir / "data" / "never-created.db").string();
+  REQUIRE(::mkfifo((dir / "config.fifo").c_str(), 0600) == 0);
+  const std::vector<std::vector<std::string>> refused = {
+      {"--db", db, "--device-id", "gw-cli", "--broker", "mqtt://127.0.0.1:99999"},
+      {"--db", db, "--device-id", std::string(2000, 'd')},
+      {"--db", db, "--device-id", "gw-cli", "--max-pending", "3"},
+      {"--db", db, "--device-id", "gw-cli", "--topic-prefix", "$SYS"},
+      // No writer ever opens the FIFO: a blocking open would wait for ever.
+      {"--db", db, "--device-id", "gw-cli", "--config", (dir / "config.fifo").string()},
+  };
+  int runs = 0;
+  for (const auto& binary : built_binaries()) {
+    const auto name = binary.filename().string();
+    if (name != "edge-outbox-forwarder" && name != "edge-outbox-sim") continue;
+    for (const auto& args : refused) {
+      CAPTURE(name + " " + args[3].substr(0, 20) + " " + args.back().substr(0, 40));
+      auto r = run_binary(dir, binary, args, std::chrono::seconds(20));
+      ++runs;
+      CHECK(r.status == 2);
+      const auto lines = lines_of(r.err);
+      REQUIRE(lines.size() == 2);
+      CHECK(lines[0].rfind(name + ": ", 0) == 0);
+      CHECK(lines[0].size() < 500);
+      CHECK(lines[1] == "Run `" + name + " --help` for the options.");
+      // Nothing made: no database, no -wal or -shm, no lease file.
+      CHECK(std::filesystem::is_empty(dir / "data"));
+    }
+  }
+  MESSAGE("refused configurations: " << runs << ", files created 0");
 }
