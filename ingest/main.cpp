@@ -23,6 +23,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +33,10 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/mutex.h"
 #include "host/command_line.h"
@@ -160,6 +165,44 @@ std::string service_status(const ingest::Writer& writer, const ingest::Subscribe
   return text;
 }
 
+// The options of the serving ingest that mean the same to every
+// subcommand: how it logs.
+constexpr std::array<std::string_view, 2> kLogOptions = {"--log-level", "--log-format"};
+
+// When `sub` was given: each option given before it on the command line is
+// applied to it (`store_like`: copied into the subcommand's own value, which
+// must then not differ; `also_applies`: the caller applies them) or refused.
+// Returns the refusal, naming the option and what to do.
+std::optional<std::string> apply_to_subcommand(
+    const CLI::App& app, const CLI::App* sub,
+    const std::vector<std::pair<std::string, std::string*>>& store_like,
+    const std::vector<std::string_view>& also_applies) {
+  if (!sub->parsed()) return std::nullopt;
+  const std::string name = sub->get_name();
+  for (const auto& [option, value] : store_like) {
+    const auto* before = app.get_option(option);
+    if (before->count() == 0) continue;
+    const auto given_before = before->as<std::string>();
+    if (sub->get_option(option)->count() > 0 && *value != given_before)
+      return option + " given twice, before " + name + " (" + given_before + ") and after it (" + *value +
+             "): give it once";
+    *value = given_before;
+  }
+  for (const auto* option : app.get_options()) {
+    if (option->count() == 0) continue;
+    const std::string flag = option->get_lnames().empty() ? option->get_name() : "--" + option->get_lnames().front();
+    const bool applies =
+        std::any_of(store_like.begin(), store_like.end(), [&](const auto& s) { return s.first == flag; }) ||
+        std::find(also_applies.begin(), also_applies.end(), flag) != also_applies.end() ||
+        std::find(kLogOptions.begin(), kLogOptions.end(), flag) != kLogOptions.end() || flag == "--help" ||
+        flag == "--version";
+    if (!applies)
+      return flag + " is an option of the serving ingest and does nothing for `" + name +
+             "`: remove it (`edge-outbox-ingest " + name + " --help` lists what " + name + " takes)";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -257,6 +300,28 @@ int main(int argc, char** argv) {
 
   host::add_version_flag(app, "edge-outbox-ingest");
   if (const auto done = host::parse_command_line(app, argc, argv)) return *done;
+  // An option given before a subcommand is applied to it or refused, never
+  // ignored: `--store X gaps` reads X.
+  if (const auto refusal = apply_to_subcommand(app, gaps_cmd, {{"--store", &gaps_store}}, {})) {
+    std::fprintf(stderr, "edge-outbox-ingest: %s\nRun `edge-outbox-ingest --help` for the options.\n",
+                 refusal->c_str());
+    return host::exit_code::usage;
+  }
+  if (const auto refusal =
+          apply_to_subcommand(app, reprocess_cmd, {{"--store", &reprocess_store}},
+                              {"--max-payload-bytes", "--require-source-match", "--max-batch"})) {
+    std::fprintf(stderr, "edge-outbox-ingest: %s\nRun `edge-outbox-ingest --help` for the options.\n",
+                 refusal->c_str());
+    return host::exit_code::usage;
+  }
+  if (reprocess_cmd->parsed()) {
+    // Given before `reprocess`, these classify as they would when serving.
+    if (app.get_option("--max-payload-bytes")->count() > 0 &&
+        reprocess_cmd->get_option("--max-payload-bytes")->count() == 0)
+      reprocess_classify.max_payload_bytes = classify.max_payload_bytes;
+    if (classify.require_source_match) reprocess_classify.require_source_match = true;
+    if (app.get_option("--max-batch")->count() > 0) reprocess_classify.max_batch_events = max_batch;
+  }
 
   sub.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
   classify.max_batch_events = max_batch;

@@ -187,3 +187,48 @@ TEST_CASE("a configuration the library would refuse exits 2 before the database 
   }
   MESSAGE("refused configurations: " << runs << ", files created 0");
 }
+
+TEST_CASE("the ingest: an option given before a subcommand is applied to it or refused, never ignored") {
+  TempDir dir;
+  std::filesystem::path ingest;
+  for (const auto& b : built_binaries())
+    if (b.filename() == "edge-outbox-ingest") ingest = b;
+  if (ingest.empty()) return;  // a device-only build
+  const auto store = "sqlite:" + (dir / "mine.db").string();
+  // reprocess makes the store (empty, nothing rejected); --store before it counts.
+  auto r = run_binary(dir, ingest, {"--store", store, "reprocess"});
+  CHECK(r.status == 0);
+  CHECK(std::filesystem::exists(dir / "mine.db"));
+
+  // gaps reads the store given before it, not events.db.
+  r = run_binary(dir, ingest, {"--store", store, "gaps", "--json"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("streams") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists("events.db"));
+  CHECK_FALSE(std::filesystem::exists(dir / "events.db"));
+  r = run_binary(dir, ingest, {"--store", "sqlite:" + (dir / "other.db").string(), "gaps"});
+  CHECK(r.status == 3);  // that store does not exist: named, not events.db
+  CHECK(r.err.find("other.db") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "other.db"));
+
+  // Refused, exit 2: the same option twice with different values, and an
+  // option of the serving ingest that the subcommand has no use for.
+  const std::vector<std::vector<std::string>> refused = {
+      {"--store", store, "gaps", "--store", "sqlite:" + (dir / "other.db").string()},
+      {"--broker", "mqtt://127.0.0.1:1", "gaps", "--store", store},
+      {"--topic", "x/#", "reprocess", "--store", store},
+      {"--sqlite-sync", "normal", "gaps", "--store", store},
+  };
+  for (const auto& args : refused) {
+    CAPTURE(args[0] + " " + args[2]);
+    r = run_binary(dir, ingest, args);
+    CHECK(r.status == 2);
+    const auto lines = lines_of(r.err);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0].find(args[0]) != std::string::npos);
+    CHECK(lines[1] == "Run `edge-outbox-ingest --help` for the options.");
+  }
+  // Given once, before or after: the same.
+  r = run_binary(dir, ingest, {"--store", store, "gaps", "--store", store});
+  CHECK(r.status == 0);
+}
