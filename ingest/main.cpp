@@ -169,36 +169,31 @@ std::string service_status(const ingest::Writer& writer, const ingest::Subscribe
 // subcommand: how it logs.
 constexpr std::array<std::string_view, 2> kLogOptions = {"--log-level", "--log-format"};
 
-// When `sub` was given: each option given before it on the command line is
-// applied to it (`store_like`: copied into the subcommand's own value, which
-// must then not differ; `also_applies`: the caller applies them) or refused.
-// Returns the refusal, naming the option and what to do.
-std::optional<std::string> apply_to_subcommand(
-    const CLI::App& app, const CLI::App* sub,
-    const std::vector<std::pair<std::string, std::string*>>& store_like,
-    const std::vector<std::string_view>& also_applies) {
+// When `sub` was given: each option given before it on the command line
+// must be one it uses: `shared` (an option of its own as well, which must
+// then not say otherwise), `applies` (the caller applies them to it) or how
+// the ingest logs. Returns the refusal, naming the option and what to do.
+std::optional<std::string> check_given_before(const CLI::App& app, const CLI::App* sub,
+                                              const std::vector<std::string_view>& shared,
+                                              const std::vector<std::string_view>& applies) {
   if (!sub->parsed()) return std::nullopt;
   const std::string name = sub->get_name();
-  for (const auto& [option, value] : store_like) {
-    const auto* before = app.get_option(option);
-    if (before->count() == 0) continue;
-    const auto given_before = before->as<std::string>();
-    if (sub->get_option(option)->count() > 0 && *value != given_before)
-      return option + " given twice, before " + name + " (" + given_before + ") and after it (" + *value +
-             "): give it once";
-    *value = given_before;
-  }
+  const auto listed = [](const auto& names, std::string_view flag) {
+    return std::find(names.begin(), names.end(), flag) != names.end();
+  };
   for (const auto* option : app.get_options()) {
     if (option->count() == 0) continue;
     const std::string flag = option->get_lnames().empty() ? option->get_name() : "--" + option->get_lnames().front();
-    const bool applies =
-        std::any_of(store_like.begin(), store_like.end(), [&](const auto& s) { return s.first == flag; }) ||
-        std::find(also_applies.begin(), also_applies.end(), flag) != also_applies.end() ||
-        std::find(kLogOptions.begin(), kLogOptions.end(), flag) != kLogOptions.end() || flag == "--help" ||
-        flag == "--version";
-    if (!applies)
-      return flag + " is an option of the serving ingest and does nothing for `" + name +
-             "`: remove it (`edge-outbox-ingest " + name + " --help` lists what " + name + " takes)";
+    if (listed(shared, flag)) {
+      const auto* own = sub->get_option(flag);
+      if (own->count() > 0 && own->as<std::string>() != option->as<std::string>())
+        return flag + " given twice, before " + name + " (" + option->as<std::string>() + ") and after it (" +
+               own->as<std::string>() + "): give it once";
+      continue;
+    }
+    if (listed(applies, flag) || listed(kLogOptions, flag)) continue;
+    return flag + " is an option of the serving ingest and does nothing for `" + name +
+           "`: remove it (`edge-outbox-ingest " + name + " --help` lists what " + name + " takes)";
   }
   return std::nullopt;
 }
@@ -302,26 +297,20 @@ int main(int argc, char** argv) {
   if (const auto done = host::parse_command_line(app, argc, argv)) return *done;
   // An option given before a subcommand is applied to it or refused, never
   // ignored: `--store X gaps` reads X.
-  if (const auto refusal = apply_to_subcommand(app, gaps_cmd, {{"--store", &gaps_store}}, {})) {
+  auto refusal = check_given_before(app, gaps_cmd, {"--store"}, {});
+  if (!refusal)
+    refusal = check_given_before(app, reprocess_cmd, {"--store", "--max-payload-bytes", "--require-source-match"},
+                                 {"--max-batch"});
+  if (refusal) {
     std::fprintf(stderr, "edge-outbox-ingest: %s\nRun `edge-outbox-ingest --help` for the options.\n",
                  refusal->c_str());
     return host::exit_code::usage;
   }
-  if (const auto refusal =
-          apply_to_subcommand(app, reprocess_cmd, {{"--store", &reprocess_store}},
-                              {"--max-payload-bytes", "--require-source-match", "--max-batch"})) {
-    std::fprintf(stderr, "edge-outbox-ingest: %s\nRun `edge-outbox-ingest --help` for the options.\n",
-                 refusal->c_str());
-    return host::exit_code::usage;
-  }
-  if (reprocess_cmd->parsed()) {
-    // Given before `reprocess`, these classify as they would when serving.
-    if (app.get_option("--max-payload-bytes")->count() > 0 &&
-        reprocess_cmd->get_option("--max-payload-bytes")->count() == 0)
-      reprocess_classify.max_payload_bytes = classify.max_payload_bytes;
-    if (classify.require_source_match) reprocess_classify.require_source_match = true;
-    if (app.get_option("--max-batch")->count() > 0) reprocess_classify.max_batch_events = max_batch;
-  }
+  const auto given = [&app](const char* flag) { return app.get_option(flag)->count() > 0; };
+  if (given("--store")) gaps_store = reprocess_store = store_spec;
+  if (given("--max-payload-bytes")) reprocess_classify.max_payload_bytes = classify.max_payload_bytes;
+  if (given("--require-source-match")) reprocess_classify.require_source_match = true;
+  if (given("--max-batch")) reprocess_classify.max_batch_events = max_batch;
 
   sub.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
   classify.max_batch_events = max_batch;

@@ -218,6 +218,7 @@ TEST_CASE("the ingest: an option given before a subcommand is applied to it or r
       {"--broker", "mqtt://127.0.0.1:1", "gaps", "--store", store},
       {"--topic", "x/#", "reprocess", "--store", store},
       {"--sqlite-sync", "normal", "gaps", "--store", store},
+      {"--max-payload-bytes", "2048", "reprocess", "--store", store, "--max-payload-bytes", "4096"},
   };
   for (const auto& args : refused) {
     CAPTURE(args[0] + " " + args[2]);
@@ -230,5 +231,8 @@ TEST_CASE("the ingest: an option given before a subcommand is applied to it or r
   }
   // Given once, before or after: the same.
   r = run_binary(dir, ingest, {"--store", store, "gaps", "--store", store});
+  CHECK(r.status == 0);
+  r = run_binary(dir, ingest, {"--max-payload-bytes", "2048", "--require-source-match", "--max-batch", "10",
+                               "--log-level", "warn", "reprocess", "--store", store});
   CHECK(r.status == 0);
 }
