@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "config_json.h"
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +16,13 @@
 namespace edge_outbox::device {
 
 using nlohmann::json;
+
+namespace {
+
+// A config file is a few dozen keys: 1 MiB is far beyond any.
+constexpr off_t kMaxConfigBytes = 1024 * 1024;
+
+}  // namespace
 
 void refuse(const std::string& message) { throw Error(ErrorKind::invalid_argument, message); }
 
@@ -65,10 +77,47 @@ std::chrono::milliseconds cli_duration(const std::string& option, const std::str
 }
 
 json read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) refuse("cannot read --config " + path + ": check the path and its permissions");
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer; fstat
+  // then tells what it is before a byte is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    refuse("cannot read --config " + path + ": " + std::strerror(errno) + "; check the path and its permissions");
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const auto what = S_ISDIR(st.st_mode)    ? "a directory"
+                      : S_ISFIFO(st.st_mode) ? "a FIFO"
+                      : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                      : S_ISSOCK(st.st_mode)                        ? "a socket"
+                                                                    : "not a regular file";
+    ::close(fd);
+    refuse("--config " + path + " is " + what + ": give a regular file holding one JSON object");
+  }
+  if (st.st_size > kMaxConfigBytes) {
+    ::close(fd);
+    refuse("--config " + path + " has " + std::to_string(st.st_size) + " bytes: a config file has at most " +
+           std::to_string(kMaxConfigBytes));
+  }
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const auto n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      refuse("cannot read --config " + path + ": " + std::strerror(error));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > static_cast<std::size_t>(kMaxConfigBytes)) {
+      ::close(fd);
+      refuse("--config " + path + " grew past " + std::to_string(kMaxConfigBytes) + " bytes while read");
+    }
+  }
+  ::close(fd);
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     refuse("--config " + path + " is not valid JSON: " + e.what());
   }

@@ -39,7 +39,8 @@ std::chrono::milliseconds want_duration(const std::string& key, const nlohmann::
 std::chrono::milliseconds cli_duration(const std::string& option, const std::string& text);
 
 // The document of a --config file. Throws Error(invalid_argument) when it
-// cannot be read or is not JSON.
+// cannot be read, is not a regular file (a FIFO, a directory, a device:
+// refused at once, never waited on), is larger than 1 MiB or is not JSON.
 nlohmann::json read_config_file(const std::string& path);
 
 // Whether the long option "--<key>" of app was given on the command line.

@@ -123,6 +123,17 @@ void validate(ForwarderConfig& c) {
     refuse("--file-mode " + format_file_mode(c.file_mode) +
            " must give the owner read and write (0600) and nothing beyond 0777");
   }
+  {
+    // The rule the Outbox applies when it creates the file.
+    OutboxOptions probe;
+    probe.file_mode = c.file_mode;
+    try {
+      check_options(probe);
+    } catch (const Error& e) {
+      refuse("--file-mode " + format_file_mode(c.file_mode) + ": " + e.what());
+    }
+  }
+  if (c.stop_timeout > std::chrono::hours(24)) refuse("--stop-timeout must be at most 1d (24h)");
   if (!c.metrics_listen.empty()) {
     if (const auto problem = host::listen_address_problem(c.metrics_listen); !problem.empty())
       refuse("--metrics-listen: " + problem);

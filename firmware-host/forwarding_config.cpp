@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/wire/mqtt_connect.h>
 
 #include "host/log_sink.h"
@@ -18,13 +19,49 @@ namespace {
 using nlohmann::json;
 using Field = ConfigField<ForwardingConfig>;
 
-bool valid_topic_level(const std::string& s, bool allow_slash) {
+// The limits of include/edge_outbox/event.h: an event's type has at most
+// 255 bytes, a topic name at most 65535 (MQTT's).
+constexpr std::size_t kMaxEventTypeBytes = 255;
+constexpr std::size_t kMaxTopicBytes = 65535;
+
+// The longest configuration value a refusal quotes in full.
+constexpr std::size_t kQuotedBytes = 64;
+
+// "value" for a short value; its first bytes, "...", and its length for a
+// long one (a 2,000-byte device id is not repeated on stderr).
+std::string shown(const std::string& value) {
+  if (value.size() <= kQuotedBytes) return "\"" + value + "\"";
+  return "\"" + value.substr(0, kQuotedBytes) + "...\" (" + std::to_string(value.size()) + " bytes)";
+}
+
+// A topic name's part: not empty, no wildcard, no NUL or other control
+// character, and without '/' unless it may span levels.
+bool valid_topic_part(const std::string& s, bool allow_slash) {
   if (s.empty()) return false;
-  for (char ch : s) {
-    if (ch == '+' || ch == '#' || ch == '\0') return false;
-    if (!allow_slash && ch == '/') return false;
+  if (s.find_first_of(allow_slash ? std::string_view("+#") : std::string_view("+#/")) != std::string::npos) return false;
+  return !cloudevents::find_control_character(s);
+}
+
+// The library's own check of the options that carry one setting: the
+// configuration is refused by the rule that would refuse it at run time,
+// before anything is created, naming the option.
+template <class Options>
+void check_as(const std::string& option, const Options& probe) {
+  try {
+    check_options(probe);
+  } catch (const Error& e) {
+    refuse(option + ": " + e.what());
   }
-  return true;
+}
+
+// The longest duration an option takes: one day (longer waits are a
+// mistake, and the library's timers read nanoseconds).
+constexpr std::chrono::milliseconds kLongestDuration{24LL * 3600 * 1000};
+
+void check_duration_bound(const char* option, std::chrono::milliseconds value) {
+  if (value > kLongestDuration) {
+    refuse(std::string(option) + " must be at most 1d (24h), not " + std::to_string(value.count() / 1000) + " s");
+  }
 }
 
 std::string host_name() {
@@ -163,11 +200,28 @@ void add_forwarding_options(CLI::App& app, ForwardingConfig& cli) {
 
 void validate_forwarding(ForwardingConfig& c) {
   if (c.device_id.empty()) c.device_id = host_name();
-  if (!valid_topic_level(c.device_id, false)) {
-    refuse("--device-id \"" + c.device_id + "\" must be non-empty and contain no '/', '+' or '#'");
+  if (!valid_topic_part(c.device_id, false)) {
+    refuse("--device-id " + shown(c.device_id) +
+           " must be one topic level: non-empty, without '/', '+', '#' or control characters");
   }
-  if (!valid_topic_level(c.topic_prefix, true)) {
-    refuse("--topic-prefix \"" + c.topic_prefix + "\" must be non-empty and contain no '+' or '#'");
+  {
+    ForwarderOptions probe;
+    probe.source = c.device_id;
+    check_as("--device-id " + shown(c.device_id) + " (the CloudEvents source)", probe);
+  }
+  if (!valid_topic_part(c.topic_prefix, true) || c.topic_prefix.front() == '$') {
+    refuse("--topic-prefix " + shown(c.topic_prefix) +
+           " must be non-empty, start with no '$' and contain no '+', '#' or control characters");
+  }
+  // The longest topic an event goes to: <prefix>/<device-id>/events/<type>.
+  if (const auto longest = c.topic_for(std::string(kMaxEventTypeBytes, 't')).size(); longest > kMaxTopicBytes) {
+    refuse("--topic-prefix and --device-id make topics of up to " + std::to_string(longest) +
+           " bytes: MQTT's limit is " + std::to_string(kMaxTopicBytes) + "; shorten them");
+  }
+  {
+    OutboxOptions probe;
+    probe.dropped_event_topic = c.topic_for("outbox.dropped");
+    check_as("--topic-prefix " + shown(c.topic_prefix), probe);
   }
   if (c.durability != "full" && c.durability != "normal") {
     refuse("--durability must be full or normal, not \"" + c.durability + "\"");
@@ -176,11 +230,14 @@ void validate_forwarding(ForwardingConfig& c) {
     refuse("--confirm must be broker or server, not \"" + c.confirm + "\"");
   }
   if (c.confirm_timeout.count() <= 0) refuse("--confirm-timeout must be positive, such as 30s");
+  check_duration_bound("--confirm-timeout", c.confirm_timeout);
+  check_duration_bound("--ack-timeout", c.ack_timeout);
   if (c.batch < 1 || c.batch > 10'000) refuse("--batch must be 1..10000 events per message");
   if (c.batch_bytes < 1024 || c.batch_bytes > 268'435'455) {
     refuse("--batch-bytes must be 1024..268435455 bytes (MQTT's largest packet)");
   }
   if (c.linger.count() < 0) refuse("--linger must be 0 or more, such as 20ms");
+  check_duration_bound("--linger", c.linger);
   if (c.compress != "none" && c.compress != "zstd") {
     refuse("--compress must be none or zstd, not \"" + c.compress + "\"");
   }
@@ -199,15 +256,28 @@ void validate_forwarding(ForwardingConfig& c) {
   if (c.capacity_policy != "reject_new" && c.capacity_policy != "drop_oldest") {
     refuse("--capacity-policy must be reject_new or drop_oldest, not \"" + c.capacity_policy + "\"");
   }
+  {
+    OutboxOptions probe;
+    probe.max_pending_events = c.max_pending;
+    check_as("--max-pending " + std::to_string(c.max_pending), probe);
+  }
   if (!c.password_file.empty() && !c.password_env.empty()) refuse("give --password-file or --password-env, not both");
   if (c.cert_file.empty() != c.key_file.empty()) refuse("--cert-file and --key-file go together");
   if (!host::parse_log_level(c.log_level)) {
     refuse("--log-level must be debug, info, warning or error, not \"" + c.log_level + "\"");
   }
-  if (c.broker.rfind("mqtt://", 0) != 0 && c.broker.rfind("mqtts://", 0) != 0) {
-    refuse("--broker \"" + c.broker + "\" must start with mqtt:// or mqtts://");
+  {
+    MqttPublisherOptions probe;
+    probe.uri = c.broker;
+    check_as("--broker", probe);
   }
   if (c.backoff_max.count() < 100) refuse("--backoff-max must be at least 100ms");
+  check_duration_bound("--backoff-max", c.backoff_max);
+  // Whatever the checks above missed, the library refuses here, not after
+  // the database and the lease were made.
+  check_as("the forwarding options", forwarder_options(c, {}));
+  check_as("the broker options", publisher_options(c, "edge-outbox", "", {}));
+  check_as("the outbox options", outbox_options(c, {}));
 }
 
 std::string read_broker_password(const ForwardingConfig& c) {

@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
     config = sim::resolve(app, cli);
     password = edge_outbox::device::read_broker_password(config);
   } catch (const std::exception& e) {  // Error from resolve, std::runtime_error from read_secret
-    std::fprintf(stderr, "edge-outbox-sim: %s\n", e.what());
+    std::fprintf(stderr, "edge-outbox-sim: %s\nRun `edge-outbox-sim --help` for the options.\n", e.what());
     return host::exit_code::usage;
   }
 

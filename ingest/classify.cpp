@@ -92,21 +92,84 @@ Named from_user_properties(const cloudevents::UserProperties& properties) {
   return n;
 }
 
-Named from_json_members(std::string_view payload) {
-  Named n;
-  // Too large or too deep (the parse would recurse): not read.
-  if (payload.size() > max_attribution_parse_bytes ||
-      cloudevents::json_nesting_depth(payload) > cloudevents::max_json_depth + 1)
-    return n;
-  const auto j = nlohmann::json::parse(payload, nullptr, false);
-  if (!j.is_object()) return n;
-  if (auto it = j.find("source"); it != j.end() && it->is_string()) n.source = it->get<std::string>();
-  if (auto it = j.find("streamid"); it != j.end() && it->is_string()) n.streamid = it->get<std::string>();
-  if (auto it = j.find("sequence"); it != j.end()) {
-    if (it->is_string()) n.sequence = sequence_of(it->get<std::string>());
-    else if (it->is_number_unsigned()) n.sequence = sequence_of(std::to_string(it->get<std::uint64_t>()));
+// The event object's own members source, streamid and sequence, read with
+// nlohmann's SAX parser, which keeps one bit per level instead of
+// recursing: a payload nested however deep (deeper than decode() takes,
+// which is why it was rejected) still names its stream position. Nothing
+// when the payload is not a JSON object. A member given twice: the last.
+class TopLevelMembers {
+ public:
+  using json = nlohmann::json;
+
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(json::number_integer_t) { return value(); }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (at_member("sequence")) named_.sequence = sequence_of(std::to_string(v));
+    return value();
   }
-  return n;
+  bool number_float(json::number_float_t, const json::string_t&) { return value(); }
+  bool string(json::string_t& text) {
+    if (at_member("source")) named_.source = text;
+    else if (at_member("streamid")) named_.streamid = text;
+    else if (at_member("sequence")) named_.sequence = sequence_of(text);
+    return value();
+  }
+  bool binary(json::binary_t&) { return value(); }
+  bool start_object(std::size_t) {
+    if (depth_ == 0) is_object_ = true;
+    value();
+    ++depth_;
+    return true;
+  }
+  bool end_object() {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) {
+    if (depth_ == 0) return false;  // not an event object: nothing to read
+    value();
+    ++depth_;
+    return true;
+  }
+  bool end_array() {
+    --depth_;
+    return true;
+  }
+  bool key(json::string_t& name) {
+    if (depth_ == 1) key_ = std::move(name);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception&) { return false; }
+
+  // What was read, if the whole payload was one JSON object.
+  Named result(bool parsed) && { return parsed && is_object_ ? std::move(named_) : Named{}; }
+
+ private:
+  bool at_member(std::string_view name) const { return depth_ == 1 && key_ == name; }
+  // A value at the event object's level uses up its member name.
+  bool value() {
+    if (depth_ == 1) key_.clear();
+    return true;
+  }
+
+  Named named_;
+  std::size_t depth_ = 0;
+  bool is_object_ = false;
+  std::string key_;
+};
+
+Named from_json_members(std::string_view payload) {
+  // Too large: not read.
+  if (payload.size() > max_attribution_parse_bytes) return {};
+  TopLevelMembers members;
+  bool parsed = false;
+  try {
+    parsed = nlohmann::json::sax_parse(payload.begin(), payload.end(), &members);
+  } catch (const nlohmann::json::exception&) {
+    return {};
+  }
+  return std::move(members).result(parsed);
 }
 
 }  // namespace

@@ -66,8 +66,10 @@ RejectedRow rejected_row(const Received& m, const ClassifyOptions& options, std:
 // sequence's outcome (Store::confirmed_through): from the user properties
 // "source", "streamid" and "sequence" when it carries a "specversion" user
 // property (binary mode), else from the members of its JSON object
-// (structured mode; payloads over max_attribution_parse_bytes, or nested
-// deeper than an event may be, are not parsed). Each must be as an event may carry it (cloudevents.h): source
+// (structured mode; payloads over max_attribution_parse_bytes are not
+// parsed; one nested deeper than an event may be is, without recursion:
+// only the object's own members are read). Each must be as an event may
+// carry it (cloudevents.h): source
 // and streamid non-empty UTF-8 without control characters, within their
 // lengths; sequence 1-20 decimal digits (a JSON string or integer), from 1
 // to 2^63-1. Under options.require_source_match the source must also be

@@ -23,6 +23,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +33,10 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/mutex.h"
 #include "host/command_line.h"
@@ -161,6 +166,39 @@ std::string service_status(const ingest::Writer& writer, const ingest::Subscribe
   return text;
 }
 
+// The options of the serving ingest that mean the same to every
+// subcommand: how it logs.
+constexpr std::array<std::string_view, 2> kLogOptions = {"--log-level", "--log-format"};
+
+// When `sub` was given: each option given before it on the command line
+// must be one it uses: `shared` (an option of its own as well, which must
+// then not say otherwise), `applies` (the caller applies them to it) or how
+// the ingest logs. Returns the refusal, naming the option and what to do.
+std::optional<std::string> check_given_before(const CLI::App& app, const CLI::App* sub,
+                                              const std::vector<std::string_view>& shared,
+                                              const std::vector<std::string_view>& applies) {
+  if (!sub->parsed()) return std::nullopt;
+  const std::string name = sub->get_name();
+  const auto listed = [](const auto& names, std::string_view flag) {
+    return std::find(names.begin(), names.end(), flag) != names.end();
+  };
+  for (const auto* option : app.get_options()) {
+    if (option->count() == 0) continue;
+    const std::string flag = option->get_lnames().empty() ? option->get_name() : "--" + option->get_lnames().front();
+    if (listed(shared, flag)) {
+      const auto* own = sub->get_option(flag);
+      if (own->count() > 0 && own->as<std::string>() != option->as<std::string>())
+        return flag + " given twice, before " + name + " (" + option->as<std::string>() + ") and after it (" +
+               own->as<std::string>() + "): give it once";
+      continue;
+    }
+    if (listed(applies, flag) || listed(kLogOptions, flag)) continue;
+    return flag + " is an option of the serving ingest and does nothing for `" + name +
+           "`: remove it (`edge-outbox-ingest " + name + " --help` lists what " + name + " takes)";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -270,6 +308,22 @@ int main(int argc, char** argv) {
 
   host::add_version_flag(app, "edge-outbox-ingest");
   if (const auto done = host::parse_command_line(app, argc, argv)) return *done;
+  // An option given before a subcommand is applied to it or refused, never
+  // ignored: `--store X gaps` reads X.
+  auto refusal = check_given_before(app, gaps_cmd, {"--store"}, {});
+  if (!refusal)
+    refusal = check_given_before(app, reprocess_cmd, {"--store", "--max-payload-bytes", "--require-source-match"},
+                                 {"--max-batch"});
+  if (refusal) {
+    std::fprintf(stderr, "edge-outbox-ingest: %s\nRun `edge-outbox-ingest --help` for the options.\n",
+                 refusal->c_str());
+    return host::exit_code::usage;
+  }
+  const auto given = [&app](const char* flag) { return app.get_option(flag)->count() > 0; };
+  if (given("--store")) gaps_store = reprocess_store = store_spec;
+  if (given("--max-payload-bytes")) reprocess_classify.max_payload_bytes = classify.max_payload_bytes;
+  if (given("--require-source-match")) reprocess_classify.require_source_match = true;
+  if (given("--max-batch")) reprocess_classify.max_batch_events = max_batch;
 
   sub.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
   classify.max_batch_events = max_batch;

@@ -53,6 +53,12 @@
 // oldest first, once it has reconnected, as after any lost connection
 // (ForwarderStats::ack_timeouts counts these).
 //
+// Storage errors: when a pass of the worker fails (a full disk, a locked or
+// failing file) it logs "retrying in N s" and waits that long on the
+// clock's monotonic time, whatever wakes it meanwhile: 1 s, doubling after
+// each failure in a row up to 30 s, back to 1 s after a pass that succeeds.
+// stop() is answered at once.
+//
 // Failures: a refused message counts as a failed attempt with its reason
 // (Queue::record_failure); permanent refusals and the max_attempts-th
 // transient one dead-letter the event. A failing event never holds back the
@@ -259,11 +265,17 @@ struct ForwarderStats {
   std::string last_error;
   std::int64_t last_publish_wall_ms = 0;  // last acknowledgement; 0: none yet
   // Rounds of the worker thread's loop, since start. It goes round at least
-  // every poll_interval (every second after an error) while running, online
-  // or offline: a count that stands still means a stuck worker (a service
-  // manager's watchdog pings only while it moves).
+  // every poll_interval while running, online or offline, and while it
+  // waits to retry after an error: a count that stands still means a stuck
+  // worker (a service manager's watchdog pings only while it moves).
   std::uint64_t worker_passes = 0;
 };
+
+// The checks Forwarder's constructors make of its options (all but the
+// buffer rule, which needs the publisher), without opening anything: a
+// program refuses a bad configuration with them before it creates a file.
+// Throws Error(invalid_argument) naming the field and the rule.
+void check_options(const ForwarderOptions& options);
 
 class Forwarder {
  public:

@@ -92,4 +92,10 @@ struct OutboxOptions {
   std::shared_ptr<const Clock> clock = system_clock();
 };
 
+// The checks Outbox's constructor makes of its options, without opening
+// anything: a program (edge-outbox-forwarder, edge-outbox-sim) refuses a bad
+// configuration with them before it creates a file. Throws
+// Error(invalid_argument) naming the field and the rule.
+void check_options(const OutboxOptions& options);
+
 }  // namespace edge_outbox

@@ -7,15 +7,12 @@
 #include <edge_outbox/clock.h>
 
 namespace edge_outbox::detail {
-namespace {
-
-// Round up, and never 0 (which MQTT would read as "no expiry").
-std::chrono::seconds expiry_seconds(std::chrono::milliseconds ttl) {
-  auto ms = std::max<std::int64_t>(ttl.count(), 1);
-  return std::chrono::seconds((ms + 999) / 1000);
+std::chrono::seconds expiry_seconds(std::chrono::milliseconds ttl) noexcept {
+  const auto ms = std::max<std::int64_t>(ttl.count(), 1);
+  // ms / 1000 rounded up without ms + 999, which overflows near INT64_MAX.
+  const std::int64_t seconds = ms / 1000 + (ms % 1000 != 0 ? 1 : 0);
+  return std::chrono::seconds(std::min<std::int64_t>(seconds, kMaxMessageExpiry.count()));
 }
-
-}  // namespace
 
 cloudevents::CloudEvent to_cloud_event(const StoredEvent& event, std::string_view source,
                                        std::string_view stream_id) {

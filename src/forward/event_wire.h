@@ -42,8 +42,16 @@ std::string to_batch_element(const StoredEvent& event, std::string_view source, 
 OutgoingMessage to_batch_message(std::span<const StoredEvent> events, std::span<const std::string> elements,
                                  cloudevents::Compression compression, MqttVersion version);
 
-// MQTT 5 message expiry of a batch: none when an event has no TTL, else the
-// largest TTL left, rounded up to seconds (at least 1).
+// MQTT 5's message expiry interval is four bytes: at most 2^32 - 1 seconds.
+inline constexpr std::chrono::seconds kMaxMessageExpiry{0xFFFF'FFFFLL};
+
+// The MQTT 5 message expiry for a TTL left: rounded up to seconds, at least
+// 1 (0 would read as "no expiry"), at most kMaxMessageExpiry (a longer TTL
+// saturates there instead of wrapping round to a short one).
+std::chrono::seconds expiry_seconds(std::chrono::milliseconds ttl) noexcept;
+
+// MQTT 5 message expiry of a batch: none when an event has no TTL, else
+// expiry_seconds of the largest TTL left.
 std::optional<std::chrono::seconds> batch_expiry(std::span<const StoredEvent> events) noexcept;
 
 }  // namespace edge_outbox::detail

@@ -16,6 +16,7 @@
 #include <edge_outbox/wire/packet_size.h>
 #include <edge_outbox/wire/stream_status.h>
 
+#include "common/backoff.h"
 #include "common/mutex.h"
 #include "forward/confirmation_check.h"
 #include "forward/confirmation_wait.h"
@@ -35,6 +36,23 @@ using detail::StatusSchedule;
 
 // How often the stream's position is read (the status, the unconfirmed count).
 constexpr std::chrono::milliseconds kPositionInterval{1000};
+
+// After a failed pass (the file full, locked or failing) the worker waits
+// 1 s, then twice as long after each failure in a row, up to 30 s.
+constexpr std::chrono::milliseconds kFirstRetry{1000};
+constexpr std::chrono::milliseconds kLongestRetry{30'000};
+
+// "1 s", "30 s", "1.5 s": a retry delay in a log line.
+std::string seconds_text(std::chrono::milliseconds delay) {
+  const auto ms = delay.count();
+  std::string text = std::to_string(ms / 1000);
+  if (ms % 1000 != 0) {
+    std::string fraction = std::to_string(1000 + ms % 1000).substr(1);
+    while (fraction.back() == '0') fraction.pop_back();
+    text += "." + fraction;
+  }
+  return text + " s";
+}
 
 bool is_topic_name(const std::string& topic) {
   return !topic.empty() && topic.find_first_of("+#") == std::string::npos && topic.find('\0') == std::string::npos;
@@ -651,7 +669,28 @@ struct Forwarder::Impl {
     }
   }
 
+  // After a failed pass (a full disk, a locked or failing file): waits
+  // until retry_at on the monotonic clock, whatever wakes it meanwhile
+  // (commits, acknowledgements, confirmations: they wait for the retry), but
+  // no longer than the drain deadline of a stop, and comes back at once when
+  // stop() is called or its deadline changes. It goes round every
+  // poll_interval meanwhile (worker_passes moves: the worker is waiting, not
+  // stuck), reading the clock again each time.
+  void back_off(MutexLock& lock, std::int64_t retry_at, bool draining) REQUIRES(mutex) {
+    const auto deadline = drain_deadline_ms;
+    while (stopping == draining && (!stopping || drain_deadline_ms == deadline)) {
+      std::int64_t until = retry_at;
+      if (stopping) until = std::min(until, drain_deadline_ms);
+      const std::int64_t left = until - clock->monotonic_ms();
+      if (left <= 0) return;
+      cv.wait_for(lock, std::chrono::milliseconds(std::min<std::int64_t>(left, options.poll_interval.count())));
+      ++shared_stats.worker_passes;
+    }
+  }
+
   void run() EXCLUDES(mutex) {
+    detail::RetryDelay retry_delay(kFirstRetry, kLongestRetry);
+    std::chrono::milliseconds retry_in{0};
     SendWindow window(window_options(options), clock->monotonic_ms());
     std::vector<Completion> done;
     std::vector<wire::Confirmation> confirmations;
@@ -689,22 +728,29 @@ struct Forwarder::Impl {
         follow_position(now_ms, link_up, v);
       } catch (const std::exception& e) {
         failed = true;
-        log(LogLevel::error, std::string("forwarder: ") + e.what() + "; retrying in 1 s");
+        retry_in = retry_delay.next();
+        log(LogLevel::error, std::string("forwarder: ") + e.what() + "; retrying in " + seconds_text(retry_in));
         MutexLock guard(mutex);
         shared_stats.last_error = e.what();
         // Perhaps not taken yet: judge them again in the next round (taking
         // one twice does no harm).
         received.insert(received.begin(), confirmations.begin(), confirmations.end());
       }
+      if (!failed) retry_delay.reset();
       if (end.drained) break;
 
       lock.lock();
       ++shared_stats.worker_passes;
       shared_stats.in_flight = window.in_flight();
       report_counts();
+      if (failed) {
+        back_off(lock, now_ms + retry_in.count(), draining);
+        window.queue_changed();
+        continue;
+      }
       if (!completions.empty() || wake || !received.empty()) continue;
-      std::int64_t wake_at = failed ? now_ms + 1000 : end.wake_at_ms;
-      if (!failed && position_loaded) {
+      std::int64_t wake_at = end.wake_at_ms;
+      if (position_loaded) {
         if (server_mode && link_up) {
           if (auto due = confirm_wait.deadline()) wake_at = std::min(wake_at, std::max(*due, now_ms + 1));
         }
@@ -714,11 +760,10 @@ struct Forwarder::Impl {
       std::int64_t wait_ms = wake_at - clock->monotonic_ms();
       // A poll_interval bounds the wait in any case, should the clock stand
       // still or step back (tests move it by hand).
-      if (!failed) wait_ms = std::min<std::int64_t>(wait_ms, options.poll_interval.count());
+      wait_ms = std::min<std::int64_t>(wait_ms, options.poll_interval.count());
       bool news = connection_events != events_seen || stopping != draining ||
                   (stopping && drain_deadline_ms != deadline);
       if (wait_ms > 0 && !news) cv.wait_for(lock, std::chrono::milliseconds(wait_ms));
-      if (failed) window.queue_changed();
     }
     // Record what the broker acknowledged; everything else stays pending.
     lock.lock();
@@ -807,6 +852,8 @@ OutboxOptions queue_defaults_for(const Outbox& outbox) {
 }
 
 }  // namespace
+
+void check_options(const ForwarderOptions& options) { validate(options); }
 
 Forwarder::Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, ForwarderOptions options)
     : Forwarder(outbox, queue_defaults_for(outbox), std::move(publisher), std::move(options)) {}

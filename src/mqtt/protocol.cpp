@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "mqtt/protocol.h"
 
+#include <algorithm>
+
 #include <sstream>
 
 #include <edge_outbox/wire/packet_size.h>
@@ -75,6 +77,10 @@ std::uint32_t varint_size(std::uint64_t n) {
 
 std::uint64_t publish_packet_size(const OutgoingMessage& message, MqttVersion version) {
   return wire::publish_packet_bytes(message, version);
+}
+
+std::uint32_t message_expiry_interval(std::chrono::seconds expiry) noexcept {
+  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(expiry.count(), 1, 0xFFFF'FFFFLL));
 }
 
 PublishResult publish_result(bool ok, int reason_code, int return_code) {

@@ -5,6 +5,7 @@
 // PublishResult each outcome becomes. Pure functions.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -51,6 +52,11 @@ std::uint32_t varint_size(std::uint64_t n);
 // Both are wire/packet_size.h's, one definition for the publisher's size
 // check and the forwarder's byte counts.
 std::uint64_t publish_packet_size(const OutgoingMessage& message, MqttVersion version);
+
+// The MQTT 5 Message Expiry Interval property for an expiry: its seconds,
+// clamped to the property's four bytes (at most 2^32 - 1, never wrapping
+// round to a short interval) and at least 1 (0 would expire it at once).
+std::uint32_t message_expiry_interval(std::chrono::seconds expiry) noexcept;
 
 // What a PUBACK (or its absence) means: acknowledged when ok and no failure
 // reason code; rejected (permanent or not, see permanent_reason) for a

@@ -465,8 +465,10 @@ struct MqttPublisher::Impl {
   std::thread thread GUARDED_BY(mutex);
 };
 
+void check_options(const MqttPublisherOptions& options) { detail::check_publisher_options(options); }
+
 MqttPublisher::MqttPublisher(MqttPublisherOptions options) {
-  detail::check_publisher_options(options);
+  check_options(options);
   auto uri = detail::parse_broker_uri(options.uri);
   impl_ = std::make_unique<Impl>(std::move(options), std::move(uri));
 }
@@ -555,7 +557,9 @@ void MqttPublisher::publish(OutgoingMessage message, PublishCallback done) {
     mqtt::properties props;
     if (!message.content_type.empty()) props.add({mqtt::property::CONTENT_TYPE, message.content_type});
     if (message.expiry) {
-      props.add({mqtt::property::MESSAGE_EXPIRY_INTERVAL, static_cast<int32_t>(message.expiry->count())});
+      // Paho takes the four bytes as an int32_t: the same bits, read back unsigned.
+      props.add({mqtt::property::MESSAGE_EXPIRY_INTERVAL,
+                 static_cast<int32_t>(mqtt_protocol::message_expiry_interval(*message.expiry))});
     }
     for (const auto& [name, value] : message.user_properties) {
       props.add({mqtt::property::USER_PROPERTY, name, value});

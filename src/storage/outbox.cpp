@@ -22,26 +22,6 @@
 namespace edge_outbox {
 namespace {
 
-void check_options(const OutboxOptions& o) {
-  auto refuse = [](const std::string& why) { throw Error(ErrorKind::invalid_argument, "OutboxOptions: " + why); };
-  if (!o.clock) refuse("clock is null: leave the default system_clock()");
-  if (o.max_payload_bytes == 0) refuse("max_payload_bytes must be positive");
-  if (o.max_pending_events != 0 && o.max_pending_events < 8)
-    refuse("max_pending_events must be 0 (unbounded) or at least 8");
-  if (o.max_database_bytes != 0 && o.max_database_bytes < 64 * 1024)
-    refuse("max_database_bytes must be 0 (unbounded) or at least 64 KiB");
-  if (o.max_attempts < 1) refuse("max_attempts must be at least 1");
-  if (o.busy_timeout.count() < 0) refuse("busy_timeout must not be negative");
-  if (o.max_wal_bytes < 16 * 1024) refuse("max_wal_bytes must be at least 16 KiB");
-  if ((o.file_mode & 0600u) != 0600u || o.file_mode > 0777u)
-    refuse("file_mode must give the owner read and write (0600) and nothing beyond 0777");
-  try {
-    validate_topic(o.dropped_event_topic);
-  } catch (const Error& e) {
-    refuse(std::string("dropped_event_topic: ") + e.what());
-  }
-}
-
 OutboxOptions checked(OutboxOptions options) {
   check_options(options);
   return options;
@@ -79,6 +59,26 @@ bool is_storage_failure(const SQLite::Exception& e) {
 }
 
 }  // namespace
+
+void check_options(const OutboxOptions& o) {
+  auto refuse = [](const std::string& why) { throw Error(ErrorKind::invalid_argument, "OutboxOptions: " + why); };
+  if (!o.clock) refuse("clock is null: leave the default system_clock()");
+  if (o.max_payload_bytes == 0) refuse("max_payload_bytes must be positive");
+  if (o.max_pending_events != 0 && o.max_pending_events < 8)
+    refuse("max_pending_events must be 0 (unbounded) or at least 8");
+  if (o.max_database_bytes != 0 && o.max_database_bytes < 64 * 1024)
+    refuse("max_database_bytes must be 0 (unbounded) or at least 64 KiB");
+  if (o.max_attempts < 1) refuse("max_attempts must be at least 1");
+  if (o.busy_timeout.count() < 0) refuse("busy_timeout must not be negative");
+  if (o.max_wal_bytes < 16 * 1024) refuse("max_wal_bytes must be at least 16 KiB");
+  if ((o.file_mode & 0600u) != 0600u || o.file_mode > 0777u)
+    refuse("file_mode must give the owner read and write (0600) and nothing beyond 0777");
+  try {
+    validate_topic(o.dropped_event_topic);
+  } catch (const Error& e) {
+    refuse(std::string("dropped_event_topic: ") + e.what());
+  }
+}
 
 Outbox::Impl::Impl(const std::filesystem::path& file, OutboxOptions opts)
     : path(file),

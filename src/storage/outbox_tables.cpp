@@ -301,9 +301,16 @@ StoredEvent OutboxTables::read_event(SQLite::Statement& row, const AgeClock& now
   e.created_at_ms = row.getColumn(column::created_at).getInt64();
   e.created_boot = row.getColumn(column::created_boot).getString();
   e.created_uptime_ms = row.getColumn(column::created_mono).getInt64();
-  if (const auto ttl = row.getColumn(column::ttl_ms); !ttl.isNull())
-    e.remaining_ttl =
-        std::chrono::milliseconds(ttl.getInt64() - age_ms(e.created_boot, e.created_uptime_ms, e.created_at_ms, now));
+  if (const auto ttl = row.getColumn(column::ttl_ms); !ttl.isNull()) {
+    const auto age = age_ms(e.created_boot, e.created_uptime_ms, e.created_at_ms, now);
+    // age >= 0 and the TTL stored positive: no overflow; a row written
+    // otherwise (another tool) saturates instead of wrapping round.
+    const auto stored = ttl.getInt64();
+    const auto left = age > 0 && stored < std::numeric_limits<std::int64_t>::min() + age
+                          ? std::numeric_limits<std::int64_t>::min()
+                          : stored - std::max<std::int64_t>(age, 0);
+    e.remaining_ttl = std::chrono::milliseconds(left);
+  }
   e.attempts = row.getColumn(column::attempts).getInt();
   if (const auto error = row.getColumn(column::last_error); !error.isNull()) e.last_error = error.getString();
   return e;

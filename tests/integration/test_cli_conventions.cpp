@@ -7,6 +7,8 @@
 // ones this build made, listed in cli_binaries.txt by tests/CMakeLists.txt.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -150,4 +152,87 @@ TEST_CASE("the ingest's run-time failures are not usage errors: cannot start 1, 
   r = run_binary(dir, ingest, {"gaps", "--store", not_a_store});
   CHECK(r.status == 3);
   CHECK(r.out.empty());
+}
+
+TEST_CASE("a configuration the library would refuse exits 2 before the database or the lease is made") {
+  TempDir dir;
+  std::filesystem::create_directory(dir / "data");
+  const auto db = (dir / "data" / "never-created.db").string();
+  REQUIRE(::mkfifo((dir / "config.fifo").c_str(), 0600) == 0);
+  const std::vector<std::vector<std::string>> refused = {
+      {"--db", db, "--device-id", "gw-cli", "--broker", "mqtt://127.0.0.1:99999"},
+      {"--db", db, "--device-id", std::string(2000, 'd')},
+      {"--db", db, "--device-id", "gw-cli", "--max-pending", "3"},
+      {"--db", db, "--device-id", "gw-cli", "--topic-prefix", "$SYS"},
+      // No writer ever opens the FIFO: a blocking open would wait for ever.
+      {"--db", db, "--device-id", "gw-cli", "--config", (dir / "config.fifo").string()},
+  };
+  int runs = 0;
+  for (const auto& binary : built_binaries()) {
+    const auto name = binary.filename().string();
+    if (name != "edge-outbox-forwarder" && name != "edge-outbox-sim") continue;
+    for (const auto& args : refused) {
+      CAPTURE(name + " " + args[3].substr(0, 20) + " " + args.back().substr(0, 40));
+      auto r = run_binary(dir, binary, args, std::chrono::seconds(20));
+      ++runs;
+      CHECK(r.status == 2);
+      const auto lines = lines_of(r.err);
+      REQUIRE(lines.size() == 2);
+      CHECK(lines[0].rfind(name + ": ", 0) == 0);
+      CHECK(lines[0].size() < 500);
+      CHECK(lines[1] == "Run `" + name + " --help` for the options.");
+      // Nothing made: no database, no -wal or -shm, no lease file.
+      CHECK(std::filesystem::is_empty(dir / "data"));
+    }
+  }
+  MESSAGE("refused configurations: " << runs << ", files created 0");
+}
+
+TEST_CASE("the ingest: an option given before a subcommand is applied to it or refused, never ignored") {
+  TempDir dir;
+  std::filesystem::path ingest;
+  for (const auto& b : built_binaries())
+    if (b.filename() == "edge-outbox-ingest") ingest = b;
+  if (ingest.empty()) return;  // a device-only build
+  const auto store = "sqlite:" + (dir / "mine.db").string();
+  // reprocess makes the store (empty, nothing rejected); --store before it counts.
+  auto r = run_binary(dir, ingest, {"--store", store, "reprocess"});
+  CHECK(r.status == 0);
+  CHECK(std::filesystem::exists(dir / "mine.db"));
+
+  // gaps reads the store given before it, not events.db.
+  r = run_binary(dir, ingest, {"--store", store, "gaps", "--json"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("streams") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists("events.db"));
+  CHECK_FALSE(std::filesystem::exists(dir / "events.db"));
+  r = run_binary(dir, ingest, {"--store", "sqlite:" + (dir / "other.db").string(), "gaps"});
+  CHECK(r.status == 3);  // that store does not exist: named, not events.db
+  CHECK(r.err.find("other.db") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "other.db"));
+
+  // Refused, exit 2: the same option twice with different values, and an
+  // option of the serving ingest that the subcommand has no use for.
+  const std::vector<std::vector<std::string>> refused = {
+      {"--store", store, "gaps", "--store", "sqlite:" + (dir / "other.db").string()},
+      {"--broker", "mqtt://127.0.0.1:1", "gaps", "--store", store},
+      {"--topic", "x/#", "reprocess", "--store", store},
+      {"--sqlite-sync", "normal", "gaps", "--store", store},
+      {"--max-payload-bytes", "2048", "reprocess", "--store", store, "--max-payload-bytes", "4096"},
+  };
+  for (const auto& args : refused) {
+    CAPTURE(args[0] + " " + args[2]);
+    r = run_binary(dir, ingest, args);
+    CHECK(r.status == 2);
+    const auto lines = lines_of(r.err);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0].find(args[0]) != std::string::npos);
+    CHECK(lines[1] == "Run `edge-outbox-ingest --help` for the options.");
+  }
+  // Given once, before or after: the same.
+  r = run_binary(dir, ingest, {"--store", store, "gaps", "--store", store});
+  CHECK(r.status == 0);
+  r = run_binary(dir, ingest, {"--max-payload-bytes", "2048", "--require-source-match", "--max-batch", "10",
+                               "--log-level", "warn", "reprocess", "--store", store});
+  CHECK(r.status == 0);
 }

@@ -9,6 +9,8 @@
 #include <edge_outbox/wire/batch.h>
 #include <edge_outbox/wire/packet_size.h>
 
+#include <nlohmann/json.hpp>
+
 #include <malloc.h>
 
 #include <atomic>
@@ -247,8 +249,9 @@ TEST_CASE("a batch unreadable as a whole: every reason") {
   CHECK(refusal(rle_frame(1, 101), {}, small) == "decompressed size exceeds 100 bytes");  // no size in it
   CHECK(contains(refusal(rle_frame(1, 100), {}, small), "the batch is not JSON ("));  // 100 'x' fit
 
+  // Nested too deep is an element's fault, not the batch's.
   std::string deep = "[" + std::string(66, '[') + std::string(66, ']') + "]";
-  CHECK(refusal(deep) == "JSON nested deeper than 65 levels inside the batch array");
+  CHECK(refusal(deep) == "accepted");
   CHECK(contains(refusal("[" + good + ","), "the batch is not JSON ("));
   CHECK(contains(refusal("[" + good + "] x"), "the batch is not JSON ("));
   CHECK(refusal("[\"\xff\"]") == "invalid UTF-8 in the batch");
@@ -273,6 +276,38 @@ TEST_CASE("elements may nest as deep as a structured event, not deeper") {
   REQUIRE(decoded.size() == 1);
   REQUIRE(decoded[0].event);
   CHECK(decoded[0].event->data == e.data);
+}
+
+TEST_CASE("an element nested deeper than a structured event is rejected alone; the others are decoded") {
+  const auto good = [](std::uint64_t sequence) { return ce::encode_batch_element(event(sequence)); };
+  // An event whose data nests one level too deep, and one 200,000 levels
+  // deep (the batch is read without recursion).
+  auto too_deep = nlohmann::json::parse(good(2));
+  too_deep["data"] = nullptr;
+  std::string one_too_many = too_deep.dump();
+  one_too_many.replace(one_too_many.find("null"), 4,
+                       std::string(ce::max_json_depth + 1, '[') + std::string(ce::max_json_depth + 1, ']'));
+  std::string very_deep = too_deep.dump();
+  very_deep.replace(very_deep.find("null"), 4, std::string(200'000, '[') + std::string(200'000, ']'));
+  const std::string payload = "[" + good(1) + "," + one_too_many + "," + good(3) + "," + very_deep + "]";
+  std::size_t before = held_bytes.load();
+  peak_bytes = before;
+  auto decoded = ce::decode_batch(payload, {}, {});
+  const auto held = peak_bytes.load() - before;
+  REQUIRE(decoded.size() == 4);
+  REQUIRE(decoded[0].event);
+  CHECK(decoded[0].event->sequence == 1u);
+  CHECK_FALSE(decoded[1].event);
+  CHECK(contains(decoded[1].error, "nested deeper than"));
+  CHECK(decoded[1].text == one_too_many);
+  REQUIRE(decoded[2].event);
+  CHECK(decoded[2].event->sequence == 3u);
+  CHECK_FALSE(decoded[3].event);
+  CHECK(contains(decoded[3].error, "nested deeper than"));
+  // The texts themselves (about 400 KB, twice: the payload and the element)
+  // and little more: no parse tree of the deep element.
+  MESSAGE("payload " << payload.size() << " bytes; peak held while decoding " << held << " bytes");
+  CHECK(held < 4 * payload.size());
 }
 
 TEST_CASE("a zip bomb is refused, having held little more than the cap") {

@@ -12,11 +12,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
 
 #include <edge_outbox/wire/batch.h>
 #include <edge_outbox/wire/cloudevents.h>
@@ -930,4 +933,102 @@ TEST_CASE("bad batch options are refused") {
   CHECK_THROWS_ERROR_WITH(ErrorKind::invalid_argument, "linger", Forwarder(outbox, broker.publisher(), o));
   o.batch.linger = 0ms;
   CHECK_NOTHROW(Forwarder(outbox, broker.publisher(), o));
+}
+
+TEST_CASE("a failing file: the worker backs off 1, 2, 4 ... 30 s as its log line says, whatever wakes it") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 10);
+  auto clock = std::make_shared<test::ManualClock>();
+  test::FakeBroker broker;
+  std::mutex lines_mutex;
+  std::vector<std::string> retry_lines;
+  auto o = manual_clock_options(clock);
+  o.log = [&](LogLevel, std::string_view message) {
+    if (message.find("retrying in") == std::string_view::npos) return;
+    std::lock_guard lock(lines_mutex);
+    retry_lines.emplace_back(message);
+  };
+  const auto retries = [&] {
+    std::lock_guard lock(lines_mutex);
+    return retry_lines;
+  };
+  OutboxOptions queue_options;
+  queue_options.busy_timeout = 0ms;
+  queue_options.clock = clock;
+  Forwarder forwarder(outbox, queue_options, broker.publisher(), o);
+  // Another connection holds the write lock: every write of the forwarder
+  // fails (busy), as every write fails on a full disk.
+  SQLite::Database locker((dir / "app.db").string(), SQLite::OPEN_READWRITE);
+  locker.exec("BEGIN EXCLUSIVE");
+  forwarder.start();
+  REQUIRE(eventually([&] { return retries().size() == 1; }));
+
+  // 120 s on the forwarder's clock, in 500 ms steps, with a lost and regained
+  // connection every 5 s to wake it.
+  for (int step = 1; step <= 240; ++step) {
+    const auto passes = forwarder.stats().worker_passes;
+    clock->advance(500);
+    if (step % 10 == 0) {
+      broker.set_connected(false);
+      broker.set_connected(true);
+    }
+    REQUIRE(eventually([&] { return forwarder.stats().worker_passes > passes; }));
+  }
+  const auto lines = retries();
+  MESSAGE("\"retrying\" lines over 120 s of failing writes: " << lines.size());
+  // At 0, 1, 3, 7, 15, 31, 61, 91 and 121 s at the latest.
+  CHECK(lines.size() >= 8);
+  CHECK(lines.size() <= 9);
+  const std::vector<std::string> delays = {"retrying in 1 s", "retrying in 2 s", "retrying in 4 s",
+                                           "retrying in 8 s", "retrying in 16 s", "retrying in 30 s",
+                                           "retrying in 30 s"};
+  for (std::size_t i = 0; i < delays.size() && i < lines.size(); ++i) {
+    CAPTURE(lines[i]);
+    CHECK(lines[i].find(delays[i]) != std::string::npos);
+  }
+  CHECK(outbox.stats().pending == 10);
+
+  // The file writable again: the next retry sends them all.
+  locker.exec("ROLLBACK");
+  clock->advance(30'000);
+  CHECK(eventually([&] { return outbox.stats().pending == 0; }));
+  forwarder.stop();
+}
+
+TEST_CASE("a TTL near INT64_MAX saturates: the MQTT 5 expiry is 2^32 - 1 s, never a wrapped short one") {
+  CHECK(detail::expiry_seconds(std::chrono::milliseconds::max()) == detail::kMaxMessageExpiry);
+  CHECK(detail::expiry_seconds(std::chrono::milliseconds(((1LL << 32) + 3) * 1000)) == detail::kMaxMessageExpiry);
+  CHECK(detail::expiry_seconds(std::chrono::milliseconds(0xFFFF'FFFFLL * 1000)) == detail::kMaxMessageExpiry);
+  CHECK(detail::expiry_seconds(1001ms) == std::chrono::seconds(2));
+  CHECK(detail::expiry_seconds(0ms) == std::chrono::seconds(1));
+  std::vector<StoredEvent> events(2);
+  events[0].remaining_ttl = std::chrono::milliseconds::max();
+  events[1].remaining_ttl = 1s;
+  CHECK(detail::batch_expiry(events) == detail::kMaxMessageExpiry);
+
+  // Through the outbox and the forwarder: stored, read back with the time
+  // left, sent with the clamped expiry.
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  auto huge = sample(1);
+  huge.ttl = std::chrono::milliseconds::max();
+  auto past_32_bits = sample(2);
+  past_32_bits.ttl = std::chrono::seconds((1LL << 32) + 3);
+  outbox.transact([&](Transaction& tx) {
+    tx.enqueue(huge);
+    tx.enqueue(past_32_bits);
+  });
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), fast_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  forwarder.stop();
+  const auto sent = broker.sent();
+  REQUIRE(sent.size() == 2);
+  for (const auto& m : sent) {
+    REQUIRE(m.expiry.has_value());
+    CHECK(*m.expiry == detail::kMaxMessageExpiry);
+  }
+  CHECK(outbox.stats().dead == 0);  // not expired on the way
 }

@@ -139,6 +139,60 @@ TEST_CASE("refused: each names what is wrong") {
   CHECK(has(error_of([&] { device::apply_json(c, json::array()); }), "one JSON object"));
 }
 
+TEST_CASE("refused before anything is created, by the library's own rules, naming the option") {
+  // What the Forwarder, the MqttPublisher or the Outbox would refuse after
+  // the database and the lease were made is refused here.
+  auto port = error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--broker", "mqtt://127.0.0.1:99999"}); });
+  CHECK(has(port, "--broker"));
+  CHECK(has(port, "1-65535"));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--broker", "mqtt://:1883"}); }), "no host"));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--broker", "mqtt://h:0"}); }), "1-65535"));
+
+  const std::string long_id(2000, 'd');
+  auto id = error_of([&] { parse({"--db", "a.db", "--device-id", long_id}); });
+  CHECK(has(id, "--device-id"));
+  CHECK(has(id, "2000 bytes"));
+  CHECK(has(id, "the limit is 1024"));
+  CHECK(id.size() < 400);  // the id is not repeated in full
+  CHECK_NOTHROW(parse({"--db", "a.db", "--device-id", std::string(1024, 'd')}));
+  for (const std::string& bad : std::vector<std::string>{"gw/1", "gw+1", "gw#1", "gw\t1", "gw\x7f", "  "}) {
+    CAPTURE(bad);
+    CHECK(has(error_of([&] { parse({"--db", "a.db", "--device-id", bad}); }), "--device-id"));
+  }
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--topic-prefix", "$SYS"}); }),
+            "--topic-prefix"));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--topic-prefix", "a/\nb"}); }),
+            "--topic-prefix"));
+  CHECK(has(error_of([&] { parse({"--db", "a.db", "--device-id", "gw", "--topic-prefix", std::string(65'400, 'p')}); }),
+            "MQTT's limit is 65535"));
+  auto pending = error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--max-pending", "5"}); });
+  CHECK(has(pending, "--max-pending 5"));
+  CHECK(has(pending, "at least 8"));
+  CHECK_NOTHROW(parse({"--db", "a.db", "--device-id", "gw", "--max-pending", "8"}));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--backoff-max", "2d"}); }),
+            "--backoff-max must be at most 1d"));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--stop-timeout", "400d"}); }),
+            "--stop-timeout must be at most 1d"));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--ack-timeout", "90000"}); }),
+            "--ack-timeout must be at most 1d"));
+  // The same from the config file.
+  test::TempDir dir;
+  std::ofstream(dir / "c.json") << json{{"db", "a.db"}, {"device-id", "gw"}, {"broker", "mqtts://h:70000"}}.dump();
+  CHECK(has(error_of([&] { parse({"--config", (dir / "c.json").string()}); }), "--broker"));
+}
+
+TEST_CASE("--config that is not a regular file is refused at once, never waited on") {
+  test::TempDir dir;
+  const auto fifo = dir / "config.fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // No writer ever opens the FIFO: reading it would block for ever.
+  CHECK(has(error_of([&] { parse({"--config", fifo.string()}); }), "is a FIFO"));
+  CHECK(has(error_of([&] { parse({"--config", dir.path().string()}); }), "is a directory"));
+  CHECK(has(error_of([&] { parse({"--config", "/dev/null"}); }), "is a device"));
+  std::ofstream(dir / "huge.json") << std::string(2 * 1024 * 1024, ' ');
+  CHECK(has(error_of([&] { parse({"--config", (dir / "huge.json").string()}); }), "at most 1048576"));
+}
+
 TEST_CASE("the lease: one holder per database; the next one is told the holder's pid; released with the object") {
   test::TempDir dir;
   const auto db = dir / "app.db";

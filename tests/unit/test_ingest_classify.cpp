@@ -417,6 +417,31 @@ TEST_CASE("a bad element is rejected alone: its text, its reason, its stream pos
   CHECK(refused.sequence == 11);
 }
 
+TEST_CASE("an element nested deeper than the limit is rejected alone, with its position; the others are stored") {
+  auto texts = elements(3);
+  for (std::size_t levels : {ce::max_json_depth + 1, std::size_t{100'000}}) {
+    CAPTURE(levels);
+    auto deep = nlohmann::json::parse(texts[1]);
+    deep["data"] = nullptr;
+    std::string text = deep.dump();
+    text.replace(text.find("null"), 4, std::string(levels, '[') + std::string(levels, ']'));
+    auto batch = texts;
+    batch[1] = text;
+    const auto out = run_message(ce::encode_batch(batch, ce::Compression::zstd));
+    REQUIRE(out.rows.size() == 3);
+    CHECK(std::get<EventRow>(out.rows[0]).sequence == 10);
+    CHECK(std::get<EventRow>(out.rows[2]).sequence == 12);
+    const auto& r = std::get<RejectedRow>(out.rows[1]);
+    CHECK(r.reason.starts_with("batch element 1 of 3: "));
+    CHECK(r.reason.find("nested deeper than") != std::string::npos);
+    CHECK(r.payload == text);
+    // Its stream position is read without recursion, however deep it nests.
+    CHECK(r.source == "dev-1");
+    CHECK(r.streamid == "s");
+    CHECK(r.sequence == 11);
+  }
+}
+
 TEST_CASE("a batch unreadable as a whole is one rejection naming why and the option") {
   ClassifyOptions o;
   o.max_payload_bytes = 4096;

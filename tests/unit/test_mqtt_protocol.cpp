@@ -148,3 +148,13 @@ TEST_CASE("too_large and client_refusal") {
   CHECK(!other.permanent);
   CHECK(other.reason == "publish failed: gone");
 }
+
+TEST_CASE("message_expiry_interval: the seconds, clamped to the property's four bytes, never wrapping round") {
+  CHECK(message_expiry_interval(std::chrono::seconds(90)) == 90u);
+  CHECK(message_expiry_interval(std::chrono::seconds(0xFFFF'FFFFLL)) == 0xFFFF'FFFFu);
+  // 2^32 + 3 s cast to 32 bits would leave as 3 s.
+  CHECK(message_expiry_interval(std::chrono::seconds((1LL << 32) + 3)) == 0xFFFF'FFFFu);
+  CHECK(message_expiry_interval(std::chrono::seconds::max()) == 0xFFFF'FFFFu);
+  CHECK(message_expiry_interval(std::chrono::seconds(0)) == 1u);
+  CHECK(message_expiry_interval(std::chrono::seconds(-5)) == 1u);
+}

@@ -3,6 +3,8 @@
 // and its JSON config file; status_line.cpp: the status line's text.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <limits>
 #include <stdexcept>
@@ -218,6 +220,23 @@ TEST_CASE("the JSON config: unknown keys, wrong types and bad JSON are clear err
         std::string::npos);
   CHECK(error_of([&] { parse({"--config", (dir / "missing.json").string()}); }).find("cannot read") !=
         std::string::npos);
+}
+
+TEST_CASE("the simulator refuses what the library would refuse, and a --config that is not a regular file") {
+  auto port = error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--broker", "mqtt://127.0.0.1:99999"}); });
+  CHECK(port.find("--broker") != std::string::npos);
+  CHECK(port.find("1-65535") != std::string::npos);
+  auto id = error_of([] { parse({"--db", "a.db", "--device-id", std::string(2000, 'd')}); });
+  CHECK(id.find("--device-id") != std::string::npos);
+  CHECK(id.find("the limit is 1024") != std::string::npos);
+  CHECK(error_of([] { parse({"--db", "a.db", "--device-id", "gw", "--max-pending", "3"}); }).find("--max-pending") !=
+        std::string::npos);
+
+  test::TempDir dir;
+  const auto fifo = dir / "sim.fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(error_of([&] { parse({"--config", fifo.string()}); }).find("is a FIFO") != std::string::npos);
+  CHECK(error_of([&] { parse({"--config", dir.path().string()}); }).find("is a directory") != std::string::npos);
 }
 
 TEST_CASE("batching and format: flags, config keys, defaults and errors") {

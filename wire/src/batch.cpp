@@ -198,13 +198,10 @@ std::vector<BatchElement> decode_batch(std::string_view payload, const UserPrope
     throw DecodeError("payload size exceeds " + std::to_string(limits.max_bytes) + " bytes");
   }
 
-  // The array is one level and each element may nest as deep as a
-  // structured event: checked before anything parses.
-  constexpr std::size_t max_depth = max_json_depth + 2;
-  if (json_nesting_depth(payload, max_depth) > max_depth)
-    throw DecodeError("JSON nested deeper than " + std::to_string(max_json_depth + 1) +
-                      " levels inside the batch array");
-
+  // No depth limit on the whole: the SAX pass and element_texts keep no
+  // stack but a counter (and the parser's bit per level, bounded by
+  // max_bytes), and decode() checks each element's depth before it parses
+  // it, so an element nested too deep is refused alone.
   BatchShape shape(limits.max_events);
   bool parsed = false;
   try {

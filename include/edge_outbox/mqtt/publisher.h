@@ -96,6 +96,13 @@ struct MqttPublisherOptions {
   std::shared_ptr<const Clock> clock;
 };
 
+// The checks MqttPublisher's constructor makes of its options (the URI's
+// scheme, host and port 1-65535, qos, a certificate with its key, the
+// buffer, the keepalive), without connecting: a program refuses a bad
+// configuration with them before it creates a file. Throws
+// Error(invalid_argument) saying what is wrong.
+void check_options(const MqttPublisherOptions& options);
+
 class MqttPublisher final : public Publisher {
  public:
   // Validates the options (Error(invalid_argument) says which is wrong);

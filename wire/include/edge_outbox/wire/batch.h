@@ -100,14 +100,16 @@ struct BatchElement {
 //   - a corrupt or truncated zstd frame, or bytes after it;
 //   - "decompressed size exceeds N bytes" (N = limits.max_bytes), or a plain
 //     payload over max_bytes ("payload size exceeds N bytes");
-//   - nested deeper than max_json_depth + 1 levels inside the array (an
-//     element nests as deep as decode() allows a structured event);
 //   - invalid JSON (the whole payload is parsed, so any syntax error, invalid
 //     UTF-8 included, refuses the message);
 //   - not a JSON array; an empty array; more than limits.max_events elements.
 // Each element is decoded exactly as decode() decodes a structured payload
 // (same rules, duplicate member names and all); a bad element yields a
-// BatchElement with error set and the others are still decoded.
+// BatchElement with error set and the others are still decoded. An element
+// nested deeper than decode() allows is such a bad element: the batch is
+// read without recursion (nlohmann's SAX parser and a scan for the element
+// boundaries keep a counter, not a stack), and decode() checks the depth of
+// each element before it parses it.
 // Throws nothing else (short of std::bad_alloc).
 std::vector<BatchElement> decode_batch(std::string_view payload, const UserProperties& user_properties,
                                        const BatchLimits& limits);
