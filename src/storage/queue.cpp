@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <edge_outbox/queue.h>
 
+#include <algorithm>
 #include <utility>
 
 #include <SQLiteCpp/Database.h>
@@ -85,7 +86,7 @@ struct Queue::Impl {
     if (report) {
       DroppedNews news;
       news.dead.push_back({sequence, sequence, std::string(dead_reason)});
-      add_dropped_report(tables, ids, *options.clock, options.dropped_event_topic, news);
+      report_dropped(news);
     } else {
       log(LogLevel::warning, "dead-lettered the outbox.dropped report with sequence " + std::to_string(sequence) +
                                  " (" + reason + "); it is not reported again: requeue it with edge-outbox-ctl "
@@ -94,12 +95,26 @@ struct Queue::Impl {
     return report;
   }
 
+  // Inside a write transaction: the report of news, merged in place into
+  // the report this Queue wrote last when no reader has taken it.
+  void report_dropped(const DroppedNews& news) {
+    DroppedReportRules rules;
+    rules.max_payload_bytes = max_report_payload;
+    rules.rewritable = rewritable_report;
+    rewritable_report =
+        add_dropped_report(tables, ids, *options.clock, options.dropped_event_topic, news, rules).sequence;
+  }
+
   const QueueOptions options;
   Connection connection;
   OutboxTables tables;
   UuidV7Generator ids;  // for the outbox.dropped events that report dead letters
   std::uint64_t marks_since_reclaim = 0;
   std::int64_t last_retention_pass = -1;  // monotonic ms
+  // The report this Queue wrote (or was told it may rewrite) that no
+  // next_batch has returned since; 0: none.
+  std::int64_t rewritable_report = 0;
+  std::size_t max_report_payload = DroppedReportRules{}.max_payload_bytes;
 };
 
 Queue::Queue(const std::filesystem::path& path, QueueOptions options)
@@ -116,7 +131,10 @@ std::vector<StoredEvent> Queue::next_batch(std::int64_t after_sequence, std::siz
   auto& d = *impl_;
   try {
     expire_due();
-    return d.tables.unsent(after_sequence, limit);
+    auto events = d.tables.unsent(after_sequence, limit);
+    for (const auto& e : events)
+      if (e.sequence == d.rewritable_report) d.rewritable_report = 0;  // a reader has it now
+    return events;
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.connection.path, "reading pending events");
   }
@@ -267,8 +285,7 @@ std::size_t Queue::expire_due() {
         news.dead.push_back({sequence, sequence, std::string(wire::dead_reason_expired)});
       d.tables.bury(sequence, "expired");
     }
-    if (!news.dead.empty())
-      add_dropped_report(d.tables, d.ids, *d.options.clock, d.options.dropped_event_topic, news);
+    if (!news.dead.empty()) d.report_dropped(news);
     expired = due.size();
     if (keep) {
       // Rows of an earlier boot are at least this boot's uptime old.
@@ -283,6 +300,35 @@ std::size_t Queue::expire_due() {
   }
   return expired;
 }
+
+void Queue::set_max_report_payload(std::size_t bytes) {
+  impl_->max_report_payload = bytes == 0 ? DroppedReportRules{}.max_payload_bytes
+                                         : std::min(bytes, DroppedReportRules{}.max_payload_bytes);
+}
+
+std::size_t Queue::fit_dropped_report(std::int64_t sequence, std::size_t max_payload_bytes) {
+  auto& d = *impl_;
+  try {
+    WriteTransaction tx(d.connection);
+    const auto written = split_pending_report(d.tables, d.ids, *d.options.clock, d.options.dropped_event_topic,
+                                              sequence, max_payload_bytes);
+    tx.commit();
+    d.connection.limit_wal();
+    if (written.empty()) {
+      if (d.tables.is_dropped_report(sequence, d.options.dropped_event_topic)) d.rewritable_report = sequence;
+      return 0;
+    }
+    d.rewritable_report = written.back();
+    d.log(LogLevel::info, "split the outbox.dropped report with sequence " + std::to_string(sequence) + " into " +
+                              std::to_string(written.size()) + " reports of at most " +
+                              std::to_string(max_payload_bytes) + " bytes each (the broker's maximum packet size)");
+    return written.size();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "splitting an outbox.dropped report");
+  }
+}
+
+const std::string& Queue::dropped_event_topic() const { return impl_->options.dropped_event_topic; }
 
 std::uint64_t Queue::data_version() {
   try {
