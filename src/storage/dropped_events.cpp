@@ -85,7 +85,10 @@ DroppedReportWritten add_dropped_report(OutboxTables& tables, UuidV7Generator& i
         merged.ranges.push_back({old_sequence, old_sequence});
         merged.ranges = wire::merge_ranges(std::move(merged.ranges));
       }
-      if (wire::encode_dropped_report(merged).size() <= limit) {
+      // Under a limit no report fits, one report is better than many.
+      const auto size = wire::encode_dropped_report(merged).size();
+      if (size <= limit || (size <= static_cast<std::size_t>(max_merged_payload) &&
+                            !wire::split_dropped_report(report, limit))) {
         if (in_place) {
           tables.set_payload(old_sequence, wire::encode_dropped_report(merged));
           return {total, old_sequence};

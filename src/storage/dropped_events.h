@@ -14,7 +14,9 @@
 // confirmation), or one the merge would make larger than
 // DroppedReportRules::max_payload_bytes, is left alone: the news goes into
 // a report of its own, split (wire::split_dropped_report) into several when
-// it is larger than that.
+// it is larger than that. Under a limit too small for any report, the news
+// is merged all the same (up to 64 KiB): such a report waits unsent until
+// the limit rises, and one is better than many.
 //
 // Called inside the caller's write transaction, on its connection; not
 // thread-safe (the caller holds what guards the tables and the generator).
