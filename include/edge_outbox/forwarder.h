@@ -127,6 +127,13 @@ struct ForwarderOptions {
   // The shortest time between two attempts to send events that failed.
   // Requires: >= 0.
   std::chrono::milliseconds retry_interval{1'000};
+  // How long an outbox.dropped report of dead letters waits before it is
+  // sent, gathering the dead letters that follow into it (in place, one
+  // sequence), so that events dying one by one cost about one report per
+  // report_delay, not one each. The events behind it are not held back:
+  // the report goes out at the first catch-up after the delay (see
+  // Queue::set_report_delay). 0: at once. Requires: >= 0.
+  std::chrono::milliseconds report_delay{2'000};
   // With publishes outstanding, the longest wait for the next
   // acknowledgement before the connection is dropped and re-opened. Keep it
   // above the slowest acknowledgement round trip of the link (a thin link

@@ -187,6 +187,17 @@ class Queue {
   // 64 KiB, which also caps any larger value.
   void set_max_report_payload(std::size_t bytes);
 
+  // From now on, next_batch leaves out the report this Queue wrote until it
+  // is `delay` old (monotonic clock), so that dead letters recorded
+  // meanwhile are merged into it in place. Reads after it go on without
+  // it: a reader that moved past it sees it when it starts again from
+  // sequence 0 (see the requeued dead letters below). 0 (the default): no
+  // delay. Requires: delay >= 0.
+  void set_report_delay(std::chrono::milliseconds delay);
+  // Whether next_batch leaves that report out now: read from sequence 0
+  // again later to send it.
+  bool holds_report() const;
+
   // The pending outbox.dropped report with this sequence could not be sent:
   // its message would exceed the broker's Maximum Packet Size. Replaces it
   // in one transaction by reports whose payloads are at most

@@ -46,7 +46,8 @@ void validate(const ForwarderOptions& o) {
   validate_source(o.source);
   if (o.max_in_flight < 1) throw Error(ErrorKind::invalid_argument, "ForwarderOptions::max_in_flight must be at least 1");
   if (o.batch_size < 1) throw Error(ErrorKind::invalid_argument, "ForwarderOptions::batch_size must be at least 1");
-  if (o.poll_interval.count() < 1 || o.expire_interval.count() < 1 || o.retry_interval.count() < 0) {
+  if (o.poll_interval.count() < 1 || o.expire_interval.count() < 1 || o.retry_interval.count() < 0 ||
+      o.report_delay.count() < 0) {
     throw Error(ErrorKind::invalid_argument, "ForwarderOptions intervals must be positive");
   }
   if (o.batch.max_events < 1 || o.batch.max_events > 10'000) {
@@ -498,6 +499,7 @@ struct Forwarder::Impl {
       }
     }
     window.batch_read(std::move(events), std::move(elements));
+    if (queue->holds_report()) window.left_out();
   }
 
   // WireMode::binary on a 3.1.1 connection: structured, said once.
@@ -875,6 +877,7 @@ Forwarder::Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_pt
   validate(options);
   validate(options, publisher.get());
   auto queue = std::make_unique<Queue>(outbox.path(), queue_options_for(std::move(queue_options), options));
+  queue->set_report_delay(options.report_delay);
   impl_ = std::make_unique<Impl>(std::move(queue), std::move(publisher), std::move(options));
   impl_->subscribe_confirmations();
   impl_->subscription = outbox.on_commit([impl = impl_.get()] { impl->on_wake(); });
@@ -885,6 +888,7 @@ Forwarder::Forwarder(const std::filesystem::path& database, OutboxOptions queue_
   validate(options);
   validate(options, publisher.get());
   auto queue = std::make_unique<Queue>(database, queue_options_for(std::move(queue_options), options));
+  queue->set_report_delay(options.report_delay);
   impl_ = std::make_unique<Impl>(std::move(queue), std::move(publisher), std::move(options));
   impl_->subscribe_confirmations();
 }

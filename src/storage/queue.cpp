@@ -101,8 +101,16 @@ struct Queue::Impl {
     DroppedReportRules rules;
     rules.max_payload_bytes = max_report_payload;
     rules.rewritable = rewritable_report;
-    rewritable_report =
+    const auto written =
         add_dropped_report(tables, ids, *options.clock, options.dropped_event_topic, news, rules).sequence;
+    if (written != rewritable_report) report_written_ms = options.clock->monotonic_ms();
+    rewritable_report = written;
+  }
+
+  // The report next_batch leaves out now (0: none).
+  std::int64_t report_held() const {
+    if (rewritable_report == 0 || report_delay_ms <= 0) return 0;
+    return options.clock->monotonic_ms() - report_written_ms < report_delay_ms ? rewritable_report : 0;
   }
 
   const QueueOptions options;
@@ -114,6 +122,8 @@ struct Queue::Impl {
   // The report this Queue wrote (or was told it may rewrite) that no
   // next_batch has returned since; 0: none.
   std::int64_t rewritable_report = 0;
+  std::int64_t report_written_ms = 0;  // monotonic: when rewritable_report was written
+  std::int64_t report_delay_ms = 0;
   std::size_t max_report_payload = DroppedReportRules{}.max_payload_bytes;
 };
 
@@ -132,6 +142,10 @@ std::vector<StoredEvent> Queue::next_batch(std::int64_t after_sequence, std::siz
   try {
     expire_due();
     auto events = d.tables.unsent(after_sequence, limit);
+    if (const auto held = d.report_held()) {
+      std::erase_if(events, [held](const StoredEvent& e) { return e.sequence == held; });
+      return events;
+    }
     for (const auto& e : events)
       if (e.sequence == d.rewritable_report) d.rewritable_report = 0;  // a reader has it now
     return events;
@@ -301,6 +315,13 @@ std::size_t Queue::expire_due() {
   return expired;
 }
 
+void Queue::set_report_delay(std::chrono::milliseconds delay) {
+  if (delay.count() < 0) throw Error(ErrorKind::invalid_argument, "Queue::set_report_delay: delay must not be negative");
+  impl_->report_delay_ms = static_cast<std::int64_t>(delay.count());
+}
+
+bool Queue::holds_report() const { return impl_->report_held() != 0; }
+
 void Queue::set_max_report_payload(std::size_t bytes) {
   impl_->max_report_payload = bytes == 0 ? DroppedReportRules{}.max_payload_bytes
                                          : std::min(bytes, DroppedReportRules{}.max_payload_bytes);
@@ -314,6 +335,8 @@ std::size_t Queue::fit_dropped_report(std::int64_t sequence, std::size_t max_pay
                                               sequence, max_payload_bytes);
     tx.commit();
     d.connection.limit_wal();
+    // Either way the report is due: it waited once already.
+    d.report_written_ms = d.options.clock->monotonic_ms() - d.report_delay_ms;
     if (written.empty()) {
       if (d.tables.is_dropped_report(sequence, d.options.dropped_event_topic)) d.rewritable_report = sequence;
       return 0;

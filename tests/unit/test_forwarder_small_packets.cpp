@@ -7,6 +7,7 @@
 // The real broker: test_forwarder_mosquitto.cpp and test_sim_mosquitto.cpp.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -62,7 +63,7 @@ struct Run {
   }();
   Outbox outbox{dir / "dev.db", options};
   test::FakeBroker broker;
-  std::vector<std::string> warnings;
+  std::atomic<int> warnings{0};  // "too small for an outbox.dropped report", from the forwarder's thread
 
   ForwarderOptions forwarder_options() {
     ForwarderOptions o;
@@ -71,7 +72,7 @@ struct Run {
     o.retry_interval = 10ms;
     o.log = [this](LogLevel level, std::string_view m) {
       if (level == LogLevel::warning && m.find("too small for an outbox.dropped report") != std::string_view::npos)
-        warnings.emplace_back(m);
+        ++warnings;
     };
     return o;
   }
@@ -125,12 +126,9 @@ TEST_CASE("a limit below every event: 100 dead letters, told in few reports that
   std::vector<wire::SequenceRange> dead_ranges;
   for (const auto& d : dead) dead_ranges.push_back({d.event.sequence, d.event.sequence});
   CHECK(wire::merge_ranges(told_ranges) == wire::merge_ranges(dead_ranges));
-  // Recorded before: the report is read after every refusal but those in
-  // flight. Recorded while forwarding, a refusal recorded after the
-  // forwarder took the report starts another: how many depends on the
-  // timing, but a report never begets one about itself.
-  if (!while_running) CHECK(committed - 100 <= 5);
-  CHECK(committed - 100 <= 100);
+  // The report waits report_delay (2 s) for the refusals that follow; one
+  // recorded after it went out would start another.
+  CHECK(committed - 100 <= 3);
   CHECK(forwarder.stats().dead_lettered == 100);
   MESSAGE(std::string(while_running ? "recorded while forwarding" : "recorded before")
           << ": dead 100, sequences used " << committed << ", reports sent " << reports.size() << ", limit " << limit);
@@ -145,8 +143,9 @@ TEST_CASE("a limit too small for any report: the report stays pending, merged in
   });
   Forwarder forwarder(r.outbox, r.options, r.broker.publisher(), r.forwarder_options());
   forwarder.start();
-  REQUIRE(eventually([&] { return r.outbox.stats().dead == 100; }));
-  // Tried again at each wrap (retry_interval 10 ms): held every time.
+  REQUIRE(eventually([&] { return r.outbox.stats().dead == 100 && r.warnings > 0; }));
+  // Tried again at each wrap (retry_interval 10 ms, some 20 times here):
+  // held every time, said once.
   std::this_thread::sleep_for(200ms);
   forwarder.stop(0ms);
 
@@ -159,8 +158,8 @@ TEST_CASE("a limit too small for any report: the report stays pending, merged in
   REQUIRE(report.has_value());
   CHECK(report->dead == std::vector<wire::DeadRange>{{1, 100, "refused"}});
   CHECK(r.committed() == 101);
-  CHECK(r.warnings.size() == 1);
+  CHECK(r.warnings == 1);
   for (const auto& m : r.broker.sent()) CHECK(m.topic != report_topic);  // never sent: it would be refused
   MESSAGE("limit " << limit << ": dead 100, sequences used " << r.committed() << ", report pending "
-                   << r.outbox.stats().pending << ", warnings " << r.warnings.size());
+                   << r.outbox.stats().pending << ", warnings " << r.warnings.load());
 }

@@ -5,6 +5,7 @@
 // eviction report of the Outbox as one report.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -325,4 +326,35 @@ TEST_CASE("fit_dropped_report splits a report too large to send; one that cannot
   const auto decoded = wire::decode_dropped_report(after.back().payload);
   REQUIRE(decoded.has_value());
   CHECK(decoded->dead.back() == wire::DeadRange{batch[30].sequence, batch[30].sequence, "refused"});
+}
+
+TEST_CASE("set_report_delay: next_batch leaves this Queue's report out until it is that old, merging meanwhile") {
+  Fixture f;
+  Outbox outbox(f.file, f.options);
+  for (int i = 0; i < 6; ++i) outbox.enqueue(event(i));
+  Queue queue(f.file, queue_options_from(f.options));
+  queue.set_report_delay(std::chrono::milliseconds(2000));
+  const auto batch = queue.next_batch(0, 10);
+  REQUIRE(batch.size() == 6);
+  CHECK(queue.record_failure(batch[0].sequence, "too large", true));
+  CHECK(queue.holds_report());
+  outbox.enqueue(event(6));  // behind the report: not held back
+  auto read = queue.next_batch(0, 10);
+  REQUIRE(read.size() == 6);
+  CHECK(read.back().payload == "6");
+  f.clock->advance(1000);
+  CHECK(queue.record_failure(batch[1].sequence, "too large", true));
+  CHECK(queue.holds_report());
+  f.clock->advance(1000);
+  CHECK_FALSE(queue.holds_report());
+  read = queue.next_batch(0, 10);
+  std::int64_t sequence = 0;
+  const auto report = only_report(outbox, &sequence);
+  CHECK(std::any_of(read.begin(), read.end(), [&](const StoredEvent& e) { return e.sequence == sequence; }));
+  CHECK(sequence == batch.back().sequence + 1);  // one report, written once, merged in place
+  CHECK(report.dead == std::vector<wire::DeadRange>{{batch[0].sequence, batch[1].sequence, "refused"}});
+  // Read: the next dead letter starts a new report (not held back by the old one's age).
+  CHECK(queue.record_failure(batch[2].sequence, "too large", true));
+  CHECK(queue.holds_report());
+  CHECK_THROWS_AS(queue.set_report_delay(std::chrono::milliseconds(-1)), Error);
 }
