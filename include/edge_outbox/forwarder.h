@@ -53,7 +53,12 @@
 // (Queue::record_failure); permanent refusals and the max_attempts-th
 // transient one dead-letter the event. A failing event never holds back the
 // events behind it; it is retried when the forwarder next catches up, at
-// most once per retry_interval.
+// most once per retry_interval. Dead letters are told to the server in
+// outbox.dropped reports (queue.h), which wait report_delay to gather the
+// dead letters that follow and are kept under the broker's Maximum Packet
+// Size: one that would exceed it is split into reports that fit (never
+// dead-lettered); when not even a report of one range fits, it stays
+// pending and the log says so once.
 //
 // Wake-up: the Outbox& constructors subscribe to Outbox::on_commit and
 // wake at once for commits of this process; every constructor also polls
