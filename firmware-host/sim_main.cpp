@@ -96,6 +96,7 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
   edge_outbox::Outbox outbox(c.db, oo);
   sim::create_readings_table(outbox);
   std::uint64_t readings = sim::count_readings(outbox);
+  const std::uint64_t dead_at_start = outbox.stats().dead;
 
   auto schedule = c.offline_schedule.empty() ? sim::OfflineSchedule() : sim::OfflineSchedule::parse(c.offline_schedule);
   sim::GatedPublisher* gate = nullptr;
@@ -240,6 +241,12 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
     std::fprintf(stderr, "edge-outbox-sim: stopped by %s\n", std::string(host::TerminationSignals::name(signal)).c_str());
   }
   auto stats = outbox.stats();
+  if (signal == 0 && c.exit_when_drained && stats.dead > dead_at_start) {
+    // Running again would not send them: they need a look (edge-outbox-ctl dead).
+    log(LogLevel::error, std::to_string(stats.dead - dead_at_start) +
+                             " event(s) were dead-lettered during this run; see them with edge-outbox-ctl dead");
+    exit_code = host::exit_code::failure;
+  }
   std::printf("%s\n", summary_json(readings, sim::events_ever_enqueued(outbox), stats, forwarder.stats(), drain).c_str());
   std::fflush(stdout);
   return exit_code;

@@ -63,7 +63,12 @@
 // (Queue::record_failure); permanent refusals and the max_attempts-th
 // transient one dead-letter the event. A failing event never holds back the
 // events behind it; it is retried when the forwarder next catches up, at
-// most once per retry_interval.
+// most once per retry_interval. Dead letters are told to the server in
+// outbox.dropped reports (queue.h), which wait report_delay to gather the
+// dead letters that follow and are kept under the broker's Maximum Packet
+// Size: one that would exceed it is split into reports that fit (never
+// dead-lettered); when not even a report of one range fits, it stays
+// pending and the log says so once.
 //
 // Wake-up: the Outbox& constructors subscribe to Outbox::on_commit and
 // wake at once for commits of this process; every constructor also polls
@@ -137,6 +142,13 @@ struct ForwarderOptions {
   // The shortest time between two attempts to send events that failed.
   // Requires: >= 0.
   std::chrono::milliseconds retry_interval{1'000};
+  // How long an outbox.dropped report of dead letters waits before it is
+  // sent, gathering the dead letters that follow into it (in place, one
+  // sequence), so that events dying one by one cost about one report per
+  // report_delay, not one each. The events behind it are not held back:
+  // the report goes out at the first catch-up after the delay (see
+  // Queue::set_report_delay). 0: at once. Requires: >= 0.
+  std::chrono::milliseconds report_delay{2'000};
   // With publishes outstanding, the longest wait for the next
   // acknowledgement before the connection is dropped and re-opened. Keep it
   // above the slowest acknowledgement round trip of the link (a thin link

@@ -19,8 +19,13 @@
 // Dead letters are reported upstream like evictions: each dead-lettering adds
 // a "dead" range (reason "refused", "attempts" or "expired") to the pending
 // outbox.dropped event on QueueOptions::dropped_event_topic, in the same
-// transaction. A dead-lettered outbox.dropped event itself is not reported
-// again (that could loop); it stays in outbox_dead with its reason.
+// transaction. Dead letters that come one by one join one report: while no
+// next_batch has returned the pending report this Queue wrote, news is
+// merged into it in place (same sequence), so a run of dead letters costs
+// one sequence for its report, not one each. A dead-lettered outbox.dropped
+// event itself is not reported again (that could loop); it stays in
+// outbox_dead with its reason. Reports are kept under the broker's Maximum
+// Packet Size: see set_max_report_payload and fit_dropped_report.
 //
 // Thread rule: a Queue is not thread-safe; use it from one thread (the
 // forwarder's). Its write transactions take turns with those of every Outbox
@@ -36,6 +41,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -185,6 +191,40 @@ class Queue {
   // outbox.dropped event (a dead range "refused" or "attempts"). Returns true
   // if the event was dead-lettered.
   bool record_failure(std::int64_t sequence, std::string_view error, bool permanent);
+
+  // The largest payload of an outbox.dropped report this Queue writes from
+  // now on (the broker's Maximum Packet Size less the report event's
+  // envelope; the forwarder sets it): news that would make the pending
+  // report larger goes into a report of its own, split into several when
+  // it is larger itself (wire::split_dropped_report). 0: the default,
+  // 64 KiB, which also caps any larger value.
+  void set_max_report_payload(std::size_t bytes);
+
+  // From now on, next_batch leaves out the report this Queue wrote until it
+  // is `delay` old (monotonic clock), so that dead letters recorded
+  // meanwhile are merged into it in place. Reads after it go on without
+  // it: a reader that moved past it sees it when it starts again from
+  // sequence 0 (see the requeued dead letters below). 0 (the default): no
+  // delay. Requires: delay >= 0.
+  void set_report_delay(std::chrono::milliseconds delay);
+  // Whether next_batch leaves that report out now: read from sequence 0
+  // again later to send it.
+  bool holds_report() const;
+
+  // The pending outbox.dropped report with this sequence could not be sent:
+  // its message would exceed the broker's Maximum Packet Size. Replaces it
+  // in one transaction by reports whose payloads are at most
+  // max_payload_bytes each (new sequences; the first one's ranges cover
+  // the replaced sequence) and returns how many. Returns 0 when it cannot
+  // be split so (one range would not fit) or is no pending report on
+  // dropped_event_topic: it stays pending, unchanged, and never
+  // dead-lettered; later news is merged into it in place.
+  // Requires: the caller has not sent it and will not send the copy it
+  // holds.
+  std::size_t fit_dropped_report(std::int64_t sequence, std::size_t max_payload_bytes);
+
+  // QueueOptions::dropped_event_topic.
+  const std::string& dropped_event_topic() const;
 
   // Dead-letters pending events (unconfirmed ones too) whose TTL ran out
   // (reason "expired", reported in the outbox.dropped event), and deletes

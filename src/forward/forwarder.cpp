@@ -2,6 +2,7 @@
 #include <edge_outbox/forwarder.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <span>
 #include <set>
@@ -13,6 +14,7 @@
 #include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
+#include <edge_outbox/wire/dropped_report.h>
 #include <edge_outbox/wire/packet_size.h>
 #include <edge_outbox/wire/stream_status.h>
 
@@ -65,7 +67,8 @@ void validate(const ForwarderOptions& o) {
   validate_source(o.source);
   if (o.max_in_flight < 1) throw Error(ErrorKind::invalid_argument, "ForwarderOptions::max_in_flight must be at least 1");
   if (o.batch_size < 1) throw Error(ErrorKind::invalid_argument, "ForwarderOptions::batch_size must be at least 1");
-  if (o.poll_interval.count() < 1 || o.expire_interval.count() < 1 || o.retry_interval.count() < 0) {
+  if (o.poll_interval.count() < 1 || o.expire_interval.count() < 1 || o.retry_interval.count() < 0 ||
+      o.report_delay.count() < 0) {
     throw Error(ErrorKind::invalid_argument, "ForwarderOptions intervals must be positive");
   }
   if (o.batch.max_events < 1 || o.batch.max_events > 10'000) {
@@ -539,6 +542,7 @@ struct Forwarder::Impl {
       }
     }
     window.batch_read(std::move(events), std::move(elements));
+    if (queue->holds_report()) window.left_out();
   }
 
   // WireMode::binary on a 3.1.1 connection: structured, said once.
@@ -569,7 +573,86 @@ struct Forwarder::Impl {
       shared_stats.last_error = e.what();
       return;
     }
+    if (held_as_too_large(ev, msg, v)) return;
     publish(window, a.events, std::move(msg), v);
+  }
+
+  // Whether ev is an outbox.dropped report of this outbox.
+  bool is_dropped_report(const StoredEvent& ev) const {
+    return ev.type == wire::dropped_report_type && ev.priority == Priority::critical &&
+           ev.topic == queue->dropped_event_topic();
+  }
+
+  // The bytes of a report event's message besides its payload (measured on
+  // a probe with the longest sequence), or 0 when it cannot be encoded.
+  std::size_t report_envelope_bytes(MqttVersion v) const {
+    StoredEvent probe;
+    probe.sequence = std::numeric_limits<std::int64_t>::max();
+    probe.id = "00000000-0000-7000-8000-000000000000";
+    probe.topic = queue->dropped_event_topic();
+    probe.type = std::string(wire::dropped_report_type);
+    probe.content_type = std::string(wire::dropped_report_content_type);
+    probe.priority = Priority::critical;
+    probe.payload = "{}";
+    probe.created_at_ms = clock->wall_ms();
+    try {
+      auto msg = detail::to_message(probe, options.source, stream_id, v, options.wire_mode == WireMode::structured);
+      return wire::publish_packet_bytes(msg, v) - probe.payload.size();
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+
+  // The largest report payload whose message fits in `limit` bytes, given
+  // the envelope; 0 when none does. The margin covers a sequence with more
+  // digits than the one measured.
+  static std::size_t report_payload_budget(std::size_t limit, std::size_t envelope) {
+    constexpr std::size_t margin = 8;
+    return limit > envelope + margin ? limit - envelope - margin : 0;
+  }
+
+  // While connected: the Queue keeps the reports it writes under the
+  // broker's Maximum Packet Size.
+  void follow_packet_limit(MqttVersion v) {
+    const std::size_t limit = publisher->max_packet_bytes();
+    if (report_limit_known && limit == report_limit && v == report_limit_version) return;
+    report_limit_known = true;
+    report_limit = limit;
+    report_limit_version = v;
+    std::size_t budget = 0;  // the Queue's default
+    if (limit > 0) {
+      const auto envelope = report_envelope_bytes(v);
+      if (envelope > 0) budget = std::max<std::size_t>(1, report_payload_budget(limit, envelope));
+    }
+    queue->set_max_report_payload(budget);
+  }
+
+  // An outbox.dropped report whose message exceeds the broker's Maximum
+  // Packet Size is not sent (the broker would refuse it, and a report must
+  // never be dead-lettered, nor report itself): the Queue splits it into
+  // reports that fit, read after it; or, when not even a report of one range
+  // fits, it stays pending, tried again at each wrap, and the log says so
+  // once. Returns whether ev was kept from sending so.
+  bool held_as_too_large(const StoredEvent& ev, const OutgoingMessage& msg, MqttVersion v) EXCLUDES(mutex) {
+    const std::size_t limit = publisher->max_packet_bytes();
+    if (limit == 0 || !is_dropped_report(ev)) return false;
+    const std::size_t size = wire::publish_packet_bytes(msg, v);
+    if (size <= limit) return false;
+    const std::size_t envelope = size > ev.payload.size() ? size - ev.payload.size() : size;
+    if (queue->fit_dropped_report(ev.sequence, report_payload_budget(limit, envelope)) > 0) return true;
+    if (!report_too_large_logged) {
+      report_too_large_logged = true;
+      const std::string reason = "the broker's maximum packet size of " + std::to_string(limit) +
+                                 " bytes is too small for an outbox.dropped report (this one needs " +
+                                 std::to_string(size) + " bytes, " + std::to_string(envelope) +
+                                 " of them its envelope)";
+      log(LogLevel::warning, "forwarder: " + reason + ": the report with sequence " + std::to_string(ev.sequence) +
+                                 " stays pending, and the server is not told of the dead letters and evictions it "
+                                 "reports until the broker allows larger packets (max_packet_size)");
+      MutexLock lock(mutex);
+      shared_stats.last_error = reason;
+    }
+    return true;
   }
 
   // Several events: one batch message (the elements were made when read).
@@ -621,6 +704,7 @@ struct Forwarder::Impl {
       EXCLUDES(mutex) {
     window.begin_step(now_ms, is_connected, draining);
     if (is_connected && options.batch.max_events > 1) window.set_max_packet_bytes(publisher->max_packet_bytes());
+    if (is_connected) follow_packet_limit(v);
     bool drained = false;
     while (true) {
       SendAction a = window.next();
@@ -815,6 +899,10 @@ struct Forwarder::Impl {
   std::optional<wire::StreamStatus> last_status;  // the last published, waiting_ms left out
   std::uint64_t last_status_resends = 0;
   bool binary_fallback_logged = false;
+  bool report_too_large_logged = false;
+  bool report_limit_known = false;  // report_limit and report_limit_version were given to the Queue
+  std::size_t report_limit = 0;
+  MqttVersion report_limit_version = MqttVersion::v5;
   std::uint64_t unreported_acks = 0;        // for ForwarderStats::messages_acknowledged
   std::uint64_t unreported_wire_bytes = 0;  // for ForwarderStats::wire_bytes
 
@@ -863,6 +951,7 @@ Forwarder::Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_pt
   validate(options);
   validate(options, publisher.get());
   auto queue = std::make_unique<Queue>(outbox.path(), queue_options_for(std::move(queue_options), options));
+  queue->set_report_delay(options.report_delay);
   impl_ = std::make_unique<Impl>(std::move(queue), std::move(publisher), std::move(options));
   impl_->subscribe_confirmations();
   impl_->subscription = outbox.on_commit([impl = impl_.get()] { impl->on_wake(); });
@@ -873,6 +962,7 @@ Forwarder::Forwarder(const std::filesystem::path& database, OutboxOptions queue_
   validate(options);
   validate(options, publisher.get());
   auto queue = std::make_unique<Queue>(database, queue_options_for(std::move(queue_options), options));
+  queue->set_report_delay(options.report_delay);
   impl_ = std::make_unique<Impl>(std::move(queue), std::move(publisher), std::move(options));
   impl_->subscribe_confirmations();
 }

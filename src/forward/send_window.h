@@ -26,7 +26,8 @@
 //               flight and the acknowledgements are marked, resend (the
 //               owner makes them pending again), then reading from sequence 0.
 // and two wishes, served once caught up with nothing in flight or buffered:
-//   retry       a refused event (not dead-lettered) waits to be sent again;
+//   retry       a refused event (not dead-lettered) waits to be sent again,
+//               or a read left an event out for later (left_out());
 //   wrap        the cursor is past 0 when catching up: events requeued from
 //               the dead letters keep their old sequence, behind the cursor.
 // Both are served by a wrap: mark the acknowledgements, cursor = 0, reading;
@@ -153,6 +154,9 @@ class SendWindow {
 
   // The queue may hold events the window has not seen: read again.
   void queue_changed() noexcept { caught_up_ = false; }
+  // The last read left out an event that will be due later (a report the
+  // Queue holds back for a while): wrap when caught up, as for a retry.
+  void left_out() noexcept { wrap_wanted_ = true; }
   // A publish completed (in any order, between steps); sequence: the oldest
   // event of its message.
   void completed(std::int64_t sequence, Outcome outcome, std::int64_t now_ms);

@@ -25,7 +25,7 @@ void Outbox::Impl::insert_dropped_event(const std::vector<std::int64_t>& sequenc
   DroppedNews news;
   news.evicted = sequences;
   news.evicted_per_priority = per_priority;
-  const auto total = add_dropped_report(tables, ids, *options.clock, options.dropped_event_topic, news);
+  const auto total = add_dropped_report(tables, ids, *options.clock, options.dropped_event_topic, news).dropped_total;
   log(LogLevel::warning, "outbox full: evicted " + std::to_string(sequences.size()) +
                              " pending event(s) under drop_oldest (" + std::to_string(total) + " in all)");
 }

@@ -122,6 +122,7 @@ const std::string insert_event =
     "INSERT INTO outbox (event_id, topic, type, content_type, payload, attributes, priority, created_at, "
     "created_boot, created_mono, ttl_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)";
 const std::string delete_event = "DELETE FROM outbox WHERE sequence = ?";
+const std::string update_payload = "UPDATE outbox SET payload = ? WHERE sequence = ?";
 const std::string select_evictable = "SELECT sequence, priority FROM outbox WHERE " + pending_row +
                                      " AND priority > 0 ORDER BY priority DESC, sequence LIMIT ?";
 const std::string select_dropped_report = "SELECT sequence, payload FROM outbox WHERE " + pending_row +
@@ -130,6 +131,7 @@ const std::string select_dropped_report = "SELECT sequence, payload FROM outbox 
 const std::string select_unsent_dropped_report = "SELECT sequence, payload FROM outbox WHERE " + unsent_row +
                                                  " AND priority = 0 AND type = 'outbox.dropped' AND topic = ? AND "
                                                  "length(payload) < ? ORDER BY sequence DESC LIMIT 1";
+const std::string select_pending_payload = "SELECT payload FROM outbox WHERE sequence = ? AND " + pending_row;
 const std::string select_is_dropped_report = "SELECT 1 FROM outbox WHERE sequence = ? AND " + pending_row +
                                              " AND priority = 0 AND type = 'outbox.dropped' AND topic = ?";
 
@@ -369,7 +371,7 @@ std::vector<StoredEvent> OutboxTables::read_events(std::optional<SQLite::Stateme
   return out;
 }
 
-void OutboxTables::insert(const Event& event) {
+std::int64_t OutboxTables::insert(const Event& event) {
   if (!insert_) insert_.emplace(db_, insert_event);
   auto& q = *insert_;
   q.reset();
@@ -395,6 +397,7 @@ void OutboxTables::insert(const Event& event) {
     throw;
   }
   q.reset();
+  return db_.getLastInsertRowid();
 }
 
 void OutboxTables::remove(std::int64_t sequence) { remove(std::span(&sequence, 1)); }
@@ -431,6 +434,20 @@ bool OutboxTables::is_dropped_report(std::int64_t sequence, const std::string& t
   q.bind(1, sequence);
   q.bind(2, topic);
   return q.executeStep();
+}
+
+std::optional<std::string> OutboxTables::pending_payload(std::int64_t sequence) {
+  SQLite::Statement q(db_, select_pending_payload);
+  q.bind(1, sequence);
+  if (!q.executeStep()) return std::nullopt;
+  return q.getColumn(0).getString();
+}
+
+void OutboxTables::set_payload(std::int64_t sequence, const std::string& payload) {
+  SQLite::Statement q(db_, update_payload);
+  q.bindNoCopy(1, payload.data(), static_cast<int>(payload.size()));
+  q.bind(2, sequence);
+  q.exec();
 }
 
 // --- Server confirmation ----------------------------------------------------

@@ -59,9 +59,9 @@ class OutboxTables {
   // Requires: schema revision 2 or later.
   std::vector<StoredEvent> unsent(std::int64_t after_sequence, std::size_t limit);
 
-  // Inserts a pending event created now. Throws Error(duplicate_id) for an
-  // id already in the outbox.
-  void insert(const Event& event);
+  // Inserts a pending event created now; returns its sequence. Throws
+  // Error(duplicate_id) for an id already in the outbox.
+  std::int64_t insert(const Event& event);
   void remove(std::int64_t sequence);
   void remove(std::span<const std::int64_t> sequences);
 
@@ -79,6 +79,11 @@ class OutboxTables {
   // Whether the pending event with this sequence is an outbox.dropped report
   // on `topic` (as the outbox makes them: critical).
   bool is_dropped_report(std::int64_t sequence, const std::string& topic);
+  // The payload of the pending event with this sequence, if there is one.
+  std::optional<std::string> pending_payload(std::int64_t sequence);
+  // Replaces the payload of the event with this sequence (an outbox.dropped
+  // report no reader has taken yet).
+  void set_payload(std::int64_t sequence, const std::string& payload);
 
   // --- Server confirmation (schema revision 2) -----------------------------
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <edge_outbox/queue.h>
 
+#include <algorithm>
 #include <utility>
 
 #include <SQLiteCpp/Database.h>
@@ -87,7 +88,7 @@ struct Queue::Impl {
     if (report) {
       DroppedNews news;
       news.dead.push_back({sequence, sequence, std::string(dead_reason)});
-      add_dropped_report(tables, ids, *options.clock, options.dropped_event_topic, news);
+      report_dropped(news);
     } else {
       log(LogLevel::warning, "dead-lettered the outbox.dropped report with sequence " + std::to_string(sequence) +
                                  " (" + reason + "); it is not reported again: requeue it with edge-outbox-ctl "
@@ -96,12 +97,36 @@ struct Queue::Impl {
     return report;
   }
 
+  // Inside a write transaction: the report of news, merged in place into
+  // the report this Queue wrote last when no reader has taken it.
+  void report_dropped(const DroppedNews& news) {
+    DroppedReportRules rules;
+    rules.max_payload_bytes = max_report_payload;
+    rules.rewritable = rewritable_report;
+    const auto written =
+        add_dropped_report(tables, ids, *options.clock, options.dropped_event_topic, news, rules).sequence;
+    if (written != rewritable_report) report_written_ms = options.clock->monotonic_ms();
+    rewritable_report = written;
+  }
+
+  // The report next_batch leaves out now (0: none).
+  std::int64_t report_held() const {
+    if (rewritable_report == 0 || report_delay_ms <= 0) return 0;
+    return options.clock->monotonic_ms() - report_written_ms < report_delay_ms ? rewritable_report : 0;
+  }
+
   const QueueOptions options;
   Connection connection;
   OutboxTables tables;
   UuidV7Generator ids;  // for the outbox.dropped events that report dead letters
   std::uint64_t marks_since_reclaim = 0;
   std::int64_t last_retention_pass = -1;  // monotonic ms
+  // The report this Queue wrote (or was told it may rewrite) that no
+  // next_batch has returned since; 0: none.
+  std::int64_t rewritable_report = 0;
+  std::int64_t report_written_ms = 0;  // monotonic: when rewritable_report was written
+  std::int64_t report_delay_ms = 0;
+  std::size_t max_report_payload = DroppedReportRules{}.max_payload_bytes;
 };
 
 Queue::Queue(const std::filesystem::path& path, QueueOptions options)
@@ -118,7 +143,14 @@ std::vector<StoredEvent> Queue::next_batch(std::int64_t after_sequence, std::siz
   auto& d = *impl_;
   try {
     expire_due();
-    return d.tables.unsent(after_sequence, limit);
+    auto events = d.tables.unsent(after_sequence, limit);
+    if (const auto held = d.report_held()) {
+      std::erase_if(events, [held](const StoredEvent& e) { return e.sequence == held; });
+      return events;
+    }
+    for (const auto& e : events)
+      if (e.sequence == d.rewritable_report) d.rewritable_report = 0;  // a reader has it now
+    return events;
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.connection.path, "reading pending events");
   }
@@ -297,8 +329,7 @@ std::size_t Queue::expire_due() {
         news.dead.push_back({sequence, sequence, std::string(wire::dead_reason_expired)});
       d.tables.bury(sequence, "expired");
     }
-    if (!news.dead.empty())
-      add_dropped_report(d.tables, d.ids, *d.options.clock, d.options.dropped_event_topic, news);
+    if (!news.dead.empty()) d.report_dropped(news);
     expired = due.size();
     if (keep) {
       // Rows of an earlier boot are at least this boot's uptime old.
@@ -313,6 +344,44 @@ std::size_t Queue::expire_due() {
   }
   return expired;
 }
+
+void Queue::set_report_delay(std::chrono::milliseconds delay) {
+  if (delay.count() < 0) throw Error(ErrorKind::invalid_argument, "Queue::set_report_delay: delay must not be negative");
+  impl_->report_delay_ms = static_cast<std::int64_t>(delay.count());
+}
+
+bool Queue::holds_report() const { return impl_->report_held() != 0; }
+
+void Queue::set_max_report_payload(std::size_t bytes) {
+  impl_->max_report_payload = bytes == 0 ? DroppedReportRules{}.max_payload_bytes
+                                         : std::min(bytes, DroppedReportRules{}.max_payload_bytes);
+}
+
+std::size_t Queue::fit_dropped_report(std::int64_t sequence, std::size_t max_payload_bytes) {
+  auto& d = *impl_;
+  try {
+    WriteTransaction tx(d.connection);
+    const auto written = split_pending_report(d.tables, d.ids, *d.options.clock, d.options.dropped_event_topic,
+                                              sequence, max_payload_bytes);
+    tx.commit();
+    d.connection.limit_wal();
+    // Either way the report is due: it waited once already.
+    d.report_written_ms = d.options.clock->monotonic_ms() - d.report_delay_ms;
+    if (written.empty()) {
+      if (d.tables.is_dropped_report(sequence, d.options.dropped_event_topic)) d.rewritable_report = sequence;
+      return 0;
+    }
+    d.rewritable_report = written.back();
+    d.log(LogLevel::info, "split the outbox.dropped report with sequence " + std::to_string(sequence) + " into " +
+                              std::to_string(written.size()) + " reports of at most " +
+                              std::to_string(max_payload_bytes) + " bytes each (the broker's maximum packet size)");
+    return written.size();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "splitting an outbox.dropped report");
+  }
+}
+
+const std::string& Queue::dropped_event_topic() const { return impl_->options.dropped_event_topic; }
 
 std::uint64_t Queue::data_version() {
   try {

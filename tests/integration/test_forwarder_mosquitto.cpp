@@ -6,7 +6,9 @@
 // writer in another process, stop() while disconnected, MQTT 3.1.1 and TLS;
 // batch mode in both MQTT versions, plain and zstd, a rewind with batches in
 // flight, a refused batch split down to its refused events, and an event
-// too large for the broker's Maximum Packet Size among batched ones.
+// too large for the broker's Maximum Packet Size among batched ones; a
+// Maximum Packet Size below every event (all dead-lettered, told in reports
+// that fit).
 #include <doctest/doctest.h>
 
 #include <dirent.h>
@@ -24,9 +26,11 @@
 
 #include <edge_outbox/wire/batch.h>
 #include <edge_outbox/wire/cloudevents.h>
+#include <edge_outbox/wire/dropped_report.h>
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/outbox.h>
+#include <edge_outbox/queue.h>
 
 #include "support/mosquitto.h"
 #include "support/process.h"
@@ -588,3 +592,54 @@ TEST_CASE("batch mode, MQTT 5: a refused batch is split and only its refused eve
   for (std::uint64_t s = 31; s <= 34; ++s) CHECK(!got.count(s));
   forwarder.stop(2s);
 }
+
+TEST_CASE("a Maximum Packet Size below every event: 100 dead letters, told to the broker in reports that fit") {
+  TempDir dir;
+  OutboxOptions options;
+  options.dropped_event_topic = "t/data/outbox.dropped";
+  Outbox outbox(dir / "app.db", options);
+  MosquittoOptions mo;
+  mo.max_packet_size = 512;
+  Mosquitto broker(mo);
+  Subscriber sub(broker.uri(), {"t/#"});
+  for (int i = 0; i < 100; ++i) {  // one transaction each, before the forwarder starts
+    Event e;
+    e.topic = "t/data/reading";
+    e.type = "com.example.reading";
+    e.payload = std::string(600, 'x');
+    outbox.enqueue(e);
+  }
+  Forwarder forwarder(outbox, options, std::make_unique<MqttPublisher>(publisher_options(broker.uri())),
+                      forwarder_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().dead == 100 && outbox.stats().pending == 0; }));
+  // What the broker passed on: the reports, under its limit, saying all 100.
+  auto told = [&] {
+    std::vector<wire::SequenceRange> dead;
+    for (const auto& m : sub.messages()) {
+      if (m.topic != options.dropped_event_topic) continue;
+      CHECK(m.payload.size() < 512);
+      const auto ce = cloudevents::decode(m.payload, m.content_type, m.user_properties);
+      const auto report = wire::decode_dropped_report(ce.data);
+      REQUIRE(report.has_value());
+      for (const auto& d : report->dead) {
+        CHECK(d.reason == "refused");
+        dead.push_back({d.first, d.last});
+      }
+    }
+    return wire::merge_ranges(dead);
+  };
+  REQUIRE(eventually([&] { return told() == std::vector<wire::SequenceRange>{{1, 100}}; }, 20s));
+  forwarder.stop(2s);
+  std::size_t reports = 0, readings = 0;
+  for (const auto& m : sub.messages()) {
+    reports += m.topic == options.dropped_event_topic;
+    readings += m.topic == "t/data/reading";
+  }
+  CHECK(readings == 0);
+  for (const auto& d : outbox.dead(1000)) CHECK(d.event.type == "com.example.reading");
+  const auto committed = Queue(dir / "app.db", queue_options_from(options)).position().committed;
+  CHECK(committed - 100 <= 5);
+  MESSAGE("max_packet_size 512: dead 100, sequences used " << committed << ", reports received " << reports);
+}
+

@@ -5,7 +5,10 @@
 // the drain figures), --ack-timeout on a blackholed link, --confirm server
 // (events kept until a confirmation covers them; the retained stream status),
 // --batch with --compress zstd and --format structured (every reading once,
-// the bytes on the wire counted by a relay).
+// the bytes on the wire counted by a relay); dead letters (readings the
+// broker refuses, or too large for its Maximum Packet Size) make
+// --exit-when-drained exit 1, told in one report, or one held back when no
+// report fits.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -18,9 +21,12 @@
 #include <vector>
 
 #include <mqtt/async_client.h>
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
 
 #include <edge_outbox/wire/batch.h>
 #include <edge_outbox/wire/cloudevents.h>
+#include <edge_outbox/wire/dropped_report.h>
 
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
@@ -482,3 +488,102 @@ TEST_CASE("--batch 100 --compress zstd: every reading arrives once, in batches, 
     if (device == "gw-structured") CHECK(seen.content_type == "application/cloudevents+json");
   }
 }
+
+namespace {
+
+// The dead ranges of the outbox.dropped reports the subscriber saw, merged.
+std::vector<edge_outbox::wire::SequenceRange> dead_told(const Subscriber& sub, const std::string& topic) {
+  std::vector<edge_outbox::wire::SequenceRange> dead;
+  for (const auto& m : sub.messages()) {
+    if (m.topic != topic) continue;
+    const auto ce = edge_outbox::cloudevents::decode(m.payload, m.content_type, m.user_properties);
+    if (const auto report = edge_outbox::wire::decode_dropped_report(ce.data))
+      for (const auto& d : report->dead) dead.push_back({d.first, d.last});
+  }
+  return edge_outbox::wire::merge_ranges(dead);
+}
+
+// The rows of a query of two integer columns.
+std::vector<std::pair<std::int64_t, std::int64_t>> sql_pairs(const std::filesystem::path& db, const std::string& query) {
+  SQLite::Database d(db.string(), SQLite::OPEN_READONLY);
+  SQLite::Statement q(d, query);
+  std::vector<std::pair<std::int64_t, std::int64_t>> rows;
+  while (q.executeStep()) rows.emplace_back(q.getColumn(0).getInt64(), q.getColumn(1).getInt64());
+  return rows;
+}
+
+// Whether the reports tell exactly `expected`, within 20 s.
+bool told_eventually(const Subscriber& sub, const std::string& topic,
+                     const std::vector<edge_outbox::wire::SequenceRange>& expected) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (dead_told(sub, topic) != expected && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  return dead_told(sub, topic) == expected;
+}
+
+}  // namespace
+
+TEST_CASE("--exit-when-drained: readings the broker refuses are dead-lettered, told in one report, and it exits 1") {
+  MosquittoOptions mo;
+  // The readings are refused (not authorized); the reports and the status pass.
+  mo.acl =
+      "topic write devices/gw-9/events/outbox.dropped\ntopic write devices/gw-9/status\n"
+      "topic write devices/gw-9/status/#\ntopic read #\n";
+  Mosquitto broker(mo);
+  const std::string report_topic = "devices/gw-9/events/outbox.dropped";
+  Subscriber sub(broker.uri(), {"devices/#"});
+  TempDir dir;
+  auto db = dir / "device.db";
+  auto r = run_binary(dir, sim_binary(),
+                      {"--db", db.string(), "--device-id", "gw-9", "--broker", broker.uri(), "--count", "100",
+                       "--rate", "50", "--exit-when-drained", "--drain-timeout", "60s"});
+  INFO(r.err);
+  CHECK(r.status == 1);
+  CHECK(r.err.find("100 event(s) were dead-lettered during this run") != std::string::npos);
+  auto s = r.summary();
+  CHECK(s["readings"] == 100);
+  CHECK(s["dead"] == 100);
+  CHECK(s["pending"] == 0);
+  CHECK(s["published"] >= 1);  // the reports
+  // Readings and reports interleave: each report waits 2 s (report_delay)
+  // for the refusals that follow, about one report per 2 s of production.
+  const auto committed = sql_count(db, "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'");
+  CHECK(committed - 100 <= 10);
+  // The reports tell exactly the dead letters (readings and reports
+  // interleave: the sequences of replaced reports are no dead letters).
+  std::vector<edge_outbox::wire::SequenceRange> dead;
+  for (const auto& [first, last] : sql_pairs(db, "SELECT sequence, sequence FROM outbox_dead"))
+    dead.push_back({first, last});
+  CHECK(dead.size() == 100);
+  CHECK(told_eventually(sub, report_topic, edge_outbox::wire::merge_ranges(dead)));
+  MESSAGE("refused readings at 50/s: exit " << r.status << ", dead " << s["dead"] << ", sequences used " << committed
+                                    << ", published " << s["published"]);
+}
+
+TEST_CASE("--exit-when-drained: a Maximum Packet Size too small for any report: one report held back, exit 1") {
+  MosquittoOptions mo;
+  mo.max_packet_size = 256;  // below every reading and every report
+  Mosquitto broker(mo);
+  TempDir dir;
+  auto db = dir / "device.db";
+  auto r = run_binary(dir, sim_binary(),
+                      {"--db", db.string(), "--device-id", "gw-8", "--broker", broker.uri(), "--count", "100",
+                       "--rate", "0", "--exit-when-drained", "--drain-timeout", "3s", "--log-level", "warning"});
+  INFO(r.err);
+  CHECK(r.status == 1);
+  auto s = r.summary();
+  CHECK(s["dead"] == 100);
+  CHECK(s["pending"] == 1);
+  CHECK(sql_count(db, "SELECT COUNT(*) FROM outbox WHERE type = 'outbox.dropped'") == 1);
+  CHECK(sql_count(db, "SELECT COUNT(*) FROM outbox_dead WHERE type = 'outbox.dropped'") == 0);
+  const auto committed = sql_count(db, "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'");
+  CHECK(committed == 101);
+  std::size_t said = 0;
+  for (auto at = r.err.find("too small for an outbox.dropped report"); at != std::string::npos;
+       at = r.err.find("too small for an outbox.dropped report", at + 1))
+    ++said;
+  CHECK(said == 1);
+  MESSAGE("max_packet_size 256: exit " << r.status << ", dead " << s["dead"] << ", pending " << s["pending"]
+                                       << ", sequences used " << committed << ", warnings " << said);
+}
+

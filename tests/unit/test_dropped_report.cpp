@@ -179,3 +179,35 @@ TEST_CASE("dead letters: an inverted dead range cannot be encoded") {
   r.dead = {{5, 4, "expired"}};
   CHECK_THROWS_AS(encode_dropped_report(r), std::invalid_argument);
 }
+
+TEST_CASE("split_dropped_report: parts under the limit, every range in one of them, counts in the first only") {
+  DroppedReport r;
+  r.counts = {{"low", 7}};
+  r.dropped_total = 7;
+  for (std::int64_t s = 1; s <= 60; s += 3) r.ranges.push_back({s, s + 1});
+  for (std::int64_t s = 1000; s <= 1200; s += 10) r.dead.push_back({s, s, s % 20 == 0 ? "expired" : "refused"});
+  CHECK(wire::split_dropped_report(r, 100000) == std::vector<DroppedReport>{r});
+
+  const auto parts = wire::split_dropped_report(r, 90);
+  REQUIRE(parts.has_value());
+  CHECK(parts->size() > 2);
+  Ranges ranges;
+  std::vector<wire::DeadRange> dead;
+  for (std::size_t i = 0; i < parts->size(); ++i) {
+    const auto& p = (*parts)[i];
+    const auto payload = encode_dropped_report(p);
+    CHECK(payload.size() <= 90);
+    CHECK(decode_dropped_report(payload) == p);
+    CHECK(p.dropped_total == 7);
+    CHECK(p.counts == (i == 0 ? r.counts : std::map<std::string, std::uint64_t>{}));
+    CHECK((!p.ranges.empty() || !p.dead.empty()));
+    ranges.insert(ranges.end(), p.ranges.begin(), p.ranges.end());
+    dead.insert(dead.end(), p.dead.begin(), p.dead.end());
+  }
+  CHECK(ranges == r.ranges);
+  CHECK(dead == r.dead);
+  MESSAGE("20 ranges and 21 dead ranges under 90 bytes: " << parts->size() << " reports");
+
+  // A part of one range would not fit.
+  CHECK_FALSE(wire::split_dropped_report(r, 40).has_value());
+}

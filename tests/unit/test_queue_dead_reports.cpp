@@ -5,6 +5,7 @@
 // eviction report of the Outbox as one report.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -91,13 +92,28 @@ TEST_CASE("a permanent refusal and the max_attempts-th failure are reported as d
   CHECK(queue.record_failure(batch[1].sequence, "timeout", false));
   std::int64_t second_report = 0;
   report = only_report(outbox, &second_report);
-  CHECK(second_report > first_report);
-  // Adjacent sequences of different reasons stay apart; the replaced report is covered.
+  // No reader took the report: the news went into it in place.
+  CHECK(second_report == first_report);
+  // Adjacent sequences of different reasons stay apart.
   CHECK(report.dead == std::vector<wire::DeadRange>{{batch[0].sequence, batch[0].sequence, "refused"},
                                                     {batch[1].sequence, batch[1].sequence, "attempts"}});
+  CHECK(report.ranges.empty());
+
+  // Once a reader has it (it may be in flight), a merge replaces it: the
+  // replaced report is covered.
+  const auto read = queue.next_batch(batch[3].sequence, 10);
+  REQUIRE(read.size() == 1);
+  CHECK(read[0].sequence == first_report);
+  CHECK(queue.record_failure(batch[2].sequence, "not authorized", true));
+  std::int64_t third_report = 0;
+  report = only_report(outbox, &third_report);
+  CHECK(third_report > first_report);
+  CHECK(report.dead == std::vector<wire::DeadRange>{{batch[0].sequence, batch[0].sequence, "refused"},
+                                                    {batch[1].sequence, batch[1].sequence, "attempts"},
+                                                    {batch[2].sequence, batch[2].sequence, "refused"}});
   CHECK(report.ranges == std::vector<wire::SequenceRange>{{first_report, first_report}});
   CHECK(outbox.stats().dropped_total == 0);
-  CHECK(outbox.stats().dead == 2);
+  CHECK(outbox.stats().dead == 3);
 }
 
 TEST_CASE("expired events are reported as one dead range per run of sequences") {
@@ -223,4 +239,122 @@ TEST_CASE("merge_dead_ranges joins adjacent and overlapping ranges of one reason
                                          {4, 4, "attempts"},
                                          {2, 3, "refused"}});
   CHECK(merged == std::vector<wire::DeadRange>{{1, 4, "refused"}, {4, 4, "attempts"}, {5, 6, "expired"}});
+}
+
+TEST_CASE("100 dead letters one by one, each in its own transaction, make one report of one range") {
+  Fixture f;
+  Outbox outbox(f.file, f.options);
+  for (int i = 0; i < 100; ++i) outbox.enqueue(event(i));
+  Queue queue(f.file, queue_options_from(f.options));
+  const auto batch = queue.next_batch(0, 100);
+  REQUIRE(batch.size() == 100);
+  for (const auto& e : batch) CHECK(queue.record_failure(e.sequence, "too large", true));
+  std::int64_t sequence = 0;
+  const auto report = only_report(outbox, &sequence);
+  CHECK(report.dead == std::vector<wire::DeadRange>{{batch.front().sequence, batch.back().sequence, "refused"}});
+  CHECK(report.ranges.empty());
+  CHECK(sequence == batch.back().sequence + 1);
+  CHECK(queue.position().committed == 101);
+  MESSAGE("100 dead letters: sequences used " << queue.position().committed << ", reports " << reports(outbox).size());
+}
+
+TEST_CASE("set_max_report_payload: reports stay under it, however fragmented the dead letters") {
+  Fixture f;
+  Outbox outbox(f.file, f.options);
+  for (int i = 0; i < 200; ++i) outbox.enqueue(event(i));
+  Queue queue(f.file, queue_options_from(f.options));
+  queue.set_max_report_payload(120);
+  const auto batch = queue.next_batch(0, 200);
+  REQUIRE(batch.size() == 200);
+  std::vector<wire::DeadRange> expected;
+  for (std::size_t i = 0; i < batch.size(); i += 2) {  // every other one: nothing joins
+    CHECK(queue.record_failure(batch[i].sequence, "too large", true));
+    expected.push_back({batch[i].sequence, batch[i].sequence, "refused"});
+  }
+  std::vector<wire::DeadRange> told;
+  std::vector<wire::SequenceRange> covered;
+  const auto found = reports(outbox);
+  for (const auto& r : found) {
+    CHECK(r.payload.size() <= 120);
+    const auto decoded = wire::decode_dropped_report(r.payload);
+    REQUIRE(decoded.has_value());
+    told.insert(told.end(), decoded->dead.begin(), decoded->dead.end());
+    covered.insert(covered.end(), decoded->ranges.begin(), decoded->ranges.end());
+  }
+  CHECK(merge_dead_ranges(told) == expected);
+  CHECK(covered.empty());  // nothing was replaced: each filled up in place
+  MESSAGE("100 scattered dead letters under a 120-byte payload limit: " << found.size() << " reports");
+}
+
+TEST_CASE("fit_dropped_report splits a report too large to send; one that cannot fit stays pending, merged in place") {
+  Fixture f;
+  Outbox outbox(f.file, f.options);
+  for (int i = 0; i < 40; ++i) outbox.enqueue(event(i));
+  Queue queue(f.file, queue_options_from(f.options));
+  const auto batch = queue.next_batch(0, 40);
+  for (std::size_t i = 0; i < 20; i += 2) CHECK(queue.record_failure(batch[i].sequence, "too large", true));
+  std::int64_t big = 0;
+  only_report(outbox, &big);
+  CHECK(queue.next_batch(batch.back().sequence, 10).size() == 1);  // the forwarder has it
+
+  CHECK(queue.fit_dropped_report(big, 80) >= 2);
+  std::vector<wire::DeadRange> told;
+  std::vector<wire::SequenceRange> covered;
+  for (const auto& r : reports(outbox)) {
+    CHECK(r.sequence > big);
+    CHECK(r.payload.size() <= 80);
+    const auto decoded = wire::decode_dropped_report(r.payload);
+    REQUIRE(decoded.has_value());
+    told.insert(told.end(), decoded->dead.begin(), decoded->dead.end());
+    covered.insert(covered.end(), decoded->ranges.begin(), decoded->ranges.end());
+  }
+  CHECK(merge_dead_ranges(told).size() == 10);
+  CHECK(wire::merge_ranges(covered) == std::vector<wire::SequenceRange>{{big, big}});  // the replaced report
+
+  // Too small for any report: it stays as it is, never dead-lettered.
+  const auto now = reports(outbox);
+  const auto last = now.back().sequence;
+  CHECK(queue.next_batch(last - 1, 10).size() == 1);
+  CHECK(queue.fit_dropped_report(last, 10) == 0);
+  CHECK(reports(outbox).size() == now.size());
+  CHECK(outbox.stats().dead == 10);
+  // It was not sent: the next dead letter goes into it in place.
+  CHECK(queue.record_failure(batch[30].sequence, "too large", true));
+  const auto after = reports(outbox);
+  CHECK(after.size() == now.size());
+  CHECK(after.back().sequence == last);
+  const auto decoded = wire::decode_dropped_report(after.back().payload);
+  REQUIRE(decoded.has_value());
+  CHECK(decoded->dead.back() == wire::DeadRange{batch[30].sequence, batch[30].sequence, "refused"});
+}
+
+TEST_CASE("set_report_delay: next_batch leaves this Queue's report out until it is that old, merging meanwhile") {
+  Fixture f;
+  Outbox outbox(f.file, f.options);
+  for (int i = 0; i < 6; ++i) outbox.enqueue(event(i));
+  Queue queue(f.file, queue_options_from(f.options));
+  queue.set_report_delay(std::chrono::milliseconds(2000));
+  const auto batch = queue.next_batch(0, 10);
+  REQUIRE(batch.size() == 6);
+  CHECK(queue.record_failure(batch[0].sequence, "too large", true));
+  CHECK(queue.holds_report());
+  outbox.enqueue(event(6));  // behind the report: not held back
+  auto read = queue.next_batch(0, 10);
+  REQUIRE(read.size() == 6);
+  CHECK(read.back().payload == "6");
+  f.clock->advance(1000);
+  CHECK(queue.record_failure(batch[1].sequence, "too large", true));
+  CHECK(queue.holds_report());
+  f.clock->advance(1000);
+  CHECK_FALSE(queue.holds_report());
+  read = queue.next_batch(0, 10);
+  std::int64_t sequence = 0;
+  const auto report = only_report(outbox, &sequence);
+  CHECK(std::any_of(read.begin(), read.end(), [&](const StoredEvent& e) { return e.sequence == sequence; }));
+  CHECK(sequence == batch.back().sequence + 1);  // one report, written once, merged in place
+  CHECK(report.dead == std::vector<wire::DeadRange>{{batch[0].sequence, batch[1].sequence, "refused"}});
+  // Read: the next dead letter starts a new report (not held back by the old one's age).
+  CHECK(queue.record_failure(batch[2].sequence, "too large", true));
+  CHECK(queue.holds_report());
+  CHECK_THROWS_AS(queue.set_report_delay(std::chrono::milliseconds(-1)), Error);
 }

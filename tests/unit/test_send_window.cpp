@@ -2,7 +2,8 @@
 // SendWindow, the forwarder's sequencing, without a thread or a broker: the
 // test plays the Queue (a map of pending events) and the broker (it reports
 // each completion), and moves a manual clock through loss, rewind, retry,
-// ack timeout, wrap, TTL expiry, polling and draining.
+// ack timeout, wrap (also for an event a read left out), TTL expiry,
+// polling and draining.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -278,6 +279,24 @@ TEST_CASE("wrap: a dead letter requeued behind the cursor is found from sequence
   CHECK(rig.step(w).empty());
   rig.clock.advance(1);
   CHECK(rig.step(w) == Seqs{2});
+}
+
+TEST_CASE("left_out: an event a read left out for later is read from sequence 0 again, once per retry_interval") {
+  Rig rig;
+  SendWindow w(Rig::options(), rig.now());
+  // Each read leaves out an event held for later (a report the Queue holds
+  // back), which the owner says after the read: without that the window
+  // would stay caught up at 0, no wrap wished.
+  REQUIRE(rig.step(w).empty());
+  w.left_out();
+  REQUIRE(rig.step(w).empty());  // the first wrap is at once: still held
+  w.left_out();
+  SendAction idle;
+  CHECK(rig.step(w, true, false, &idle).empty());
+  CHECK(idle.wake_at_ms == rig.now() + 1000);  // one retry_interval after that wrap
+  rig.add(7, 7);                               // due now: the read returns it
+  rig.clock.advance(1000);
+  CHECK(rig.step(w) == Seqs{7});
 }
 
 TEST_CASE("ack timeout: publishes in flight and silence for ack_timeout drop the connection, then resend") {

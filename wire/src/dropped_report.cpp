@@ -32,6 +32,10 @@ std::optional<std::vector<DeadRange>> dead_ranges_of(const json& dead) {
   return out;
 }
 
+// The bytes one more element adds to an array of its kind: its text and a
+// separating comma (one byte too many for the array's first element).
+std::size_t element_bytes(const json& element) { return element.dump().size() + 1; }
+
 }  // namespace
 
 std::string encode_dropped_report(const DroppedReport& report) {
@@ -99,6 +103,53 @@ std::optional<DroppedReport> decode_dropped_report(std::string_view payload) {
   if (const auto dead = doc.find("dead"); dead != doc.end())
     report.dead = dead_ranges_of(*dead).value_or(std::vector<DeadRange>{});
   return report;
+}
+
+std::optional<std::vector<DroppedReport>> split_dropped_report(const DroppedReport& report,
+                                                               std::size_t max_payload_bytes) {
+  // Encoding it whole also checks the requirements (and throws).
+  if (encode_dropped_report(report).size() <= max_payload_bytes) return std::vector<DroppedReport>{report};
+  // Sizes are counted, not encoded again per element: an empty part's
+  // encoding, plus each element's bytes (and `"dead":[],` for the first
+  // dead range), which overcounts by a comma per array at most.
+  constexpr std::size_t dead_member_bytes = 9;  // "dead":[],
+  std::vector<DroppedReport> parts;
+  std::size_t used = 0;
+  bool part_has_dead = false;
+  auto start_part = [&] {
+    DroppedReport part;
+    if (parts.empty()) part.counts = report.counts;
+    part.dropped_total = report.dropped_total;
+    used = encode_dropped_report(part).size();
+    part_has_dead = false;
+    parts.push_back(std::move(part));
+  };
+  // Adds an element of `bytes` (dead: a dead range) to the current part, or
+  // to a new one; false when it fits in no part.
+  auto place = [&](std::size_t bytes, bool dead) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const bool empty = parts.back().ranges.empty() && parts.back().dead.empty();
+      const std::size_t more = bytes + (dead && !part_has_dead ? dead_member_bytes : 0);
+      if (used + more <= max_payload_bytes) {
+        used += more;
+        part_has_dead = part_has_dead || dead;
+        return true;
+      }
+      if (empty) return false;
+      start_part();
+    }
+    return false;
+  };
+  start_part();
+  for (const auto& r : report.ranges) {
+    if (!place(element_bytes(json::array({r.first, r.last})), false)) return std::nullopt;
+    parts.back().ranges.push_back(r);
+  }
+  for (const auto& d : report.dead) {
+    if (!place(element_bytes(json::array({d.first, d.last, d.reason})), true)) return std::nullopt;
+    parts.back().dead.push_back(d);
+  }
+  return parts;
 }
 
 }  // namespace edge_outbox::wire

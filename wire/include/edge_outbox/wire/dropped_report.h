@@ -19,11 +19,16 @@
 //                  streamid) as [first, last] pairs, inclusive
 // A device keeps at most one report pending: a later eviction or dead
 // letter replaces it with one whose ranges also cover the replaced report
-// and its sequence, and whose counts add up both.
+// and its sequence, and whose counts add up both. A report that would not
+// fit under the broker's Maximum Packet Size goes out as several reports
+// (split_dropped_report): each carries some of the ranges and dead ranges,
+// the first the counts, every one dropped_total; the server takes their
+// union.
 //
 // Thread rule: plain values and pure functions; safe from any thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -78,5 +83,15 @@ std::string encode_dropped_report(const DroppedReport& report);
 // non-empty string reason (an older device sends none). Other members are ignored. The ranges are kept as sent, not
 // merged. Throws nothing for any input (short of std::bad_alloc).
 std::optional<DroppedReport> decode_dropped_report(std::string_view payload);
+
+// The same report as parts whose payloads (encode_dropped_report) are at
+// most max_payload_bytes each, fewest first-fit: the ranges, then the dead
+// ranges, in order, each in exactly one part; the counts in the first part
+// only (so that the counts of all parts add up to the report's); the
+// dropped_total in every part. One part, the report itself, when it fits.
+// std::nullopt when a part with a single range or dead range (the first
+// part: with the counts) would not fit. Requires: as encode_dropped_report.
+std::optional<std::vector<DroppedReport>> split_dropped_report(const DroppedReport& report,
+                                                               std::size_t max_payload_bytes);
 
 }  // namespace edge_outbox::wire
