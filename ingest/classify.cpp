@@ -78,7 +78,7 @@ std::optional<std::int64_t> sequence_of(std::string_view digits) {
 }
 
 struct Named {
-  std::string source, streamid;
+  std::string source, streamid, id;
   std::optional<std::int64_t> sequence;
 };
 
@@ -87,6 +87,7 @@ Named from_user_properties(const cloudevents::UserProperties& properties) {
   for (const auto& [name, value] : properties) {
     if (name == "source") n.source = value;
     else if (name == "streamid") n.streamid = value;
+    else if (name == "id") n.id = value;
     else if (name == "sequence") n.sequence = sequence_of(value);
   }
   return n;
@@ -102,6 +103,7 @@ Named from_json_members(std::string_view payload) {
   if (!j.is_object()) return n;
   if (auto it = j.find("source"); it != j.end() && it->is_string()) n.source = it->get<std::string>();
   if (auto it = j.find("streamid"); it != j.end() && it->is_string()) n.streamid = it->get<std::string>();
+  if (auto it = j.find("id"); it != j.end() && it->is_string()) n.id = it->get<std::string>();
   if (auto it = j.find("sequence"); it != j.end()) {
     if (it->is_string()) n.sequence = sequence_of(it->get<std::string>());
     else if (it->is_number_unsigned()) n.sequence = sequence_of(std::to_string(it->get<std::uint64_t>()));
@@ -122,6 +124,7 @@ void set_stream_position(RejectedRow& row, const Received& m, const ClassifyOpti
   row.source = std::move(n.source);
   row.streamid = std::move(n.streamid);
   row.sequence = n.sequence;
+  if (attribute_text_ok(n.id, cloudevents::max_id_bytes)) row.event_id = std::move(n.id);
 }
 
 std::optional<std::string> event_refusal(const cloudevents::CloudEvent& event, const Received& m,

@@ -72,7 +72,9 @@ RejectedRow rejected_row(const Received& m, const ClassifyOptions& options, std:
 // lengths; sequence 1-20 decimal digits (a JSON string or integer), from 1
 // to 2^63-1. Under options.require_source_match the source must also be
 // the topic's device segment: a device cannot answer for another's stream.
-// Otherwise, or when one is missing, nothing is set.
+// Otherwise, or when one is missing, nothing is set. With the position,
+// the event id the message names ("id", as a user property or a member,
+// read as the source is) goes to row.event_id when readable.
 void set_stream_position(RejectedRow& row, const Received& m, const ClassifyOptions& options);
 
 // Structured payloads larger than this are not parsed for a rejection's

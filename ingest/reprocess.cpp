@@ -32,9 +32,9 @@ Received as_received(const RejectedRow& row, std::string& content_type) {
 }
 
 // A rejection's stream position, or none unless it has all three parts.
-std::optional<std::tuple<std::string, std::string, std::int64_t>> position_of(const RejectedRow& r) {
+std::optional<std::tuple<std::string, std::string, std::int64_t, std::string>> position_of(const RejectedRow& r) {
   if (r.source.empty() || r.streamid.empty() || !r.sequence) return std::nullopt;
-  return std::tuple(r.source, r.streamid, *r.sequence);
+  return std::tuple(r.source, r.streamid, *r.sequence, r.event_id);
 }
 
 }  // namespace
