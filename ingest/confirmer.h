@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Confirmer records the devices' stream statuses in the store and publishes
-// the ingest's confirmations (wire::Confirmation, see
-// docs/ingest.md "Confirmations"): for each stream a commit touched (and
-// after each status), when ConfirmSchedule says so, it asks the store for
-// the stream's confirmed sequence (Store::confirmed_through, computed from
-// the store, so that several ingests agree) and hands it to `publish`
-// (retained, QoS 1, on wire::confirm_topic of the device topic from the
-// stream's status) without waiting for the outcome.
+// the ingest's confirmations (wire::Confirmation version 2, the protocol of
+// docs/confirmation.md): for each stream a commit touched (and after each
+// status), when ConfirmSchedule says so, it asks the store for the
+// stream's confirmation (Store::confirmation: from the walk floor, through
+// the walk, with the digest; computed from the store, so that several
+// ingests agree), raises the walk floor past it durably
+// (Store::record_walk_floor: the commit that makes every earlier one
+// durable), and only then hands it to `publish` (retained, QoS 1, on
+// wire::confirm_topic of the device topic from the stream's status)
+// without waiting for the outcome. A confirmation made durable but not
+// handed (the client not connected) is handed first at the next attempt,
+// so the device still gets the range its floor starts.
 //
 // It has a thread of its own and a Store connection of its own (the
 // Writer's is the Writer thread's only), so neither Paho's callback thread
@@ -16,8 +21,8 @@
 // A status whose recording fails is kept (the newest per stream) and tried
 // again after a second; so is a lookup that fails. A stream without a
 // recorded status is never confirmed (its floor is unknown), nor one in
-// broker mode (nobody listens), nor one whose through is below its floor
-// (nothing to confirm).
+// broker mode (nobody listens, its walk floor is unset), nor one whose walk
+// reaches nothing past its walk floor (nothing to confirm).
 //
 // Thread rule: status_received(), status_invalid(), committed() and
 // counters() from any thread; stop() from one thread, once the callers of
@@ -95,9 +100,10 @@ class Confirmer {
   // What a stream's latest status says that a confirmation needs.
   struct Known {
     std::string device_topic;
-    std::int64_t floor = 1;
     bool server = false;  // the device waits for confirmations (server mode)
   };
+  // Hands the confirmation over; false when the client did not take it.
+  bool hand_over(const StreamKey& key, const std::string& topic, const wire::Confirmation& confirmation);
   // From the statuses recorded by this process, else (a status another
   // ingest recorded) from the store's, read again at most every retry_after.
   // nullptr when unknown; then `read_recently` says whether the store was
@@ -120,6 +126,9 @@ class Confirmer {
 
   // The thread's only:
   std::map<StreamKey, Known> known_;
+  // Confirmations whose walk floor is recorded but that the client did not
+  // take, by stream, with their topic.
+  std::map<StreamKey, std::pair<std::string, wire::Confirmation>> unhanded_;
   std::chrono::steady_clock::time_point streams_read_at_{};
   std::chrono::steady_clock::time_point last_failure_log_{};
   std::thread thread_;
