@@ -91,6 +91,12 @@ inline constexpr std::size_t max_attribution_parse_bytes = 16 * 1024 * 1024;
 // named "events" of its own does not work.
 std::string_view topic_device(std::string_view topic) noexcept;
 
+// The device topic of an event topic, "<prefix>/<device-id>": the levels
+// before the level topic_device finds ("devices/dev-1" for
+// "devices/dev-1/events/x"), as a status topic names it
+// (wire::parse_stream_status_topic); empty when there is none.
+std::string_view topic_device_prefix(std::string_view topic) noexcept;
+
 // Printable ASCII only (other bytes become '?'), for reasons and logs.
 std::string printable(std::string_view text, std::size_t max_size = 300);
 

@@ -110,6 +110,16 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
   std::map<StreamKey, PendingStatus> failed;
   for (auto& [key, pending] : statuses) {
     try {
+      if (const auto bound_to = bindings_.bound_elsewhere(*store_, key.source, pending.device_topic)) {
+        if (log_ && conflicts_logged_.emplace(key.source, pending.device_topic).second)
+          log_("warn", "not recording the status of stream '" + printable(key.streamid) + "' on '" +
+                           printable(pending.device_topic) + "': " +
+                           source_binding_refusal(key.source, *bound_to, pending.device_topic) +
+                           " (logged once per source and device topic)");
+        MutexLock lock(mutex_);
+        ++counters_.source_conflicts;
+        continue;
+      }
       store_->record_stream_status(pending.device_topic, pending.status);
     } catch (const std::exception& e) {
       log_failure("recording the status of stream '" + printable(key.streamid) + "' of '" + printable(key.source) +

@@ -18,6 +18,11 @@
 // nor the Writer ever waits on a lookup or a publish: status_received() and
 // committed() only queue and wake it.
 //
+// A status whose source is bound to another device topic than its topic's
+// (source_bindings.h; the first pairing seen binds them, for every ingest
+// on the store) is not recorded: counted in source_conflicts and logged
+// once per source and device topic.
+//
 // A status whose recording fails is kept (the newest per stream) and tried
 // again after a second; so is a lookup that fails. A stream without a
 // recorded status is never confirmed (its floor is unknown), nor one in
@@ -36,6 +41,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +50,7 @@
 
 #include "common/mutex.h"
 #include "ingest/confirm_schedule.h"
+#include "ingest/source_bindings.h"
 #include "ingest/store.h"
 #include "ingest/stream_key.h"
 #include "ingest/writer.h"
@@ -62,6 +69,7 @@ struct ConfirmerCounters {
   std::uint64_t statuses = 0;          // stream statuses recorded in the store
   std::uint64_t statuses_invalid = 0;  // messages on a status topic that were not a valid status, ignored
   std::uint64_t confirmations = 0;     // confirmations handed to the MQTT client
+  std::uint64_t source_conflicts = 0;  // statuses not recorded: their source is bound to another device topic
 };
 
 // Hands a message to the MQTT client (QoS 1, retained) without waiting for
@@ -126,6 +134,8 @@ class Confirmer {
 
   // The thread's only:
   std::map<StreamKey, Known> known_;
+  SourceBindings bindings_;
+  std::set<std::pair<std::string, std::string>> conflicts_logged_;  // (source, device topic)
   // Confirmations whose walk floor is recorded but that the client did not
   // take, by stream, with their topic.
   std::map<StreamKey, std::pair<std::string, wire::Confirmation>> unhanded_;

@@ -89,7 +89,8 @@ std::string counters_json(const ingest::Counters& c, const ingest::ConfirmerCoun
                         {"retained_ignored", c.retained_ignored},
                         {"statuses", confirm.statuses},
                         {"statuses_invalid", confirm.statuses_invalid},
-                        {"confirmations", confirm.confirmations}}
+                        {"confirmations", confirm.confirmations},
+                        {"source_conflicts", c.source_conflicts + confirm.source_conflicts}}
       .dump();
 }
 

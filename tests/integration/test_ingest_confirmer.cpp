@@ -410,3 +410,36 @@ TEST_CASE("durable before confirm: the WAL is synced before a confirmation is ha
   MESSAGE("WAL syncs by the events' commits " << commits_synced << ", before the " << at_publish.size()
                                              << " confirmations " << wal_syncs.load());
 }
+
+TEST_CASE("a status naming a source bound to another device topic is not recorded, and counted") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  std::vector<std::string> logged;
+  std::mutex log_mutex;
+  Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), {}, recorder.function(),
+                      [&](const std::string&, const std::string& message) {
+                        std::lock_guard lock(log_mutex);
+                        logged.push_back(message);
+                      });
+  confirmer.status_received("devices/dev-1", status(1, 5));  // binds dev-1 to devices/dev-1
+  REQUIRE(wait_until([&] { return confirmer.counters().statuses == 1; }));
+  confirmer.status_received("devices/gw-x", status(40, 1021));
+  REQUIRE(wait_until([&] { return confirmer.counters().source_conflicts == 1; }));
+  confirmer.status_received("devices/gw-x", status(41, 1022));  // the cached binding answers
+  REQUIRE(wait_until([&] { return confirmer.counters().source_conflicts == 2; }));
+  writer_store->commit(events(1, 5));
+  confirmer.committed({stream});
+  REQUIRE(recorder.wait_through(5));
+  confirmer.stop();
+  CHECK(confirmer.counters().statuses == 1);
+  const auto rows = writer_store->streams();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].device_topic == "devices/dev-1");
+  CHECK(rows[0].status.committed == 5);
+  std::lock_guard lock(log_mutex);
+  REQUIRE(logged.size() == 1);
+  CHECK(logged[0].find("source 'dev-1' is bound to the device topic 'devices/dev-1', not 'devices/gw-x'") !=
+        std::string::npos);
+}

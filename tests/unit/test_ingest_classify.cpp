@@ -123,6 +123,17 @@ TEST_CASE("sequences beyond int64 are rejected, not wrapped") {
   CHECK(std::get<RejectedRow>(row).reason.find("2^63") != std::string::npos);
 }
 
+TEST_CASE("topic_device_prefix: the device topic an event topic belongs to") {
+  CHECK(topic_device_prefix("devices/gw-b/events/r") == "devices/gw-b");
+  CHECK(topic_device_prefix("org/site1/gw-b/events/x/y") == "org/site1/gw-b");
+  CHECK(topic_device_prefix("gw-b/events") == "gw-b");
+  CHECK(topic_device_prefix("events/gw-b/events/x") == "events/gw-b");
+  CHECK(topic_device_prefix("devices/evil/events/victim/events/x") == "devices/evil");
+  CHECK(topic_device_prefix("devices/gw-b") == "");
+  CHECK(topic_device_prefix("events/x") == "");
+  CHECK(topic_device_prefix("") == "");
+}
+
 TEST_CASE("topic_device and printable") {
   CHECK(topic_device("dev-1/events") == "dev-1");
   CHECK(topic_device("dev-1/events/x") == "dev-1");
