@@ -674,3 +674,36 @@ TEST_CASE("PostgreSQL store made by schema version 4: migrated on open to versio
                  "column_name = 'walk_floor'",
                  "failing") == "0");
 }
+
+TEST_CASE("PostgreSQL: the walk floor's commit flushes the WAL of the asynchronous commits before it") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  // The ingest's commits do not wait for their WAL flush, and the WAL writer
+  // flushes at most every 10 s.
+  pg.query("ALTER SYSTEM SET wal_writer_delay = '10s'");
+  pg.query("ALTER SYSTEM SET wal_writer_flush_after = '1GB'");
+  pg.query("SELECT pg_reload_conf()");
+  pg.query("ALTER DATABASE postgres SET synchronous_commit = off");
+  auto store = open_store(pg.uri());
+  store->record_stream_status("devices/gw", status("gw", "d1", 1, 1000, 1000));
+  int unflushed_seen = 0;
+  for (std::int64_t round = 0; round < 5; ++round) {
+    std::vector<Row> rows;
+    for (std::int64_t s = round * 10 + 1; s <= round * 10 + 10; ++s) rows.emplace_back(event("gw", "d1", s));
+    store->commit(rows);
+    const std::string inserted = pg.query("SELECT pg_current_wal_insert_lsn()");
+    // Not flushed yet, as a rule (a background flush may have come first).
+    if (pg.query("SELECT pg_current_wal_flush_lsn() < '" + inserted + "'::pg_lsn") == "t") ++unflushed_seen;
+    const auto c = store->confirmation("gw", "d1");
+    REQUIRE(c.has_value());
+    REQUIRE(c->through == round * 10 + 10);
+    REQUIRE(store->record_walk_floor("gw", "d1", c->from, c->through + 1));
+    CHECK(pg.query("SELECT pg_current_wal_flush_lsn() >= '" + inserted + "'::pg_lsn") == "t");
+  }
+  CHECK(unflushed_seen > 0);  // the barrier was what flushed them
+  MESSAGE("rounds 5, commits unflushed before the walk floor's commit " << unflushed_seen
+                                                                      << ", flushed after it 5");
+}
