@@ -349,6 +349,14 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
 
 namespace {
 
+// Every table's columns, to compare a migrated store with a new one.
+constexpr const char* sqlite_columns =
+    "SELECT m.name, p.name, p.type, p.\"notnull\", COALESCE(p.dflt_value, ''), p.pk FROM sqlite_master m, "
+    "pragma_table_info(m.name) p WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, p.cid";
+constexpr const char* postgres_columns =
+    "SELECT table_name, column_name, data_type, is_nullable, COALESCE(column_default, '') FROM "
+    "information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position";
+
 // The exact DDL of schema version 3, as a fixture.
 constexpr const char* sqlite_v3_ddl = R"sql(
 CREATE TABLE events (
@@ -513,9 +521,7 @@ TEST_CASE("SQLite store made by schema version 3: migrated on open to version 5,
   CHECK(query("SELECT count(*) FROM explained") == "3");
   auto fresh = (dir / "fresh.db").string();
   open_store("sqlite:" + fresh);
-  const std::string columns =
-      "SELECT m.name, p.name, p.type, p.\"notnull\", COALESCE(p.dflt_value, ''), p.pk FROM sqlite_master m, "
-      "pragma_table_info(m.name) p WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, p.cid";
+  const std::string columns = sqlite_columns;
   const std::string indexes = "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' ORDER BY name";
   CHECK(sqlite_text(path, columns) == sqlite_text(fresh, columns));
   CHECK(sqlite_text(path, indexes) == sqlite_text(fresh, indexes));
@@ -555,9 +561,7 @@ TEST_CASE("PostgreSQL store made by schema version 3: migrated on open to versio
   CHECK(query("SELECT count(*) FROM explained") == "3");
   pg.query("CREATE DATABASE fresh");
   open_store(pg.uri("fresh"));
-  const std::string columns =
-      "SELECT table_name, column_name, data_type, is_nullable, COALESCE(column_default, '') FROM "
-      "information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position";
+  const std::string columns = postgres_columns;
   CHECK(pg.query(columns) == pg.query(columns, "fresh"));
   const std::string indexes = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1";
   CHECK(pg.query(indexes) == pg.query(indexes, "fresh"));
@@ -629,9 +633,7 @@ TEST_CASE("SQLite store made by schema version 4: migrated on open to version 5 
   check_migrated_v4(*open_store("sqlite:" + path), query);
   auto fresh = (dir / "fresh.db").string();
   open_store("sqlite:" + fresh);
-  const std::string columns =
-      "SELECT m.name, p.name, p.type, p.\"notnull\", COALESCE(p.dflt_value, ''), p.pk FROM sqlite_master m, "
-      "pragma_table_info(m.name) p WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, p.cid";
+  const std::string columns = sqlite_columns;
   CHECK(sqlite_text(path, columns) == sqlite_text(fresh, columns));
 
   // A table in the way of version 5's: nothing of the migration stays.
@@ -658,9 +660,7 @@ TEST_CASE("PostgreSQL store made by schema version 4: migrated on open to versio
   check_migrated_v4(*open_store(pg.uri()), query);
   pg.query("CREATE DATABASE fresh");
   open_store(pg.uri("fresh"));
-  const std::string columns =
-      "SELECT table_name, column_name, data_type, is_nullable, COALESCE(column_default, '') FROM "
-      "information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position";
+  const std::string columns = postgres_columns;
   CHECK(pg.query(columns) == pg.query(columns, "fresh"));
 
   pg.query("CREATE DATABASE failing");
