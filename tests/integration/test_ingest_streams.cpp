@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/wire/stream_status.h>
 
 #include "ingest/classify.h"
@@ -297,12 +298,38 @@ void check_walk_floor(const Open& open, const Query& query) {
   CHECK(other->confirmation("gw", "w1").value().from == 1);
 
   // Bindings: the first pairing wins, for every ingest on the store.
-  CHECK(store->bind_source("gw", "devices/gw").result == BindResult::bound);
-  CHECK(store->bind_source("gw", "devices/gw").result == BindResult::already_bound);
-  const SourceBinding taken = other->bind_source("gw", "devices/gw-x");
+  CHECK(store->bind_source("gw-bind", "devices/gw-bind").result == BindResult::bound);
+  CHECK(store->bind_source("gw-bind", "devices/gw-bind").result == BindResult::already_bound);
+  const SourceBinding taken = other->bind_source("gw-bind", "devices/gw-x");
   CHECK(taken.result == BindResult::bound_to_another);
-  CHECK(taken.device_topic == "devices/gw");
-  CHECK(query("SELECT source, device_topic FROM sources") == "gw|devices/gw");
+  CHECK(taken.device_topic == "devices/gw-bind");
+  CHECK(query("SELECT source, device_topic FROM sources WHERE source = 'gw-bind'") == "gw-bind|devices/gw-bind");
+  // reprocess bound gw to devices/gw (the rejected rows it read again name gw's positions there).
+  CHECK(query("SELECT device_topic FROM sources WHERE source = 'gw'") == "devices/gw");
+
+  // reprocess keeps the binding: gw's event rejected on gw-x's topic (it
+  // failed --require-source-match there) stays rejected, naming no position.
+  Received m;
+  m.topic = "devices/gw-x/events/r";
+  const auto payload = edge_outbox::cloudevents::encode_structured([] {
+    edge_outbox::cloudevents::CloudEvent e;
+    e.id = "gw-w1-30";
+    e.source = "gw";
+    e.type = "t";
+    e.streamid = "w1";
+    e.sequence = 30;
+    return e;
+  }());
+  m.payload = payload.payload;
+  m.content_type = payload.content_type;
+  ClassifyOptions strict;
+  strict.require_source_match = true;
+  store->commit({classify(m, strict)});
+  const auto counts = reprocess_rejected(*store, ClassifyOptions{}, {});
+  CHECK(counts.stored == 0);
+  CHECK(query("SELECT reason FROM rejected WHERE topic = 'devices/gw-x/events/r'") ==
+        "source 'gw' is bound to the device topic 'devices/gw', not 'devices/gw-x' (source binding)");
+  CHECK(query("SELECT count(*) FROM events WHERE event_id = 'gw-w1-30'") == "0");
 }
 
 }  // namespace
@@ -337,7 +364,7 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   std::vector<std::int64_t> ids;
   for (const auto& r : store->rejected_after(0, 100)) ids.push_back(r.id);
   CHECK(std::is_sorted(ids.begin(), ids.end()));
-  CHECK(ids.size() == 22);
+  CHECK(ids.size() == 23);
   const auto page = store->rejected_after(0, 9);
   REQUIRE(page.size() == 9);
   CHECK(page.back().id == ids[8]);
