@@ -69,6 +69,16 @@ class TimingStore final : public ig::Store {
   std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
     return inner_->confirmed_through(source, streamid);
   }
+  std::optional<ig::StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
+    return inner_->confirmation(source, streamid);
+  }
+  bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
+                         std::int64_t next) override {
+    return inner_->record_walk_floor(source, streamid, from, next);
+  }
+  ig::SourceBinding bind_source(const std::string& source, const std::string& device_topic) override {
+    return inner_->bind_source(source, device_topic);
+  }
   std::vector<ig::StreamRow> streams() override { return inner_->streams(); }
   std::string describe() const override { return inner_->describe(); }
 

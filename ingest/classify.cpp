@@ -23,6 +23,19 @@ std::string_view topic_device(std::string_view topic) noexcept {
   }
 }
 
+std::string_view topic_device_prefix(std::string_view topic) noexcept {
+  std::size_t start = 0;
+  bool first_level = true;
+  while (true) {
+    const auto slash = topic.find('/', start);
+    const std::string_view level = topic.substr(start, slash == std::string_view::npos ? slash : slash - start);
+    if (!first_level && level == "events") return topic.substr(0, start - 1);
+    if (slash == std::string_view::npos) return {};
+    first_level = false;
+    start = slash + 1;
+  }
+}
+
 std::string printable(std::string_view text, std::size_t max_size) {
   std::string out;
   out.reserve(std::min(text.size(), max_size));
@@ -78,7 +91,7 @@ std::optional<std::int64_t> sequence_of(std::string_view digits) {
 }
 
 struct Named {
-  std::string source, streamid;
+  std::string source, streamid, id;
   std::optional<std::int64_t> sequence;
 };
 
@@ -87,12 +100,13 @@ Named from_user_properties(const cloudevents::UserProperties& properties) {
   for (const auto& [name, value] : properties) {
     if (name == "source") n.source = value;
     else if (name == "streamid") n.streamid = value;
+    else if (name == "id") n.id = value;
     else if (name == "sequence") n.sequence = sequence_of(value);
   }
   return n;
 }
 
-// The event object's own members source, streamid and sequence, read with
+// The event object's own members source, streamid, id and sequence, read with
 // nlohmann's SAX parser, which keeps one bit per level instead of
 // recursing: a payload nested however deep (deeper than decode() takes,
 // which is why it was rejected) still names its stream position. Nothing
@@ -112,6 +126,7 @@ class TopLevelMembers {
   bool string(json::string_t& text) {
     if (at_member("source")) named_.source = text;
     else if (at_member("streamid")) named_.streamid = text;
+    else if (at_member("id")) named_.id = text;
     else if (at_member("sequence")) named_.sequence = sequence_of(text);
     return value();
   }
@@ -185,6 +200,7 @@ void set_stream_position(RejectedRow& row, const Received& m, const ClassifyOpti
   row.source = std::move(n.source);
   row.streamid = std::move(n.streamid);
   row.sequence = n.sequence;
+  if (attribute_text_ok(n.id, cloudevents::max_id_bytes)) row.event_id = std::move(n.id);
 }
 
 std::optional<std::string> event_refusal(const cloudevents::CloudEvent& event, const Received& m,

@@ -74,7 +74,9 @@ RejectedRow rejected_row(const Received& m, const ClassifyOptions& options, std:
 // lengths; sequence 1-20 decimal digits (a JSON string or integer), from 1
 // to 2^63-1. Under options.require_source_match the source must also be
 // the topic's device segment: a device cannot answer for another's stream.
-// Otherwise, or when one is missing, nothing is set.
+// Otherwise, or when one is missing, nothing is set. With the position,
+// the event id the message names ("id", as a user property or a member,
+// read as the source is) goes to row.event_id when readable.
 void set_stream_position(RejectedRow& row, const Received& m, const ClassifyOptions& options);
 
 // Structured payloads larger than this are not parsed for a rejection's
@@ -90,6 +92,12 @@ inline constexpr std::size_t max_attribution_parse_bytes = 16 * 1024 * 1024;
 // ("devices/evil/events/victim/events/x" is evil's); a prefix with a level
 // named "events" of its own does not work.
 std::string_view topic_device(std::string_view topic) noexcept;
+
+// The device topic of an event topic, "<prefix>/<device-id>": the levels
+// before the level topic_device finds ("devices/dev-1" for
+// "devices/dev-1/events/x"), as a status topic names it
+// (wire::parse_stream_status_topic); empty when there is none.
+std::string_view topic_device_prefix(std::string_view topic) noexcept;
 
 // Printable ASCII only (other bytes become '?'), for reasons and logs.
 std::string printable(std::string_view text, std::size_t max_size = 300);

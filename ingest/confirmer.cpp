@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "ingest/classify.h"
+#include "ingest/stream_walk.h"
 
 namespace edge_outbox::ingest {
 
@@ -109,6 +110,16 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
   std::map<StreamKey, PendingStatus> failed;
   for (auto& [key, pending] : statuses) {
     try {
+      if (const auto bound_to = bindings_.bound_elsewhere(*store_, key.source, pending.device_topic)) {
+        if (log_ && conflicts_logged_.emplace(key.source, pending.device_topic).second)
+          log_("warn", "not recording the status of stream '" + printable(key.streamid) + "' on '" +
+                           printable(pending.device_topic) + "': " +
+                           source_binding_refusal(key.source, *bound_to, pending.device_topic) +
+                           " (logged once per source and device topic)");
+        MutexLock lock(mutex_);
+        ++counters_.source_conflicts;
+        continue;
+      }
       store_->record_stream_status(pending.device_topic, pending.status);
     } catch (const std::exception& e) {
       log_failure("recording the status of stream '" + printable(key.streamid) + "' of '" + printable(key.source) +
@@ -117,8 +128,7 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
       failed.emplace(key, std::move(pending));
       continue;
     }
-    known_[key] = Known{pending.device_topic, pending.status.floor,
-                       pending.status.confirmation == wire::StreamStatus::Mode::server};
+    known_[key] = Known{pending.device_topic, pending.status.confirmation == wire::StreamStatus::Mode::server};
     const auto now = SteadyClock::now();
     MutexLock lock(mutex_);
     ++counters_.statuses;
@@ -143,8 +153,7 @@ const Confirmer::Known* Confirmer::known(const StreamKey& stream, bool& read_rec
   try {
     for (const auto& row : store_->streams())
       known_.try_emplace(StreamKey{row.status.source, row.status.streamid},
-                         Known{row.device_topic, row.status.floor,
-                               row.status.confirmation == wire::StreamStatus::Mode::server});
+                         Known{row.device_topic, row.status.confirmation == wire::StreamStatus::Mode::server});
   } catch (const std::exception& e) {
     log_failure("reading the streams' statuses", e);
     return nullptr;
@@ -167,37 +176,69 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
       continue;
     }
     if (!status->server) continue;  // a device in broker mode does not listen
-    std::optional<std::int64_t> through;
+    if (auto held = unhanded_.find(key); held != unhanded_.end()) {
+      if (!hand_over(key, held->second.first, held->second.second)) continue;
+      unhanded_.erase(held);
+    }
+    std::optional<StreamConfirmation> found;
     try {
-      through = store_->confirmed_through(key.source, key.streamid);
+      found = store_->confirmation(key.source, key.streamid);
     } catch (const std::exception& e) {
-      log_failure("looking up the confirmed sequence of stream '" + printable(key.streamid) + "' of '" +
+      log_failure("looking up the confirmation of stream '" + printable(key.streamid) + "' of '" +
                       printable(key.source) + "'",
                   e);
       MutexLock lock(mutex_);
       schedule_.retry_later(key, SteadyClock::now());
       continue;
     }
-    if (!through || *through < status->floor) continue;
+    const auto range = confirmable(found ? std::optional<std::int64_t>(found->from) : std::nullopt,
+                                   found ? found->through : 0);
+    if (!range) continue;
     {
       MutexLock lock(mutex_);
-      if (!schedule_.should_publish(key, *through)) continue;
+      if (!schedule_.should_publish(key, range->through)) continue;
     }
-    const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
-    bool handed = false;
+    // Durable before confirm: the walk floor's commit makes every commit
+    // before it durable; only then may a device delete what it covers.
+    bool raised = false;
     try {
-      handed = publish_(topic, wire::encode_confirmation(wire::Confirmation{.streamid = key.streamid, .through = *through, .version = 1, .from = 1, .digest = {}}));
+      raised = store_->record_walk_floor(key.source, key.streamid, range->from,
+                                         walk_floor_after_confirmation(range->from, range->through));
     } catch (const std::exception& e) {
-      log_failure("publishing on '" + printable(topic) + "'", e);
+      log_failure("recording the walk floor of stream '" + printable(key.streamid) + "' of '" +
+                      printable(key.source) + "'",
+                  e);
     }
-    MutexLock lock(mutex_);
-    if (handed) {
-      schedule_.published(key, *through);
-      ++counters_.confirmations;
-    } else {
+    if (!raised) {  // failed, or a status or another ingest moved the walk floor: look again
+      MutexLock lock(mutex_);
       schedule_.retry_later(key, SteadyClock::now());
+      continue;
     }
+    const wire::Confirmation confirmation{.streamid = key.streamid,
+                                          .through = range->through,
+                                          .version = wire::confirmation_protocol_version,
+                                          .from = range->from,
+                                          .digest = found->digest};
+    const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
+    if (!hand_over(key, topic, confirmation)) unhanded_.insert_or_assign(key, std::pair(topic, confirmation));
   }
+}
+
+bool Confirmer::hand_over(const StreamKey& key, const std::string& topic, const wire::Confirmation& confirmation) {
+  bool handed = false;
+  try {
+    handed = publish_(topic, wire::encode_confirmation(confirmation));
+  } catch (const std::exception& e) {
+    log_failure("publishing on '" + printable(topic) + "'", e);
+  }
+  MutexLock lock(mutex_);
+  if (handed) {
+    schedule_.published(key, confirmation.through);
+    ++counters_.confirmations;
+  } else {
+    schedule_.retry_later(key, SteadyClock::now());
+  }
+  return handed;
 }
 
 void Confirmer::log_failure(const std::string& what, const std::exception& e) {

@@ -1,23 +1,33 @@
 // SPDX-License-Identifier: Apache-2.0
 // Confirmer records the devices' stream statuses in the store and publishes
-// the ingest's confirmations (wire::Confirmation, see
-// docs/ingest.md "Confirmations"): for each stream a commit touched (and
-// after each status), when ConfirmSchedule says so, it asks the store for
-// the stream's confirmed sequence (Store::confirmed_through, computed from
-// the store, so that several ingests agree) and hands it to `publish`
-// (retained, QoS 1, on wire::confirm_topic of the device topic from the
-// stream's status) without waiting for the outcome.
+// the ingest's confirmations (wire::Confirmation version 2, the protocol of
+// docs/confirmation.md): for each stream a commit touched (and after each
+// status), when ConfirmSchedule says so, it asks the store for the
+// stream's confirmation (Store::confirmation: from the walk floor, through
+// the walk, with the digest; computed from the store, so that several
+// ingests agree), raises the walk floor past it durably
+// (Store::record_walk_floor: the commit that makes every earlier one
+// durable), and only then hands it to `publish` (retained, QoS 1, on
+// wire::confirm_topic of the device topic from the stream's status)
+// without waiting for the outcome. A confirmation made durable but not
+// handed (the client not connected) is handed first at the next attempt,
+// so the device still gets the range its floor starts.
 //
 // It has a thread of its own and a Store connection of its own (the
 // Writer's is the Writer thread's only), so neither Paho's callback thread
 // nor the Writer ever waits on a lookup or a publish: status_received() and
 // committed() only queue and wake it.
 //
+// A status whose source is bound to another device topic than its topic's
+// (source_bindings.h; the first pairing seen binds them, for every ingest
+// on the store) is not recorded: counted in source_conflicts and logged
+// once per source and device topic.
+//
 // A status whose recording fails is kept (the newest per stream) and tried
 // again after a second; so is a lookup that fails. A stream without a
 // recorded status is never confirmed (its floor is unknown), nor one in
-// broker mode (nobody listens), nor one whose through is below its floor
-// (nothing to confirm).
+// broker mode (nobody listens, its walk floor is unset), nor one whose walk
+// reaches nothing past its walk floor (nothing to confirm).
 //
 // Thread rule: status_received(), status_invalid(), committed() and
 // counters() from any thread; stop() from one thread, once the callers of
@@ -31,6 +41,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +50,7 @@
 
 #include "common/mutex.h"
 #include "ingest/confirm_schedule.h"
+#include "ingest/source_bindings.h"
 #include "ingest/store.h"
 #include "ingest/stream_key.h"
 #include "ingest/writer.h"
@@ -57,6 +69,7 @@ struct ConfirmerCounters {
   std::uint64_t statuses = 0;          // stream statuses recorded in the store
   std::uint64_t statuses_invalid = 0;  // messages on a status topic that were not a valid status, ignored
   std::uint64_t confirmations = 0;     // confirmations handed to the MQTT client
+  std::uint64_t source_conflicts = 0;  // statuses not recorded: their source is bound to another device topic
 };
 
 // Hands a message to the MQTT client (QoS 1, retained) without waiting for
@@ -95,9 +108,10 @@ class Confirmer {
   // What a stream's latest status says that a confirmation needs.
   struct Known {
     std::string device_topic;
-    std::int64_t floor = 1;
     bool server = false;  // the device waits for confirmations (server mode)
   };
+  // Hands the confirmation over; false when the client did not take it.
+  bool hand_over(const StreamKey& key, const std::string& topic, const wire::Confirmation& confirmation);
   // From the statuses recorded by this process, else (a status another
   // ingest recorded) from the store's, read again at most every retry_after.
   // nullptr when unknown; then `read_recently` says whether the store was
@@ -120,6 +134,11 @@ class Confirmer {
 
   // The thread's only:
   std::map<StreamKey, Known> known_;
+  SourceBindings bindings_;
+  std::set<std::pair<std::string, std::string>> conflicts_logged_;  // (source, device topic)
+  // Confirmations whose walk floor is recorded but that the client did not
+  // take, by stream, with their topic.
+  std::map<StreamKey, std::pair<std::string, wire::Confirmation>> unhanded_;
   std::chrono::steady_clock::time_point streams_read_at_{};
   std::chrono::steady_clock::time_point last_failure_log_{};
   std::thread thread_;

@@ -58,4 +58,18 @@ std::int64_t confirmed_from_floor(std::int64_t floor, CoverageMemo* memo, Covera
   return through;
 }
 
+wire::OutcomeDigest fold_outcomes(std::vector<std::pair<std::int64_t, std::string>> pairs,
+                                  const std::vector<SequenceSpan>& explained) {
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  wire::OutcomeDigest digest;
+  for (const auto& [sequence, id] : pairs) {
+    const bool inside = std::any_of(explained.begin(), explained.end(), [s = sequence](const SequenceSpan& r) {
+      return r.first <= s && s <= r.last;
+    });
+    if (!inside) digest.add(sequence, id);
+  }
+  return digest;
+}
+
 }  // namespace edge_outbox::ingest

@@ -4,7 +4,8 @@
 // explained ranges, stored events and attributed rejections, in any mix,
 // until the first sequence that has none. The store supplies the three
 // lookups (each an index range scan); CoverageMemo lets the next walk of
-// the stream start where this one stopped.
+// the stream start where this one stopped. fold_outcomes makes the digest
+// of a confirmed range from the pairs the store reads there.
 //
 // Thread rule: no state of its own; the lookups are called on the caller's
 // thread. Exceptions thrown by a lookup pass through.
@@ -13,7 +14,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include <edge_outbox/wire/outcome_digest.h>
 
 namespace edge_outbox::ingest {
 
@@ -47,5 +52,17 @@ struct CoverageMemo {
 // memo already covers everything from that floor up to there; then updates
 // *memo. memo may be null (no memo).
 std::int64_t confirmed_from_floor(std::int64_t floor, CoverageMemo* memo, CoverageLookups& lookups);
+
+// One of a stream's explained ranges, [first, last].
+struct SequenceSpan {
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+};
+
+// The digest of (sequence, event id) pairs: each distinct pair once (an
+// event stored and also rejected counts once), sequences inside an
+// explained range left out (docs/confirmation.md "The confirmation").
+wire::OutcomeDigest fold_outcomes(std::vector<std::pair<std::int64_t, std::string>> pairs,
+                                  const std::vector<SequenceSpan>& explained);
 
 }  // namespace edge_outbox::ingest

@@ -129,6 +129,10 @@ void GapTracker::add_status(const wire::StreamStatus& status) {
   streams_[{status.source, status.streamid}].status = status;
 }
 
+void GapTracker::add_walk_floor(const std::string& source, const std::string& streamid, std::int64_t walk_floor) {
+  streams_[{source, streamid}].walk_floor = walk_floor;
+}
+
 bool GapTracker::add_dropped(const std::string& source, const std::string& streamid, const std::string& payload) {
   const auto report = wire::decode_dropped_report(payload);
   if (!report) {
@@ -183,6 +187,7 @@ GapReport GapTracker::finish() const {
       }
     }
     if (!dropped.empty()) g.first = std::min(g.first, dropped.front().first);
+    if (s.walk_floor && g.last >= g.first) g.first = std::min(g.first, std::max<std::int64_t>(*s.walk_floor, 1));
 
     // Missing from events: explained by the reports, else rejected, else unexplained.
     std::vector<SeqRange> not_explained;

@@ -9,7 +9,11 @@
 // A stream's range runs from its lowest known sequence (stored, rejected,
 // or named in a report) to its highest stored or rejected one; what came
 // before the first event the ingest ever saw cannot be told from "never
-// existed". Past that range, the device's status (Store::streams) tells a
+// existed", unless the stream's walk floor (Store::streams, stream_walk.h)
+// is below it: a server-mode status said the device held every sequence
+// from there, so the range starts there (sequences a broker lost before the
+// first one the ingest saw are unexplained, not unknown). Past that range,
+// the device's status (Store::streams) tells a
 // tail gap: when it says nothing is pending, every sequence up to its
 // committed one has left the device, so those of (last, committed] that
 // are neither explained nor rejected are lost ("tail"). A stream with a
@@ -108,6 +112,8 @@ class GapTracker {
   void add_rejected(const std::string& source, const std::string& streamid, std::int64_t sequence);
   // The device's latest status of the stream (Store::streams).
   void add_status(const wire::StreamStatus& status);
+  // The stream's walk floor (StreamRow::walk_floor), when set.
+  void add_walk_floor(const std::string& source, const std::string& streamid, std::int64_t walk_floor);
   // Streams with no stored or rejected sequence are left out, unless a
   // status shows a tail gap.
   GapReport finish() const;
@@ -117,6 +123,7 @@ class GapTracker {
     std::vector<SeqRange> present;  // runs of consecutive stored sequences
     std::vector<SeqRange> rejected;  // runs of consecutive rejected sequences
     std::optional<wire::StreamStatus> status;
+    std::optional<std::int64_t> walk_floor;
     std::vector<SeqRange> dropped;  // every report's ranges, as sent
     std::vector<SeqRange> evictions;  // every report's eviction numbers
     std::optional<std::int64_t> dropped_total;

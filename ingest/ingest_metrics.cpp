@@ -48,6 +48,9 @@ std::string ingest_metrics_text(const IngestSnapshot& s) {
                as_value(s.confirmer.statuses_invalid));
   text.counter("edge_outbox_ingest_confirmations_total", "Confirmations handed to the MQTT client.",
                as_value(s.confirmer.confirmations));
+  text.counter("edge_outbox_ingest_source_conflicts_total",
+               "Statuses, events and rejected positions refused: their source is bound to another device topic.",
+               as_value(c.source_conflicts + s.confirmer.source_conflicts));
   text.gauge("edge_outbox_ingest_pending_rows", "Rows received and not yet committed.",
              static_cast<double>(s.pending_rows));
   text.gauge("edge_outbox_ingest_connected", "1 while connected to the broker, else 0.", s.connected ? 1 : 0);

@@ -95,7 +95,8 @@ std::string counters_json(const ingest::Counters& c, const ingest::ConfirmerCoun
                         {"retained_ignored", c.retained_ignored},
                         {"statuses", confirm.statuses},
                         {"statuses_invalid", confirm.statuses_invalid},
-                        {"confirmations", confirm.confirmations}}
+                        {"confirmations", confirm.confirmations},
+                        {"source_conflicts", c.source_conflicts + confirm.source_conflicts}}
       .dump();
 }
 
@@ -129,7 +130,10 @@ int run_gaps(const std::string& store_spec, bool json) {
   store->for_each_rejected_sequence([&](const std::string& source, const std::string& streamid, std::int64_t seq) {
     tracker.add_rejected(source, streamid, seq);
   });
-  for (const auto& stream : store->streams()) tracker.add_status(stream.status);
+  for (const auto& stream : store->streams()) {
+    tracker.add_status(stream.status);
+    if (stream.walk_floor) tracker.add_walk_floor(stream.status.source, stream.status.streamid, *stream.walk_floor);
+  }
   const auto report = tracker.finish();
   if (json) std::cout << ingest::gaps_to_json(report).dump() << '\n';
   else std::cout << ingest::gaps_to_text(report);

@@ -17,6 +17,7 @@
 // never cut at a NUL byte: the server refuses it (SQLSTATE 22021, permanent).
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -28,12 +29,13 @@
 #include "ingest/explained.h"
 #include "ingest/store.h"
 #include "ingest/stream_rows.h"
+#include "ingest/stream_walk.h"
 
 namespace edge_outbox::ingest {
 namespace {
 
-// Schema version 4 (see store_schema_version); see sqlite_store.cpp for what
-// versions 1, 2 and 3 lack and for the tables of version 4. New columns go at the end, so a migrated store and a
+// Schema version 5 (see store_schema_version); see sqlite_store.cpp for what
+// versions 1 to 4 lack and for the tables of versions 4 and 5. New columns go at the end, so a migrated store and a
 // new one have the same tables.
 constexpr const char* schema = R"sql(
 CREATE TABLE events (
@@ -67,7 +69,7 @@ CREATE TABLE rejected (
   sequence     BIGINT
 );
 CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '4');
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '5');
 )sql";
 
 constexpr const char* stream_tables = R"sql(
@@ -143,6 +145,18 @@ UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
 constexpr const char* migrate_3_to_4 = R"sql(
 ALTER TABLE rejected ADD COLUMN source TEXT, ADD COLUMN streamid TEXT, ADD COLUMN sequence BIGINT;
 UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';
+)sql";
+
+// Last, on a new store as on a migrated one.
+constexpr const char* version_5_additions = R"sql(
+ALTER TABLE streams ADD COLUMN walk_floor BIGINT;
+ALTER TABLE rejected ADD COLUMN event_id TEXT;
+CREATE TABLE sources (
+  source       TEXT PRIMARY KEY,
+  device_topic TEXT NOT NULL,
+  bound_at     BIGINT NOT NULL
+);
+UPDATE ingest_meta SET value = '5' WHERE key = 'schema_version';
 )sql";
 
 // The columns of an event, in `events` and `conflicts` alike, in the order
@@ -339,15 +353,135 @@ class PgStore final : public Store {
     p.owned_text(std::string(wire::to_string(status.confirmation)));
     p.text(json);
     p.number(wall_ms());
-    exec_params(
-        "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, confirmation, "
-        "status, updated_at) VALUES ($1,$2,$3,$4::bigint,$5::bigint,$6::bigint,$7::bigint,$8,$9,$10::bigint) "
-        "ON CONFLICT (source, streamid) DO UPDATE SET device_topic = excluded.device_topic, floor = excluded.floor, "
-        "committed = excluded.committed, pending = excluded.pending, unconfirmed = excluded.unconfirmed, "
-        "confirmation = excluded.confirmation, status = excluded.status, updated_at = excluded.updated_at "
-        "WHERE excluded.committed > streams.committed OR "
-        "(excluded.committed = streams.committed AND excluded.floor >= streams.floor)",
-        p, 0, PGRES_COMMAND_OK, "upsert into streams");
+    try {
+      exec("BEGIN");
+      // A new row first (another ingest may insert it meanwhile: then the
+      // row is read under a lock and updated).
+      Params first = p;
+      const StreamRowUpdate fresh = on_stream_status(std::nullopt, std::nullopt, status);
+      add_optional(first, fresh.walk_floor);
+      Result inserted = exec_params(
+          "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, "
+          "confirmation, status, updated_at, walk_floor) VALUES ($1,$2,$3,$4::bigint,$5::bigint,$6::bigint,"
+          "$7::bigint,$8,$9,$10::bigint,$11::bigint) ON CONFLICT (source, streamid) DO NOTHING RETURNING 1",
+          first, 0, PGRES_TUPLES_OK, "insert into streams");
+      if (PQntuples(inserted.get()) == 0) {
+        Params key;
+        key.text(status.source);
+        key.text(status.streamid);
+        Result r = exec_params(
+            "SELECT floor::text, committed::text, walk_floor::text FROM streams WHERE source = $1 AND streamid = $2 "
+            "FOR UPDATE",
+            key, 1, PGRES_TUPLES_OK, "select stream");
+        if (PQntuples(r.get()) != 1)
+          throw StoreError(StoreError::Kind::transient, "",
+                           "PostgreSQL " + described_ + ": a stream's row vanished while its status was recorded");
+        wire::StreamStatus recorded;
+        recorded.floor = std::stoll(value(r, 0, 0));
+        recorded.committed = std::stoll(value(r, 0, 1));
+        std::optional<std::int64_t> walk_floor;
+        if (!PQgetisnull(r.get(), 0, 2)) walk_floor = std::stoll(value(r, 0, 2));
+        const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
+        if (update.replace_status) {
+          add_optional(p, update.walk_floor);
+          exec_params(
+              "UPDATE streams SET device_topic = $3, floor = $4::bigint, committed = $5::bigint, pending = $6::bigint, "
+              "unconfirmed = $7::bigint, confirmation = $8, status = $9, updated_at = $10::bigint, "
+              "walk_floor = $11::bigint WHERE source = $1 AND streamid = $2",
+              p, 0, PGRES_COMMAND_OK, "update streams");
+        } else {
+          add_optional(key, update.walk_floor);
+          exec_params("UPDATE streams SET walk_floor = $3::bigint WHERE source = $1 AND streamid = $2", key, 0,
+                      PGRES_COMMAND_OK, "update streams");
+        }
+      }
+      exec("COMMIT");
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));
+      throw;
+    }
+  }
+
+  std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
+    ensure_connected();
+    Params p;
+    p.text(source);
+    p.text(streamid);
+    Result r = exec_params("SELECT walk_floor::text FROM streams WHERE source = $1 AND streamid = $2", p, 1,
+                           PGRES_TUPLES_OK, "select walk floor");
+    if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
+    StreamConfirmation c;
+    c.from = std::max<std::int64_t>(std::stoll(value(r, 0, 0)), 1);
+    Lookups lookups(*this, source, streamid);
+    c.through = confirmed_from_floor(c.from, &memos_[{source, streamid}], lookups);
+    if (c.through < c.from) return c;
+    p.number(c.from);
+    p.number(c.through);
+    Result pairs = exec_params(
+        "SELECT sequence::text, event_id FROM events WHERE source = $1 AND streamid = $2 AND sequence BETWEEN "
+        "$3::bigint AND $4::bigint UNION SELECT sequence::text, event_id FROM rejected WHERE source = $1 AND "
+        "streamid = $2 AND sequence BETWEEN $3::bigint AND $4::bigint AND event_id IS NOT NULL",
+        p, 1, PGRES_TUPLES_OK, "select outcomes");
+    std::vector<std::pair<std::int64_t, std::string>> outcomes;
+    outcomes.reserve(static_cast<std::size_t>(PQntuples(pairs.get())));
+    for (int i = 0; i < PQntuples(pairs.get()); ++i) outcomes.emplace_back(std::stoll(value(pairs, i, 0)), value(pairs, i, 1));
+    Result spans = exec_params(
+        "SELECT first::text, last::text FROM explained WHERE source = $1 AND streamid = $2 AND last >= $3::bigint "
+        "AND first <= $4::bigint",
+        p, 1, PGRES_TUPLES_OK, "select explained");
+    std::vector<SequenceSpan> explained;
+    for (int i = 0; i < PQntuples(spans.get()); ++i)
+      explained.push_back({std::stoll(value(spans, i, 0)), std::stoll(value(spans, i, 1))});
+    c.digest = fold_outcomes(std::move(outcomes), explained);
+    return c;
+  }
+
+  bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
+                         std::int64_t next) override {
+    ensure_connected();
+    Params p;
+    p.number(next);
+    p.text(source);
+    p.text(streamid);
+    p.number(from);
+    try {
+      exec("BEGIN");
+      // Waits for this commit's WAL flush, which covers every earlier
+      // commit's, whatever synchronous_commit the ingest's commits ran with.
+      exec("SET LOCAL synchronous_commit = on");
+      Result r = exec_params(
+          "UPDATE streams SET walk_floor = $1::bigint WHERE source = $2 AND streamid = $3 AND walk_floor = $4::bigint",
+          p, 0, PGRES_COMMAND_OK, "update walk floor");
+      const bool raised = std::string(PQcmdTuples(r.get())) == "1";
+      exec("COMMIT");
+      return raised;
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));
+      throw;
+    }
+  }
+
+  SourceBinding bind_source(const std::string& source, const std::string& device_topic) override {
+    ensure_connected();
+    Params p;
+    p.text(source);
+    p.text(device_topic);
+    p.number(wall_ms());
+    Result inserted = exec_params(
+        "INSERT INTO sources (source, device_topic, bound_at) VALUES ($1, $2, $3::bigint) ON CONFLICT DO NOTHING "
+        "RETURNING 1",
+        p, 0, PGRES_TUPLES_OK, "insert into sources");
+    if (PQntuples(inserted.get()) == 1) return SourceBinding{BindResult::bound, device_topic};
+    Params key;
+    key.text(source);
+    Result r = exec_params("SELECT device_topic FROM sources WHERE source = $1", key, 1, PGRES_TUPLES_OK,
+                           "select sources");
+    if (PQntuples(r.get()) != 1)
+      throw StoreError(StoreError::Kind::transient, "",
+                       "PostgreSQL " + described_ + ": the binding of a source vanished while it was read");
+    std::string bound = value(r, 0, 0);
+    const BindResult result = bound == device_topic ? BindResult::already_bound : BindResult::bound_to_another;
+    return SourceBinding{result, std::move(bound)};
   }
 
   std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
@@ -368,7 +502,7 @@ class PgStore final : public Store {
     Params none;
     Result r = exec_params(
         "SELECT source, streamid, device_topic, floor::text, committed::text, pending::text, unconfirmed::text, "
-        "confirmation, status, updated_at::text FROM streams ORDER BY source, streamid",
+        "confirmation, status, updated_at::text, walk_floor::text FROM streams ORDER BY source, streamid",
         none, 1, PGRES_TUPLES_OK, "select streams");
     std::vector<StreamRow> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
@@ -384,6 +518,7 @@ class PgStore final : public Store {
       c.status = value(r, i, 8);
       c.updated_at_ms = std::stoll(value(r, i, 9));
       out.push_back(stream_row(c));
+      if (!PQgetisnull(r.get(), i, 10)) out.back().walk_floor = std::stoll(value(r, i, 10));
     }
     return out;
   }
@@ -410,7 +545,7 @@ class PgStore final : public Store {
     // column, and "10" sorts before "9".
     Result r = exec_params(
         "SELECT id::text, received_at::text, topic, reason, payload, payload_size::text, properties, source, "
-        "streamid, sequence::text FROM rejected WHERE id > $1 ORDER BY rejected.id LIMIT $2",
+        "streamid, sequence::text, event_id FROM rejected WHERE id > $1 ORDER BY rejected.id LIMIT $2",
         p, 1, PGRES_TUPLES_OK, "select rejected");
     std::vector<StoredRejection> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
@@ -425,6 +560,7 @@ class PgStore final : public Store {
       s.row.source = value(r, i, 7);  // NULL reads as ""
       s.row.streamid = value(r, i, 8);
       if (!PQgetisnull(r.get(), i, 9)) s.row.sequence = std::stoll(value(r, i, 9));
+      s.row.event_id = value(r, i, 10);
       out.push_back(std::move(s));
     }
     return out;
@@ -461,8 +597,8 @@ class PgStore final : public Store {
     Params p;
     add_position(p, position);
     p.number(id);
-    exec_params("UPDATE rejected SET source = $1, streamid = $2, sequence = $3::bigint WHERE id = $4", p, 0,
-                PGRES_COMMAND_OK, "update rejected");
+    exec_params("UPDATE rejected SET source = $1, streamid = $2, sequence = $3::bigint, event_id = $4 WHERE id = $5",
+                p, 0, PGRES_COMMAND_OK, "update rejected");
   }
 
   std::uint64_t rejected_pruned() const override { return pruned_; }
@@ -500,6 +636,7 @@ class PgStore final : public Store {
       if (version >= 1 && version < 4) exec(migrate_3_to_4);
       if (version < 4) exec(stream_tables);
       if (version >= 1 && version < 4) explain_stored_reports();
+      if (version < 5) exec(version_5_additions);
       exec("COMMIT");
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));
@@ -539,26 +676,31 @@ class PgStore final : public Store {
     return r;
   }
 
-  // The row's stream position: three NULLs unless it has all three.
+  // The row's stream position and event id: four NULLs unless it has all
+  // three of the position (the id NULL when empty).
   static void add_position(Params& p, const RejectedRow& row) {
     if (row.source.empty() || row.streamid.empty() || !row.sequence) {
-      p.null();
-      p.null();
-      p.null();
+      for (int i = 0; i < 4; ++i) p.null();
     } else {
       p.text(row.source);
       p.text(row.streamid);
       p.number(*row.sequence);
+      p.text(row.event_id, true);
     }
+  }
+
+  static void add_optional(Params& p, const std::optional<std::int64_t>& v) {
+    if (v) p.number(*v);
+    else p.null();
   }
 
   // Rows index[start..end) of rows (rejections) in one multi-row INSERT.
   void insert_rejected(const std::vector<Row>& rows, const std::vector<std::size_t>& index, std::size_t start,
                        std::size_t end) {
-    constexpr std::size_t columns = 9;
+    constexpr std::size_t columns = 10;
     std::string sql =
         "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
-        "sequence) VALUES ";
+        "sequence, event_id) VALUES ";
     Params p;
     for (std::size_t k = start; k < end; ++k) {
       const auto& row = std::get<RejectedRow>(rows[index[k]]);
@@ -808,7 +950,7 @@ class PgStore final : public Store {
     std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
       return sequences(
           "SELECT sequence::text FROM rejected WHERE source = $1 AND streamid = $2 AND sequence >= $3::bigint "
-          "ORDER BY rejected.sequence LIMIT $4::bigint",
+          "AND event_id IS NOT NULL ORDER BY rejected.sequence LIMIT $4::bigint",
           from, limit);
     }
 

@@ -9,7 +9,9 @@ RejectionReason rejection_reason_of(std::string_view reason) noexcept {
   if (reason.starts_with("the store refused")) return RejectionReason::store_refused;
   if (reason.find("(--max-batch ") != std::string_view::npos) return RejectionReason::too_many_events;
   if (reason.find("(--max-payload-bytes)") != std::string_view::npos) return RejectionReason::too_large;
-  if (reason.find("(--require-source-match)") != std::string_view::npos) return RejectionReason::source_mismatch;
+  if (reason.find("(--require-source-match)") != std::string_view::npos ||
+      reason.ends_with("(source binding)"))
+    return RejectionReason::source_mismatch;
   return RejectionReason::invalid;
 }
 

@@ -7,7 +7,8 @@
 //   too_large        over --max-payload-bytes (a message, or a batch once
 //                    decompressed)
 //   too_many_events  a batch of more events than --max-batch
-//   source_mismatch  --require-source-match refused the event's source
+//   source_mismatch  --require-source-match refused the event's source, or
+//                    its source is bound to another device topic
 //   store_refused    the store refused the row for good (see writer.h)
 //   invalid          anything else: not a CloudEvent the ingest can read
 //                    (a bad attribute, JSON, batch element, encoding, ...)

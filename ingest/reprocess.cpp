@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ingest/source_bindings.h"
+
 namespace edge_outbox::ingest {
 
 namespace {
@@ -32,15 +34,39 @@ Received as_received(const RejectedRow& row, std::string& content_type) {
 }
 
 // A rejection's stream position, or none unless it has all three parts.
-std::optional<std::tuple<std::string, std::string, std::int64_t>> position_of(const RejectedRow& r) {
+std::optional<std::tuple<std::string, std::string, std::int64_t, std::string>> position_of(const RejectedRow& r) {
   if (r.source.empty() || r.streamid.empty() || !r.sequence) return std::nullopt;
-  return std::tuple(r.source, r.streamid, *r.sequence);
+  return std::tuple(r.source, r.streamid, *r.sequence, r.event_id);
+}
+
+// An event, or a rejection naming a stream position, whose source is bound
+// to another device topic than its topic's: a rejection naming no position
+// (source_bindings.h), as the Writer makes it.
+void refuse_bound_elsewhere(Row& row, const std::string& topic, Store& store, SourceBindings& bindings) {
+  const auto* event = std::get_if<EventRow>(&row);
+  const auto* rejection = std::get_if<RejectedRow>(&row);
+  if (rejection && (rejection->source.empty() || !rejection->sequence)) return;
+  const std::string source = event ? event->source : rejection->source;
+  const std::string device_topic(topic_device_prefix(topic));
+  if (device_topic.empty()) return;
+  std::optional<std::string> bound_to;
+  try {
+    bound_to = bindings.bound_elsewhere(store, source, device_topic);
+  } catch (const StoreError& e) {
+    if (e.permanent()) return;  // this source cannot be bound; storing it says what is wrong with it
+    throw;
+  }
+  if (!bound_to) return;
+  RejectedRow refused;
+  refused.reason = rejection ? rejection->reason : source_binding_refusal(source, *bound_to, device_topic);
+  row = std::move(refused);
 }
 
 }  // namespace
 
 ReprocessCounts reprocess_rejected(Store& store, const ClassifyOptions& options, const Logger& log) {
   ReprocessCounts counts;
+  SourceBindings bindings;
   std::int64_t after = 0;
   for (;;) {
     auto page = store.rejected_after(after, 256);
@@ -56,6 +82,7 @@ ReprocessCounts reprocess_rejected(Store& store, const ClassifyOptions& options,
       std::string content_type;
       const Received m = as_received(r.row, content_type);
       Row row = classify(m, options);
+      refuse_bound_elsewhere(row, m.topic, store, bindings);
       if (const auto* e = std::get_if<EventRow>(&row)) {
         try {
           switch (store.move_rejected_to_events(r.id, *e)) {

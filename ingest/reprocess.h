@@ -7,7 +7,9 @@
 // rejected stays, with the new reason and the stream position read with
 // the current options (classify.h, set_stream_position). A message
 // that was kept cut (its payload_size beyond the bytes kept) cannot be
-// decoded again and stays as it is.
+// decoded again and stays as it is. A message whose source is bound to
+// another device topic than its topic's (source_bindings.h) stays
+// rejected, naming no stream position, as the ingest keeps it.
 //
 // Thread rule: uses the Store from the calling thread only.
 #pragma once

@@ -43,6 +43,10 @@ struct RejectedRow {
   std::string source;
   std::string streamid;
   std::optional<std::int64_t> sequence;
+  // The event id the message names, read with the position (empty when
+  // unreadable): a rejection carries the stream position and this id to be
+  // an outcome a device can check (docs/confirmation.md "The walk").
+  std::string event_id;
 };
 
 using Row = std::variant<EventRow, RejectedRow>;

@@ -9,6 +9,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -17,16 +18,18 @@
 #include "ingest/explained.h"
 #include "ingest/store.h"
 #include "ingest/stream_rows.h"
+#include "ingest/stream_walk.h"
 
 namespace edge_outbox::ingest {
 namespace {
 
-// Schema version 4 (see store_schema_version). A store made by version 1
+// Schema version 5 (see store_schema_version). A store made by version 1
 // has the same tables without events.time_original, rejected.properties,
 // ingest_meta, conflicts, streams, explained and the rejected stream
 // columns, and events keyed by event_id alone; version 2 lacks conflicts
 // and what version 4 adds, and has that key; version 3 lacks what version
-// 4 adds. open_schema() migrates them all. New columns go at the end, so a
+// 4 adds; version 4 lacks what version 5 adds (version_5_additions).
+// open_schema() migrates them all. New columns go at the end, so a
 // migrated store and a new one have the same tables. `conflicts` has the
 // columns of `events` (the new version in full; received_at is when it
 // arrived) behind its own id.
@@ -62,7 +65,7 @@ CREATE TABLE rejected (
   sequence     INTEGER
 );
 CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '4');
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '5');
 )sql";
 
 constexpr const char* conflicts_table = R"sql(
@@ -165,6 +168,22 @@ ALTER TABLE rejected ADD COLUMN sequence INTEGER;
 UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';
 )sql";
 
+// Version 5's additions, on a new store as on a migrated one (last, after
+// every earlier step). streams.walk_floor: where confirmations start
+// (stream_walk.h), NULL until the stream's next server-mode status.
+// rejected.event_id: the id a rejected message names. sources: the device
+// topic each event source is bound to.
+constexpr const char* version_5_additions = R"sql(
+ALTER TABLE streams ADD COLUMN walk_floor INTEGER;
+ALTER TABLE rejected ADD COLUMN event_id TEXT;
+CREATE TABLE sources (
+  source       TEXT PRIMARY KEY,
+  device_topic TEXT NOT NULL,
+  bound_at     INTEGER NOT NULL
+);
+UPDATE ingest_meta SET value = '5' WHERE key = 'schema_version';
+)sql";
+
 // The columns of an event, in `events` and `conflicts` alike, in the order
 // insert_event binds them and read_event reads them.
 constexpr const char* event_columns =
@@ -236,7 +255,7 @@ class SqliteStore final : public Store {
     insert_rejected_ = std::make_unique<SQLite::Statement>(
         db_,
         "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
-        "sequence) VALUES (?,?,?,?,?,?,?,?,?)");
+        "sequence, event_id) VALUES (?,?,?,?,?,?,?,?,?,?)");
     insert_explained_ = std::make_unique<SQLite::Statement>(
         db_, "INSERT INTO explained (source, streamid, first, last, reason) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING");
     select_report_sequences_ = std::make_unique<SQLite::Statement>(
@@ -249,17 +268,28 @@ class SqliteStore final : public Store {
         db_, "SELECT sequence FROM events WHERE source = ? AND streamid = ? AND sequence >= ? ORDER BY sequence LIMIT ?");
     rejected_sequences_ = std::make_unique<SQLite::Statement>(
         db_,
-        "SELECT sequence FROM rejected WHERE source = ? AND streamid = ? AND sequence >= ? ORDER BY sequence LIMIT ?");
-    select_floor_ =
-        std::make_unique<SQLite::Statement>(db_, "SELECT floor FROM streams WHERE source = ? AND streamid = ?");
+        "SELECT sequence FROM rejected WHERE source = ? AND streamid = ? AND sequence >= ? AND event_id IS NOT NULL "
+        "ORDER BY sequence LIMIT ?");
+    select_floor_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT floor, committed, walk_floor FROM streams WHERE source = ? AND streamid = ?");
     upsert_stream_ = std::make_unique<SQLite::Statement>(
         db_,
         "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, confirmation, "
-        "status, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (source, streamid) DO UPDATE SET "
+        "status, updated_at, walk_floor) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (source, streamid) DO UPDATE SET "
         "device_topic = excluded.device_topic, floor = excluded.floor, committed = excluded.committed, "
         "pending = excluded.pending, unconfirmed = excluded.unconfirmed, confirmation = excluded.confirmation, "
-        "status = excluded.status, updated_at = excluded.updated_at WHERE excluded.committed > streams.committed OR "
-        "(excluded.committed = streams.committed AND excluded.floor >= streams.floor)");
+        "status = excluded.status, updated_at = excluded.updated_at, walk_floor = excluded.walk_floor");
+    update_walk_floor_ = std::make_unique<SQLite::Statement>(
+        db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ?");
+    raise_walk_floor_ = std::make_unique<SQLite::Statement>(
+        db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ? AND walk_floor = ?");
+    outcome_pairs_ = std::make_unique<SQLite::Statement>(
+        db_,
+        "SELECT sequence, event_id FROM events WHERE source = ?1 AND streamid = ?2 AND sequence BETWEEN ?3 AND ?4 "
+        "UNION SELECT sequence, event_id FROM rejected WHERE source = ?1 AND streamid = ?2 AND sequence BETWEEN ?3 "
+        "AND ?4 AND event_id IS NOT NULL");
+    explained_spans_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT first, last FROM explained WHERE source = ? AND streamid = ? AND last >= ? AND first <= ?");
     rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
   }
 
@@ -321,6 +351,34 @@ class SqliteStore final : public Store {
   void record_stream_status(const std::string& device_topic, const wire::StreamStatus& status) override {
     const std::string json = stream_status_json(describe(), device_topic, status);
     try {
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      std::optional<wire::StreamStatus> recorded;
+      std::optional<std::int64_t> walk_floor;
+      auto& read = *select_floor_;
+      read.tryReset();
+      read.clearBindings();
+      read.bind(1, status.source);
+      read.bind(2, status.streamid);
+      if (read.executeStep()) {
+        recorded.emplace();
+        recorded->floor = read.getColumn(0).getInt64();
+        recorded->committed = read.getColumn(1).getInt64();
+        if (!read.getColumn(2).isNull()) walk_floor = read.getColumn(2).getInt64();
+      }
+      read.tryReset();
+      const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
+      if (!update.replace_status) {
+        auto& st = *update_walk_floor_;
+        st.tryReset();
+        st.clearBindings();
+        if (update.walk_floor) st.bind(1, static_cast<std::int64_t>(*update.walk_floor));
+        st.bind(2, status.source);
+        st.bind(3, status.streamid);
+        st.exec();
+        st.tryReset();
+        tx.commit();
+        return;
+      }
       auto& st = *upsert_stream_;
       st.tryReset();
       st.clearBindings();
@@ -334,10 +392,92 @@ class SqliteStore final : public Store {
       st.bind(8, std::string(wire::to_string(status.confirmation)));
       st.bind(9, json);
       st.bind(10, static_cast<std::int64_t>(wall_ms()));
+      if (update.walk_floor) st.bind(11, static_cast<std::int64_t>(*update.walk_floor));
       st.exec();
       st.tryReset();
+      tx.commit();
     } catch (const SQLite::Exception& e) {
-      upsert_stream_->tryReset();
+      reset_statements();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
+    try {
+      auto& st = *select_floor_;
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, source);
+      st.bind(2, streamid);
+      std::optional<std::int64_t> walk_floor;
+      if (st.executeStep() && !st.getColumn(2).isNull()) walk_floor = st.getColumn(2).getInt64();
+      st.tryReset();
+      if (!walk_floor) return std::nullopt;
+      StreamConfirmation c;
+      c.from = std::max<std::int64_t>(*walk_floor, 1);
+      Lookups lookups(*this, source, streamid);
+      c.through = confirmed_from_floor(c.from, &memos_[{source, streamid}], lookups);
+      if (c.through >= c.from) c.digest = digest(source, streamid, c.from, c.through);
+      return c;
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
+                         std::int64_t next) override {
+    // synchronous=FULL syncs the WAL at this commit, and with it every
+    // commit before it (the Writer's under --sqlite-sync normal included).
+    const bool full = options_.sqlite_sync == SqliteSync::full;
+    try {
+      if (!full) db_.exec("PRAGMA synchronous=FULL");
+      bool raised = false;
+      {
+        SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+        auto& st = *raise_walk_floor_;
+        st.tryReset();
+        st.clearBindings();
+        st.bind(1, static_cast<std::int64_t>(next));
+        st.bind(2, source);
+        st.bind(3, streamid);
+        st.bind(4, static_cast<std::int64_t>(from));
+        raised = st.exec() == 1;
+        st.tryReset();
+        tx.commit();
+      }
+      if (!full) db_.exec("PRAGMA synchronous=NORMAL");
+      return raised;
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      if (!full) {
+        try {
+          db_.exec("PRAGMA synchronous=NORMAL");
+        } catch (const SQLite::Exception&) {
+          // the next record_walk_floor sets it again; NORMAL is the weaker, not the unsafe, one
+        }
+      }
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  SourceBinding bind_source(const std::string& source, const std::string& device_topic) override {
+    try {
+      SQLite::Statement insert(
+          db_, "INSERT INTO sources (source, device_topic, bound_at) VALUES (?,?,?) ON CONFLICT DO NOTHING");
+      insert.bind(1, source);
+      insert.bind(2, device_topic);
+      insert.bind(3, static_cast<std::int64_t>(wall_ms()));
+      if (insert.exec() == 1) return SourceBinding{BindResult::bound, device_topic};
+      SQLite::Statement read(db_, "SELECT device_topic FROM sources WHERE source = ?");
+      read.bind(1, source);
+      if (!read.executeStep())
+        throw StoreError(StoreError::Kind::transient, "",
+                         "SQLite store " + path_ + ": the binding of a source vanished while it was read");
+      std::string bound = read.getColumn(0).getString();
+      const BindResult result = bound == device_topic ? BindResult::already_bound : BindResult::bound_to_another;
+      return SourceBinding{result, std::move(bound)};
+    } catch (const SQLite::Exception& e) {
       throw sqlite_error(path_, e);
     }
   }
@@ -367,7 +507,7 @@ class SqliteStore final : public Store {
     try {
       SQLite::Statement st(db_,
                            "SELECT source, streamid, device_topic, floor, committed, pending, unconfirmed, "
-                           "confirmation, status, updated_at FROM streams ORDER BY source, streamid");
+                           "confirmation, status, updated_at, walk_floor FROM streams ORDER BY source, streamid");
       std::vector<StreamRow> out;
       while (st.executeStep()) {
         StreamColumns c;
@@ -382,6 +522,7 @@ class SqliteStore final : public Store {
         c.status = st.getColumn(8).getString();
         c.updated_at_ms = st.getColumn(9).getInt64();
         out.push_back(stream_row(c));
+        if (!st.getColumn(10).isNull()) out.back().walk_floor = st.getColumn(10).getInt64();
       }
       return out;
     } catch (const SQLite::Exception& e) {
@@ -405,7 +546,7 @@ class SqliteStore final : public Store {
     try {
       SQLite::Statement st(db_,
                            "SELECT id, received_at, topic, reason, payload, payload_size, properties, source, "
-                           "streamid, sequence FROM rejected WHERE id > ? ORDER BY id LIMIT ?");
+                           "streamid, sequence, event_id FROM rejected WHERE id > ? ORDER BY id LIMIT ?");
       st.bind(1, static_cast<std::int64_t>(after_id));
       st.bind(2, static_cast<std::int64_t>(limit));
       std::vector<StoredRejection> out;
@@ -421,6 +562,7 @@ class SqliteStore final : public Store {
         r.row.source = st.getColumn(7).getString();  // NULL reads as ""
         r.row.streamid = st.getColumn(8).getString();
         if (!st.getColumn(9).isNull()) r.row.sequence = st.getColumn(9).getInt64();
+        r.row.event_id = st.getColumn(10).getString();
         out.push_back(std::move(r));
       }
       return out;
@@ -457,9 +599,10 @@ class SqliteStore final : public Store {
 
   void update_rejected_position(std::int64_t id, const RejectedRow& position) override {
     try {
-      SQLite::Statement st(db_, "UPDATE rejected SET source = ?, streamid = ?, sequence = ? WHERE id = ?");
+      SQLite::Statement st(db_,
+                           "UPDATE rejected SET source = ?, streamid = ?, sequence = ?, event_id = ? WHERE id = ?");
       bind_position(st, 1, position);
-      st.bind(4, static_cast<std::int64_t>(id));
+      st.bind(5, static_cast<std::int64_t>(id));
       st.exec();
     } catch (const SQLite::Exception& e) {
       throw sqlite_error(path_, e);
@@ -498,6 +641,7 @@ class SqliteStore final : public Store {
     if (version >= 1 && version < 4) db_.exec(migrate_3_to_4);
     if (version < 4) db_.exec(stream_tables);
     if (version >= 1 && version < 4) explain_stored_reports();
+    if (version < 5) db_.exec(version_5_additions);
     tx.commit();
   }
 
@@ -531,7 +675,8 @@ class SqliteStore final : public Store {
     for (auto* st : {insert_event_.get(), insert_conflict_.get(), select_stored_.get(), select_conflicts_.get(),
                      insert_rejected_.get(), insert_explained_.get(), select_report_sequences_.get(),
                      explained_reach_.get(), event_sequences_.get(), rejected_sequences_.get(), select_floor_.get(),
-                     upsert_stream_.get()})
+                     upsert_stream_.get(), update_walk_floor_.get(), raise_walk_floor_.get(), outcome_pairs_.get(),
+                     explained_spans_.get()})
       st->tryReset();
   }
 
@@ -577,6 +722,32 @@ class SqliteStore final : public Store {
     const std::string& source_;
     const std::string& streamid_;
   };
+
+  // The digest of the stream's outcomes in [from, through] (store.h).
+  wire::OutcomeDigest digest(const std::string& source, const std::string& streamid, std::int64_t from,
+                             std::int64_t through) {
+    std::vector<std::pair<std::int64_t, std::string>> pairs;
+    auto& st = *outcome_pairs_;
+    st.tryReset();
+    st.clearBindings();
+    st.bind(1, source);
+    st.bind(2, streamid);
+    st.bind(3, static_cast<std::int64_t>(from));
+    st.bind(4, static_cast<std::int64_t>(through));
+    while (st.executeStep()) pairs.emplace_back(st.getColumn(0).getInt64(), st.getColumn(1).getString());
+    st.tryReset();
+    std::vector<SequenceSpan> explained;
+    auto& spans = *explained_spans_;
+    spans.tryReset();
+    spans.clearBindings();
+    spans.bind(1, source);
+    spans.bind(2, streamid);
+    spans.bind(3, static_cast<std::int64_t>(from));
+    spans.bind(4, static_cast<std::int64_t>(through));
+    while (spans.executeStep()) explained.push_back({spans.getColumn(0).getInt64(), spans.getColumn(1).getInt64()});
+    spans.tryReset();
+    return fold_outcomes(std::move(pairs), explained);
+  }
 
   // A new outbox.dropped event: the ranges it explains go to `explained`.
   void explain(const EventRow& e) {
@@ -689,17 +860,16 @@ class SqliteStore final : public Store {
     return st;
   }
 
-  // Binds r's stream position at index, index + 1, index + 2: NULLs
-  // unless it has all three.
+  // Binds r's stream position and event id at index .. index + 3: NULLs
+  // unless it has all three of the position (the id NULL when empty).
   static void bind_position(SQLite::Statement& st, int index, const RejectedRow& r) {
     if (r.source.empty() || r.streamid.empty() || !r.sequence) {
-      st.bind(index);
-      st.bind(index + 1);
-      st.bind(index + 2);
+      for (int i = 0; i < 4; ++i) st.bind(index + i);
     } else {
       st.bind(index, r.source);
       st.bind(index + 1, r.streamid);
       st.bind(index + 2, static_cast<std::int64_t>(*r.sequence));
+      bind_text_or_null(st, index + 3, r.event_id);
     }
   }
 
@@ -751,6 +921,10 @@ class SqliteStore final : public Store {
   std::unique_ptr<SQLite::Statement> rejected_sequences_;
   std::unique_ptr<SQLite::Statement> select_floor_;
   std::unique_ptr<SQLite::Statement> upsert_stream_;
+  std::unique_ptr<SQLite::Statement> update_walk_floor_;
+  std::unique_ptr<SQLite::Statement> raise_walk_floor_;
+  std::unique_ptr<SQLite::Statement> outcome_pairs_;
+  std::unique_ptr<SQLite::Statement> explained_spans_;
   std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;

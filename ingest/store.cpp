@@ -25,6 +25,18 @@ void Store::update_rejected_reason(std::int64_t, const std::string&) {
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot reprocess rejected messages");
 }
 
+std::optional<StreamConfirmation> Store::confirmation(const std::string&, const std::string&) {
+  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot compute confirmations");
+}
+
+bool Store::record_walk_floor(const std::string&, const std::string&, std::int64_t, std::int64_t) {
+  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot record a walk floor");
+}
+
+SourceBinding Store::bind_source(const std::string&, const std::string& device_topic) {
+  return SourceBinding{BindResult::bound, device_topic};
+}
+
 std::string newer_schema_message(const std::string& store, long long version) {
   return store + " has schema version " + std::to_string(version) + ", newer than this edge-outbox-ingest knows (" +
          std::to_string(store_schema_version) +

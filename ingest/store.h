@@ -8,7 +8,9 @@
 // arrived, the reason, and the stream position it names when readable),
 // table `explained` (sequences a device gave up on purpose, from its
 // outbox.dropped reports), table `streams` (each device stream's latest
-// status) and table `ingest_meta` (the schema version).
+// status and its walk floor, where confirmations start: stream_walk.h),
+// table `sources` (which device topic each event source is bound to: the
+// first pairing seen) and table `ingest_meta` (the schema version).
 // open_store() creates the schema on first use and migrates a store made by
 // an earlier release (see store_schema_version) in one transaction; it
 // refuses a newer one.
@@ -55,8 +57,10 @@ namespace edge_outbox::ingest {
 // rejected.properties, table ingest_meta; 3: events keyed by (source,
 // event_id) instead of event_id, table conflicts; 4: tables streams and
 // explained (filled from the outbox.dropped events already stored when
-// migrating), rejected.source, rejected.streamid, rejected.sequence.
-inline constexpr int store_schema_version = 4;
+// migrating), rejected.source, rejected.streamid, rejected.sequence; 5:
+// streams.walk_floor (NULL until the stream's next server-mode status),
+// rejected.event_id, table sources.
+inline constexpr int store_schema_version = 5;
 
 // What a commit did with one row.
 //   written:   a new event stored in `events`, or a rejection kept
@@ -98,6 +102,29 @@ struct StreamRow {
   std::string device_topic;   // "<prefix>/<device-id>", from the status topic
   wire::StreamStatus status;  // source and streamid are the row's key
   std::int64_t updated_at_ms = 0;  // when it was recorded (wall clock, ms since the epoch)
+  std::optional<std::int64_t> walk_floor;  // where confirmations start; unset: none (stream_walk.h)
+};
+
+// What a confirmation of a stream may say (docs/confirmation.md): every
+// sequence of [from, through] has an outcome in the store, and `digest`
+// folds in every distinct (sequence, event id) stored in `events` or
+// carried by a rejection there, sequences inside explained ranges left
+// out. through >= from - 1 (an empty range settles nothing).
+struct StreamConfirmation {
+  std::int64_t from = 1;
+  std::int64_t through = 0;
+  wire::OutcomeDigest digest;
+  friend bool operator==(const StreamConfirmation&, const StreamConfirmation&) = default;
+};
+
+// What bind_source found.
+//   bound:             this call bound the source to the device topic
+//   already_bound:     it was bound to the same device topic before
+//   bound_to_another:  it is bound to another one (SourceBinding::device_topic)
+enum class BindResult { bound, already_bound, bound_to_another };
+struct SourceBinding {
+  BindResult result = BindResult::bound;
+  std::string device_topic;  // the device topic the source is bound to
 };
 
 class Store {
@@ -121,10 +148,13 @@ class Store {
       const std::function<void(const std::string& source, const std::string& streamid, const std::string& payload)>&
           fn) = 0;
 
-  // Upserts the stream's row (key: status.source, status.streamid). A
-  // status older than the recorded one (lower committed, or the same
-  // committed and a lower floor: a stale retained or redelivered message)
-  // leaves the row as it is. Commits before it returns.
+  // Upserts the stream's row (key: status.source, status.streamid), in one
+  // transaction that reads the row, decides with on_stream_status
+  // (stream_walk.h) and writes: a status older than the recorded one
+  // (lower committed, or the same committed and a lower floor: a stale
+  // retained or redelivered message) leaves the status as it is; the walk
+  // floor follows the status rules of stream_walk.h whatever the rank.
+  // Commits before it returns.
   virtual void record_stream_status(const std::string& device_topic, const wire::StreamStatus& status) = 0;
   // The highest s >= floor - 1 such that every sequence in [floor, s] of
   // the stream is in `events`, in `rejected` (by source, streamid,
@@ -135,6 +165,28 @@ class Store {
   // for the stream stopped (a cache per Store, valid because rows are only
   // added), stopping at the first hole.
   virtual std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) = 0;
+  // The confirmation the stream's walk floor allows: from the walk floor,
+  // through the walk (coverage.h) from there (rejections step only when
+  // they carry an event id), with the digest of [from, through].
+  // std::nullopt when the stream has no row or its walk floor is unset.
+  // Shares confirmed_through's cache.
+  virtual std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid);
+  // Raises the stream's walk floor from `from` to `next` (a confirmation
+  // through next - 1 is about to be published) in a transaction of its own
+  // committed at the store's strongest durability, which covers every
+  // commit before it (docs/confirmation.md "Durable before confirm"):
+  // SQLite commits with synchronous=FULL on this connection (the WAL
+  // synced), PostgreSQL with SET LOCAL synchronous_commit = on. False, and
+  // nothing changed, when the walk floor is no longer `from` (a status
+  // lowered it, or another ingest published meanwhile): look again.
+  // Requires: next > from.
+  virtual bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
+                                 std::int64_t next);
+  // Binds `source` to `device_topic` unless it is bound (table sources: the
+  // first pairing wins, INSERT ... ON CONFLICT DO NOTHING, then read back,
+  // so ingests sharing the store agree). Commits before it returns. This
+  // base class keeps no bindings: it answers `bound`.
+  virtual SourceBinding bind_source(const std::string& source, const std::string& device_topic);
   // Every recorded stream status, ordered by source, then streamid.
   virtual std::vector<StreamRow> streams() = 0;
   // Every rejected (source, streamid, sequence), ordered by source,

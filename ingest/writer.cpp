@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -253,6 +254,43 @@ Outcome Writer::finish(const Row& row, CommitResult result, bool refused) {
   return Outcome::conflict;
 }
 
+std::uint64_t Writer::refuse_bound_elsewhere(std::vector<Row>& rows, const std::vector<std::size_t>& begin,
+                                             const std::vector<Slot*>& batch) {
+  std::uint64_t refused = 0;
+  for (std::size_t k = 0; k < batch.size(); ++k) {
+    for (std::size_t i = begin[k]; i < begin[k + 1]; ++i) {
+      auto* event = std::get_if<EventRow>(&rows[i]);
+      auto* rejection = std::get_if<RejectedRow>(&rows[i]);
+      if (rejection && (rejection->source.empty() || !rejection->sequence)) continue;  // names no stream
+      const std::string& source = event ? event->source : rejection->source;
+      const std::string device_topic(topic_device_prefix(topic_of(rows[i])));
+      if (device_topic.empty()) continue;
+      std::optional<std::string> bound_to;
+      try {
+        bound_to = bindings_.bound_elsewhere(store_, source, device_topic);
+      } catch (const StoreError& e) {
+        if (e.permanent()) continue;  // this source cannot be bound; the commit says what is wrong with it
+        throw;
+      }
+      if (!bound_to) continue;
+      const std::string reason = source_binding_refusal(source, *bound_to, device_topic);
+      if (log_ && conflicts_logged_.emplace(source, device_topic).second)
+        log_("warn", "refused a row on '" + printable(topic_of(rows[i])) + "': " + reason +
+                         " (logged once per source and device topic)");
+      RejectedRow kept = rejection ? std::move(*rejection)
+                         : batch[k]->as_rejected ? (*batch[k]->as_rejected)(i - begin[k], reason)
+                                                 : rejection_from_row(rows[i], reason);
+      kept.source.clear();
+      kept.streamid.clear();
+      kept.sequence.reset();
+      kept.event_id.clear();
+      rows[i] = std::move(kept);
+      ++refused;
+    }
+  }
+  return refused;
+}
+
 bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch) {
   // The messages' rows in one vector; message k has rows [begin[k], begin[k + 1]).
   std::vector<Row> rows;
@@ -268,6 +306,8 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
   // All messages together, or (after a refusal that names no row) one
   // message per transaction from `next`.
   bool one_at_a_time = false;
+  bool bindings_checked = false;
+  std::uint64_t source_conflicts = 0;
   std::size_t next = 0;
   std::chrono::milliseconds backoff = first_backoff;
   // Replaces row i (of message k) by its rejection for `reason`; false when
@@ -300,6 +340,10 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
     std::optional<std::size_t> refused_row;
     const auto commit_start = std::chrono::steady_clock::now();
     try {
+      if (!bindings_checked) {
+        source_conflicts = refuse_bound_elsewhere(rows, begin, batch);
+        bindings_checked = true;
+      }
       if (lo == 0 && hi == rows.size()) {
         written = store_.commit(rows);
       } else {
@@ -325,6 +369,7 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
 
     if (error.empty()) {
       ++counters_.commits;
+      counters_.source_conflicts += std::exchange(source_conflicts, 0);
       commit_latency_.observe(commit_seconds);
       failing_ = false;
       backoff = first_backoff;

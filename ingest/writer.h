@@ -32,6 +32,15 @@
 // kept in the store's conflicts table) is counted and logged at warning;
 // like a duplicate, it is committed and its message may be acknowledged.
 //
+// Source binding (source_bindings.h): before a group is committed, each
+// event and each rejection naming a stream position has its source bound to
+// the device topic of its MQTT topic (classify.h, topic_device_prefix) or
+// checked against the binding; one whose source is bound to another device
+// topic is refused: an event becomes its message's rejection (reason
+// "... (source binding)", kind source_mismatch), a rejection loses its
+// stream position and event id (it answers for no stream). Counted in
+// source_conflicts. Whatever --require-source-match says.
+//
 // After each commit, the commit observer (if set) is told which streams the
 // committed rows belong to (see streams_of), on the Writer's thread, with no
 // lock of the Writer held: it must be quick (the Confirmer queues them).
@@ -54,6 +63,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,6 +71,7 @@
 #include "host/histogram.h"
 #include "ingest/rejection_reason.h"
 #include "ingest/rows.h"
+#include "ingest/source_bindings.h"
 #include "ingest/store.h"
 #include "ingest/stream_key.h"
 
@@ -79,6 +90,7 @@ struct Counters {
   std::uint64_t invalid_time = 0;      // stored events whose time was not RFC 3339 (kept in time_original)
   std::uint64_t rejected_pruned = 0;   // oldest rejected rows deleted to stay under --rejected-max-bytes
   std::uint64_t retained_ignored = 0;  // retained deliveries ignored (see subscriber.h)
+  std::uint64_t source_conflicts = 0;  // rows whose source is bound to another device topic (see below)
   // `rejected` by kind, indexed by RejectionReason (see rejection_reason.h).
   std::array<std::uint64_t, rejection_reason_count> rejected_by_reason{};
 };
@@ -174,8 +186,15 @@ class Writer {
   // Waits the backoff; false when stopping.
   bool back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds& backoff, const std::string& error);
   Outcome finish(const Row& row, CommitResult result, bool refused);
+  // Refuses the rows whose source is bound to another device topic (see
+  // above); returns how many. Throws StoreError (transient) when the store
+  // cannot tell. Runs on the writer thread without the lock.
+  std::uint64_t refuse_bound_elsewhere(std::vector<Row>& rows, const std::vector<std::size_t>& begin,
+                                       const std::vector<Slot*>& batch);
 
   Store& store_;
+  SourceBindings bindings_;  // the writer thread's only
+  std::set<std::pair<std::string, std::string>> conflicts_logged_;  // the writer thread's only
   const std::size_t max_batch_;
   Logger log_;
   const std::chrono::milliseconds max_backoff_;

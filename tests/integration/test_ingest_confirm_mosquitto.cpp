@@ -293,8 +293,14 @@ TEST_CASE("a device in server mode gets retained QoS 1 confirmations from its fl
     CHECK(m.retained);
     auto c = wire::decode_confirmation(m.payload);
     REQUIRE(c.has_value());
-    if (m.topic == topic1) CHECK(*c == wire::Confirmation{.streamid = "stream-1", .through = 15, .version = 1, .from = 1, .digest = {}});
-    else CHECK(*c == wire::Confirmation{.streamid = "s-b", .through = 8, .version = 1, .from = 1, .digest = {}});
+    CHECK(c->version == 2);
+    // The digest folds in the ids the device sent in [from, through].
+    const std::string device = m.topic == topic1 ? "dev-1" : "dev-2";
+    wire::OutcomeDigest sent;
+    for (auto s = c->from; s <= c->through; ++s) sent.add(s, device + "-" + c->streamid + "-" + std::to_string(s));
+    CHECK(c->digest == sent);
+    if (m.topic == topic1) CHECK(*c == wire::Confirmation{.streamid = "stream-1", .through = 15, .from = 11, .digest = sent});
+    else CHECK((c->streamid == "s-b" && c->through == 8 && c->from >= 5));
   }
   CHECK(throughs(confirms, "devices/dev-3/confirm/stream-1").empty());
 }
@@ -444,9 +450,15 @@ TEST_CASE("the example ACL: the ingest confirms, a device reads only its own con
   // Forgeries: dev-1 on its own confirm topic, dev-2 on dev-1's. The broker
   // refuses both (PUBACK "not authorized"); dev-1 then sends 4 and gets the
   // ingest's 4, and never a forged value.
-  CHECK_THROWS_WITH(dev1.publish(topic1, wire::encode_confirmation({.streamid = "stream-1", .through = 1000, .version = 1, .from = 1, .digest = {}}), true),
+  const auto forged = [](std::int64_t through) {
+    wire::Confirmation c;
+    c.streamid = "stream-1";
+    c.through = through;
+    return wire::encode_confirmation(c);
+  };
+  CHECK_THROWS_WITH(dev1.publish(topic1, forged(1000), true),
                     doctest::Contains("Not authorized"));
-  CHECK_THROWS_WITH(dev2.publish(topic1, wire::encode_confirmation({.streamid = "stream-1", .through = 2000, .version = 1, .from = 1, .digest = {}}), true),
+  CHECK_THROWS_WITH(dev2.publish(topic1, forged(2000), true),
                     doctest::Contains("Not authorized"));
   dev1.status(1, 4);
   dev1.events(4, 4);

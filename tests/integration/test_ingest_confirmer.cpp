@@ -1,14 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Confirmer against a real SQLite store and a recording publish
-// function (no broker): a status and a commit give one confirmation on the
-// device's confirm topic; nothing without a status or below the floor; a
-// refused publish is handed again later; with publishing off the statuses
-// are still recorded; a status that fails to record is retried.
+// function (no broker): a status and a commit give one version-2
+// confirmation (from the walk floor, with the digest) on the device's
+// confirm topic; the next starts where it ended; nothing without a status
+// or below the floor; a refused publish is handed again later; with
+// publishing off the statuses are still recorded; a status that fails to
+// record is retried. Durable before confirm: with the Writer's store under
+// --sqlite-sync normal (its commits leave the WAL unsynced), the WAL is
+// synced (fdatasync, counted here) before a confirmation is handed over.
 #include <doctest/doctest.h>
 
 #include <edge_outbox/wire/stream_status.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 
 #include "ingest/confirmer.h"
@@ -19,6 +27,30 @@ using namespace edge_outbox::ingest;
 namespace wire = edge_outbox::wire;
 using edge_outbox::test::TempDir;
 using namespace std::chrono_literals;
+
+// Every fsync and fdatasync of this process (SQLite's through the PLT
+// included) lands here: those of a "-wal" file are counted, then done.
+std::atomic<int> wal_syncs{0};
+
+namespace {
+
+bool is_wal(int fd) {
+  std::error_code ec;
+  const auto target = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
+  return !ec && target.string().ends_with("-wal");
+}
+
+}  // namespace
+
+extern "C" int fdatasync(int fd) {
+  if (is_wal(fd)) ++wal_syncs;
+  return static_cast<int>(::syscall(SYS_fdatasync, fd));
+}
+
+extern "C" int fsync(int fd) {
+  if (is_wal(fd)) ++wal_syncs;
+  return static_cast<int>(::syscall(SYS_fsync, fd));
+}
 
 namespace {
 
@@ -60,7 +92,20 @@ struct Recorder {
     for (const auto& [topic, payload] : handed) out.push_back(wire::decode_confirmation(payload).value().through);
     return out;
   }
+  std::vector<wire::Confirmation> confirmations() {
+    std::lock_guard lock(mutex);
+    std::vector<wire::Confirmation> out;
+    for (const auto& [topic, payload] : handed) out.push_back(wire::decode_confirmation(payload).value());
+    return out;
+  }
 };
+
+// The digest of dev-1's events from..to as events() makes them.
+wire::OutcomeDigest digest_of(std::int64_t from, std::int64_t to) {
+  wire::OutcomeDigest d;
+  for (auto s = from; s <= to; ++s) d.add(s, "e-" + std::to_string(s));
+  return d;
+}
 
 wire::StreamStatus status(std::int64_t floor, std::int64_t committed) {
   wire::StreamStatus s;
@@ -124,6 +169,16 @@ class FailingStatusStore final : public Store {
   std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
     return inner_->confirmed_through(source, streamid);
   }
+  std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
+    return inner_->confirmation(source, streamid);
+  }
+  bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
+                         std::int64_t next) override {
+    return inner_->record_walk_floor(source, streamid, from, next);
+  }
+  SourceBinding bind_source(const std::string& source, const std::string& device_topic) override {
+    return inner_->bind_source(source, device_topic);
+  }
   std::vector<StreamRow> streams() override { return inner_->streams(); }
   std::string describe() const override { return inner_->describe(); }
 
@@ -147,7 +202,8 @@ TEST_CASE("a status and a commit give one confirmation on the device's confirm t
   {
     std::lock_guard lock(recorder.mutex);
     CHECK(recorder.handed.back().first == "org/site-1/dev-1/confirm/s1");
-    CHECK(wire::decode_confirmation(recorder.handed.back().second) == wire::Confirmation{.streamid = "s1", .through = 5, .version = 1, .from = 1, .digest = {}});
+    CHECK(wire::decode_confirmation(recorder.handed.back().second) ==
+          wire::Confirmation{.streamid = "s1", .through = 5, .version = 2, .from = 1, .digest = digest_of(1, 5)});
   }
   confirmer.stop();
   const auto c = confirmer.counters();
@@ -268,4 +324,122 @@ TEST_CASE("a status whose recording fails is recorded on a later try; a newer on
   std::lock_guard lock(log_mutex);
   REQUIRE(!logged.empty());
   CHECK(logged[0].find("database is locked") != std::string::npos);
+}
+
+TEST_CASE("each confirmation starts where the last ended: the walk floor rises with what is published") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), {}, recorder.function(), {});
+  confirmer.status_received("devices/dev-1", status(1, 9));
+  writer_store->commit(events(1, 4));
+  confirmer.committed({stream});
+  REQUIRE(recorder.wait_through(4));
+  writer_store->commit(events(5, 9));
+  confirmer.committed({stream});
+  REQUIRE(recorder.wait_through(9));
+  confirmer.stop();
+  const auto handed = recorder.confirmations();
+  std::int64_t next = 1;
+  for (const auto& c : handed) {
+    CHECK(c.version == 2);
+    CHECK(c.from == next);
+    CHECK(c.digest == digest_of(c.from, c.through));
+    next = c.through + 1;
+  }
+  CHECK(next == 10);
+  CHECK(writer_store->confirmation("dev-1", "s1") == StreamConfirmation{10, 9, {}});
+
+  // A forged status (floor 22 of committed 1021, all settled, it says)
+  // raises nothing; the device's own status, which settled nothing, lowers
+  // the walk floor to its floor: the next confirmation starts there.
+  auto forged = status(22, 1021);
+  forged.confirmed_through = 1021;
+  writer_store->record_stream_status("devices/dev-1", forged);
+  CHECK(writer_store->confirmation("dev-1", "s1").value().from == 10);
+  writer_store->record_stream_status("devices/dev-1", status(1, 9));
+  CHECK(writer_store->confirmation("dev-1", "s1") == StreamConfirmation{1, 9, digest_of(1, 9)});
+}
+
+TEST_CASE("durable before confirm: the WAL is synced before a confirmation is handed over (--sqlite-sync normal)") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  std::mutex mutex;
+  std::vector<std::pair<int, int>> at_publish;  // (WAL syncs after the events' commit, at the hand-over)
+  int synced_after_commit = 0;
+  std::atomic<int> handed{0};
+  Confirmer confirmer(
+      open_sqlite_store(path, SqliteSync::normal), {},
+      [&](const std::string&, const std::string&) {
+        std::lock_guard lock(mutex);
+        at_publish.emplace_back(synced_after_commit, wal_syncs.load());
+        ++handed;
+        return true;
+      },
+      {});
+  confirmer.status_received("devices/dev-1", status(1, 20));
+  REQUIRE(wait_until([&] { return confirmer.counters().statuses == 1; }));
+  int commits_synced = 0;
+  for (std::int64_t first = 1; first <= 20; first += 5) {
+    const int before = wal_syncs.load();
+    writer_store->commit(events(first, first + 4));
+    commits_synced += wal_syncs.load() - before;  // NORMAL: the commit alone syncs nothing
+    {
+      std::lock_guard lock(mutex);
+      synced_after_commit = wal_syncs.load();
+    }
+    const int wanted = handed.load() + 1;
+    confirmer.committed({stream});
+    REQUIRE(wait_until([&] { return handed.load() >= wanted; }));
+  }
+  // The confirmer's connection is back at NORMAL: a status it records
+  // (nothing new to confirm after it) syncs nothing.
+  const int before_status = wal_syncs.load();
+  auto settled = status(21, 20);
+  settled.confirmed_through = 20;
+  confirmer.status_received("devices/dev-1", settled);
+  REQUIRE(wait_until([&] { return confirmer.counters().statuses == 2; }));
+  CHECK(wal_syncs.load() == before_status);
+  confirmer.stop();
+  CHECK(commits_synced == 0);
+  std::lock_guard lock(mutex);
+  REQUIRE(at_publish.size() == 4);
+  for (const auto& [after_commit, at_hand_over] : at_publish) CHECK(at_hand_over > after_commit);
+  MESSAGE("WAL syncs by the events' commits " << commits_synced << ", before the " << at_publish.size()
+                                             << " confirmations " << wal_syncs.load());
+}
+
+TEST_CASE("a status naming a source bound to another device topic is not recorded, and counted") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  std::vector<std::string> logged;
+  std::mutex log_mutex;
+  Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), {}, recorder.function(),
+                      [&](const std::string&, const std::string& message) {
+                        std::lock_guard lock(log_mutex);
+                        logged.push_back(message);
+                      });
+  confirmer.status_received("devices/dev-1", status(1, 5));  // binds dev-1 to devices/dev-1
+  REQUIRE(wait_until([&] { return confirmer.counters().statuses == 1; }));
+  confirmer.status_received("devices/gw-x", status(40, 1021));
+  REQUIRE(wait_until([&] { return confirmer.counters().source_conflicts == 1; }));
+  confirmer.status_received("devices/gw-x", status(41, 1022));  // the cached binding answers
+  REQUIRE(wait_until([&] { return confirmer.counters().source_conflicts == 2; }));
+  writer_store->commit(events(1, 5));
+  confirmer.committed({stream});
+  REQUIRE(recorder.wait_through(5));
+  confirmer.stop();
+  CHECK(confirmer.counters().statuses == 1);
+  const auto rows = writer_store->streams();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].device_topic == "devices/dev-1");
+  CHECK(rows[0].status.committed == 5);
+  std::lock_guard lock(log_mutex);
+  REQUIRE(logged.size() == 1);
+  CHECK(logged[0].find("source 'dev-1' is bound to the device topic 'devices/dev-1', not 'devices/gw-x'") !=
+        std::string::npos);
 }

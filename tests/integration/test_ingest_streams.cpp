@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// Store schema 4: the device streams' statuses, the sequences a device's
-// outbox.dropped reports explain, rejections attributed to a stream
-// position, and confirmed_through computed from all three and the stored
-// events; a store made by schema version 3 migrated to it. SQLite always;
-// PostgreSQL where the machine has it.
+// Store schemas 4 and 5: the device streams' statuses, the sequences a
+// device's outbox.dropped reports explain, rejections attributed to a
+// stream position and an event id, confirmed_through computed from all
+// three and the stored events; the walk floor, the confirmation (from,
+// through, digest), the durable walk-floor barrier and the source
+// bindings; stores made by schema versions 3 and 4 migrated. SQLite
+// always; PostgreSQL where the machine has it.
 #include <doctest/doctest.h>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <algorithm>
 
+#include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/wire/stream_status.h>
 
 #include "ingest/classify.h"
@@ -61,6 +64,7 @@ RejectedRow rejected(const std::string& source, const std::string& streamid, std
   r.source = source;
   r.streamid = streamid;
   r.sequence = sequence;
+  if (sequence) r.event_id = source + "-" + streamid + "-rejected-" + std::to_string(*sequence);
   return r;
 }
 
@@ -223,6 +227,111 @@ void check_reprocess_position(Store& store, const Query& query) {
   CHECK(query("SELECT count(*) FROM rejected WHERE streamid = 's8'") == "0");
 }
 
+// The walk floor (stream_walk.h), the confirmation computed from it, the
+// barrier that raises it, and the source bindings.
+void check_walk_floor(const Open& open, const Query& query) {
+  auto store = open();
+  const auto id = [](std::int64_t s) { return "gw-w1-" + std::to_string(s); };
+  // 1..3 and 5 stored, 4 rejected with its id; 6 rejected without an id; 7 stored.
+  RejectedRow no_id = rejected("gw", "w1", 6);
+  no_id.event_id.clear();
+  store->commit({event("gw", "w1", 1), event("gw", "w1", 2), event("gw", "w1", 3), rejected("gw", "w1", 4),
+                 event("gw", "w1", 5), no_id, event("gw", "w1", 7)});
+  CHECK_FALSE(store->confirmation("gw", "w1").has_value());  // no status
+  auto broker = status("gw", "w1", 1, 7, 7);
+  broker.confirmation = StreamStatus::Mode::broker;
+  store->record_stream_status("devices/gw", broker);
+  CHECK_FALSE(store->confirmation("gw", "w1").has_value());  // broker mode: the walk floor is unset
+  CHECK(query("SELECT COALESCE(walk_floor, -1) FROM streams WHERE streamid = 'w1'") == "-1");
+
+  store->record_stream_status("devices/gw", status("gw", "w1", 1, 7, 7));
+  auto c = store->confirmation("gw", "w1");
+  REQUIRE(c.has_value());
+  CHECK(c->from == 1);
+  CHECK(c->through == 5);  // 6's rejection names no id: no outcome a device could check
+  edge_outbox::wire::OutcomeDigest expected;
+  for (std::int64_t s : {1, 2, 3, 5}) expected.add(s, id(s));
+  expected.add(4, "gw-w1-rejected-4");
+  CHECK(c->digest == expected);
+  // The same pair stored and rejected counts once; a second id under a
+  // sequence (a restored device's) is folded in.
+  RejectedRow again = rejected("gw", "w1", 2);
+  again.event_id = id(2);
+  EventRow restored = event("gw", "w1", 3);
+  restored.event_id = "restored-3";
+  store->commit({again, restored});
+  expected.add(3, "restored-3");
+  CHECK(store->confirmation("gw", "w1").value().digest == expected);
+
+  // A forged status (floor 22 of committed 1021) ranks first for gaps and
+  // leaves the walk floor.
+  auto forged = status("gw", "w1", 22, 1021, 1000);
+  forged.confirmed_through = 1021;
+  store->record_stream_status("devices/gw", forged);
+  CHECK(query("SELECT floor, committed, walk_floor FROM streams WHERE streamid = 'w1'") == "22|1021|1");
+  CHECK(store->confirmation("gw", "w1").value().from == 1);
+  const auto rows = store->streams();
+  const auto w1 = std::find_if(rows.begin(), rows.end(), [](const StreamRow& r) { return r.status.streamid == "w1"; });
+  REQUIRE(w1 != rows.end());
+  CHECK(w1->walk_floor == 1);
+
+  // Publishing through 5 raises it to 6, once: from another floor it is refused.
+  CHECK(store->record_walk_floor("gw", "w1", 1, 6));
+  CHECK_FALSE(store->record_walk_floor("gw", "w1", 1, 6));
+  c = store->confirmation("gw", "w1");
+  CHECK(c == StreamConfirmation{6, 5, {}});
+  // A report explains 6 and 7: the walk goes on to the report (8); the
+  // explained sequences add nothing to the digest, 7 stored or not.
+  store->commit({report("gw", "w1", 8, R"({"ranges":[[6,7]]})")});
+  c = store->confirmation("gw", "w1");
+  edge_outbox::wire::OutcomeDigest report_only;
+  report_only.add(8, id(8));
+  CHECK(c == StreamConfirmation{6, 8, report_only});
+  // Another ingest on the store answers the same.
+  auto other = open();
+  CHECK(other->confirmation("gw", "w1") == c);
+
+  // The device settled nothing (no confirmed_through): its status lowers
+  // the walk floor to its floor, and leaves the higher-ranked row.
+  store->record_stream_status("devices/gw", status("gw", "w1", 1, 8, 8));
+  CHECK(query("SELECT floor, committed, walk_floor FROM streams WHERE streamid = 'w1'") == "22|1021|1");
+  CHECK(other->confirmation("gw", "w1").value().from == 1);
+
+  // Bindings: the first pairing wins, for every ingest on the store.
+  CHECK(store->bind_source("gw-bind", "devices/gw-bind").result == BindResult::bound);
+  CHECK(store->bind_source("gw-bind", "devices/gw-bind").result == BindResult::already_bound);
+  const SourceBinding taken = other->bind_source("gw-bind", "devices/gw-x");
+  CHECK(taken.result == BindResult::bound_to_another);
+  CHECK(taken.device_topic == "devices/gw-bind");
+  CHECK(query("SELECT source, device_topic FROM sources WHERE source = 'gw-bind'") == "gw-bind|devices/gw-bind");
+  // reprocess bound gw to devices/gw (the rejected rows it read again name gw's positions there).
+  CHECK(query("SELECT device_topic FROM sources WHERE source = 'gw'") == "devices/gw");
+
+  // reprocess keeps the binding: gw's event rejected on gw-x's topic (it
+  // failed --require-source-match there) stays rejected, naming no position.
+  Received m;
+  m.topic = "devices/gw-x/events/r";
+  const auto payload = edge_outbox::cloudevents::encode_structured([] {
+    edge_outbox::cloudevents::CloudEvent e;
+    e.id = "gw-w1-30";
+    e.source = "gw";
+    e.type = "t";
+    e.streamid = "w1";
+    e.sequence = 30;
+    return e;
+  }());
+  m.payload = payload.payload;
+  m.content_type = payload.content_type;
+  ClassifyOptions strict;
+  strict.require_source_match = true;
+  store->commit({classify(m, strict)});
+  const auto counts = reprocess_rejected(*store, ClassifyOptions{}, {});
+  CHECK(counts.stored == 0);
+  CHECK(query("SELECT reason FROM rejected WHERE topic = 'devices/gw-x/events/r'") ==
+        "source 'gw' is bound to the device topic 'devices/gw', not 'devices/gw-x' (source binding)");
+  CHECK(query("SELECT count(*) FROM events WHERE event_id = 'gw-w1-30'") == "0");
+}
+
 }  // namespace
 
 TEST_CASE("streams, explained ranges, attributed rejections and confirmed_through (SQLite)") {
@@ -232,6 +341,7 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   check_confirmation([&] { return open_store("sqlite:" + path); }, query);
   check_classified_rejection(*open_store("sqlite:" + path), query);
   check_reprocess_position(*open_store("sqlite:" + path), query);
+  check_walk_floor([&] { return open_store("sqlite:" + path); }, query);
 }
 
 TEST_CASE("streams, explained ranges, attributed rejections and confirmed_through (PostgreSQL)") {
@@ -244,6 +354,7 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   check_confirmation([&] { return open_store(pg.uri()); }, query);
   check_classified_rejection(*open_store(pg.uri()), query);
   check_reprocess_position(*open_store(pg.uri()), query);
+  check_walk_floor([&] { return open_store(pg.uri()); }, query);
 
   // Rejected rows page in id order, 9 before 10 (not as text).
   auto store = open_store(pg.uri());
@@ -253,7 +364,7 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   std::vector<std::int64_t> ids;
   for (const auto& r : store->rejected_after(0, 100)) ids.push_back(r.id);
   CHECK(std::is_sorted(ids.begin(), ids.end()));
-  CHECK(ids.size() == 19);
+  CHECK(ids.size() == 23);
   const auto page = store->rejected_after(0, 9);
   REQUIRE(page.size() == 9);
   CHECK(page.back().id == ids[8]);
@@ -264,6 +375,14 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
 // events explained.
 
 namespace {
+
+// Every table's columns, to compare a migrated store with a new one.
+constexpr const char* sqlite_columns =
+    "SELECT m.name, p.name, p.type, p.\"notnull\", COALESCE(p.dflt_value, ''), p.pk FROM sqlite_master m, "
+    "pragma_table_info(m.name) p WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, p.cid";
+constexpr const char* postgres_columns =
+    "SELECT table_name, column_name, data_type, is_nullable, COALESCE(column_default, '') FROM "
+    "information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position";
 
 // The exact DDL of schema version 3, as a fixture.
 constexpr const char* sqlite_v3_ddl = R"sql(
@@ -393,7 +512,7 @@ VALUES (1796000000002, 'devices/gw/events/r', 'not JSON', 'hello', 5, '{"content
 )sql";
 
 void check_migrated_v3(Store& store, const Query& query) {
-  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "4");
+  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "5");
   CHECK(query("SELECT count(*) FROM events") == "7");
   // The stored reports explained: 4 superseded (its report is in the store), 5..6 evicted.
   CHECK(query("SELECT source, streamid, first, last, reason FROM explained ORDER BY first, last, reason") ==
@@ -405,11 +524,12 @@ void check_migrated_v3(Store& store, const Query& query) {
   CHECK_FALSE(store.confirmed_through("gw", "s1").has_value());
   store.record_stream_status("devices/gw", status("gw", "s1", 1, 8, 0));
   CHECK(store.confirmed_through("gw", "s1") == 8);
+  CHECK(store.confirmation("gw", "s1").value().through == 8);
 }
 
 }  // namespace
 
-TEST_CASE("SQLite store made by schema version 3: migrated on open to version 4, reports explained") {
+TEST_CASE("SQLite store made by schema version 3: migrated on open to version 5, reports explained") {
   TempDir dir;
   auto path = (dir / "v3.db").string();
   {
@@ -428,9 +548,7 @@ TEST_CASE("SQLite store made by schema version 3: migrated on open to version 4,
   CHECK(query("SELECT count(*) FROM explained") == "3");
   auto fresh = (dir / "fresh.db").string();
   open_store("sqlite:" + fresh);
-  const std::string columns =
-      "SELECT m.name, p.name, p.type, p.\"notnull\", COALESCE(p.dflt_value, ''), p.pk FROM sqlite_master m, "
-      "pragma_table_info(m.name) p WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, p.cid";
+  const std::string columns = sqlite_columns;
   const std::string indexes = "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' ORDER BY name";
   CHECK(sqlite_text(path, columns) == sqlite_text(fresh, columns));
   CHECK(sqlite_text(path, indexes) == sqlite_text(fresh, indexes));
@@ -453,7 +571,7 @@ TEST_CASE("SQLite store made by schema version 3: a migration that fails leaves 
   CHECK(sqlite_text(path, "SELECT count(*) FROM sqlite_master WHERE name = 'explained'") == "0");
 }
 
-TEST_CASE("PostgreSQL store made by schema version 3: migrated on open to version 4, reports explained") {
+TEST_CASE("PostgreSQL store made by schema version 3: migrated on open to version 5, reports explained") {
   PostgresServer pg;
   if (!pg.available()) {
     MESSAGE("skipped: " << pg.why());
@@ -470,9 +588,7 @@ TEST_CASE("PostgreSQL store made by schema version 3: migrated on open to versio
   CHECK(query("SELECT count(*) FROM explained") == "3");
   pg.query("CREATE DATABASE fresh");
   open_store(pg.uri("fresh"));
-  const std::string columns =
-      "SELECT table_name, column_name, data_type, is_nullable, COALESCE(column_default, '') FROM "
-      "information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position";
+  const std::string columns = postgres_columns;
   CHECK(pg.query(columns) == pg.query(columns, "fresh"));
   const std::string indexes = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1";
   CHECK(pg.query(indexes) == pg.query(indexes, "fresh"));
@@ -488,4 +604,133 @@ TEST_CASE("PostgreSQL store made by schema version 3: migrated on open to versio
                  "column_name = 'sequence'",
                  "failing") == "0");
   CHECK(pg.query("SELECT to_regclass('explained') IS NULL", "failing") == "t");
+}
+
+// ---------------------------------------------------------------------------
+// A store made by schema version 4: migrated on open to version 5, its
+// streams kept with no walk floor until their next server-mode status.
+
+namespace {
+
+// What version 4 added to version 3, and a row of it, for a fixture;
+// `integer` is the store's integer type.
+std::string v4_additions(const std::string& integer) {
+  return "ALTER TABLE rejected ADD COLUMN source TEXT;\n"
+         "ALTER TABLE rejected ADD COLUMN streamid TEXT;\n"
+         "ALTER TABLE rejected ADD COLUMN sequence " + integer + ";\n"
+         "UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';\n"
+         "CREATE TABLE streams (source TEXT NOT NULL, streamid TEXT NOT NULL, device_topic TEXT NOT NULL, floor " +
+         integer + " NOT NULL, committed " + integer + " NOT NULL, pending " + integer + " NOT NULL, unconfirmed " +
+         integer + " NOT NULL, confirmation TEXT NOT NULL, status TEXT NOT NULL, updated_at " + integer +
+         " NOT NULL, PRIMARY KEY (source, streamid));\n"
+         "CREATE TABLE explained (source TEXT NOT NULL, streamid TEXT NOT NULL, first " + integer + " NOT NULL, last " +
+         integer + " NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (source, streamid, last, first, reason));\n"
+         "CREATE INDEX rejected_stream ON rejected (source, streamid, sequence);\n"
+         "INSERT INTO streams VALUES ('gw', 's1', 'devices/gw', 1, 8, 0, 0, 'server', '{}', 1796000000000);\n";
+}
+
+void check_migrated_v4(Store& store, const Query& query) {
+  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "5");
+  CHECK(query("SELECT source, streamid, floor, committed, COALESCE(walk_floor, -1) FROM streams") ==
+        "gw|s1|1|8|-1");
+  CHECK(query("SELECT count(*) FROM sources") == "0");
+  CHECK(query("SELECT count(*) FROM rejected WHERE event_id IS NULL") == "1");
+  // Nothing is confirmed from a floor recorded before: the device's next
+  // status sets the walk floor.
+  CHECK_FALSE(store.confirmation("gw", "s1").has_value());
+  store.record_stream_status("devices/gw", status("gw", "s1", 1, 8, 0));
+  CHECK(store.confirmation("gw", "s1").value().through == 4);  // the fixture explains nothing: 5 is a hole
+  CHECK(store.bind_source("gw", "devices/gw").result == BindResult::bound);
+}
+
+}  // namespace
+
+TEST_CASE("SQLite store made by schema version 4: migrated on open to version 5 in one transaction") {
+  TempDir dir;
+  const auto path = (dir / "v4.db").string();
+  const auto failing = (dir / "failing.db").string();
+  for (const auto& p : {path, failing}) {
+    SQLite::Database d(p, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    d.exec("PRAGMA journal_mode=WAL");
+    d.exec(sqlite_v3_ddl);
+    d.exec(v3_rows);
+    d.exec(v4_additions("INTEGER"));
+  }
+  const Query query = [&](const std::string& sql) { return sqlite_text(path, sql); };
+  check_migrated_v4(*open_store("sqlite:" + path), query);
+  auto fresh = (dir / "fresh.db").string();
+  open_store("sqlite:" + fresh);
+  const std::string columns = sqlite_columns;
+  CHECK(sqlite_text(path, columns) == sqlite_text(fresh, columns));
+
+  // A table in the way of version 5's: nothing of the migration stays.
+  {
+    SQLite::Database d(failing, SQLite::OPEN_READWRITE);
+    d.exec("CREATE TABLE sources (x INTEGER)");
+  }
+  CHECK_THROWS_AS(open_store("sqlite:" + failing), StoreError);
+  CHECK(sqlite_text(failing, "SELECT value FROM ingest_meta") == "4");
+  CHECK(sqlite_text(failing, "SELECT count(*) FROM pragma_table_info('streams') WHERE name = 'walk_floor'") == "0");
+  CHECK(sqlite_text(failing, "SELECT count(*) FROM pragma_table_info('rejected') WHERE name = 'event_id'") == "0");
+}
+
+TEST_CASE("PostgreSQL store made by schema version 4: migrated on open to version 5 in one transaction") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  pg.query(postgres_v3_ddl);
+  pg.query(v3_rows);
+  pg.query(v4_additions("BIGINT"));
+  const Query query = [&](const std::string& sql) { return pg.query(sql); };
+  check_migrated_v4(*open_store(pg.uri()), query);
+  pg.query("CREATE DATABASE fresh");
+  open_store(pg.uri("fresh"));
+  const std::string columns = postgres_columns;
+  CHECK(pg.query(columns) == pg.query(columns, "fresh"));
+
+  pg.query("CREATE DATABASE failing");
+  pg.query(postgres_v3_ddl, "failing");
+  pg.query(v3_rows, "failing");
+  pg.query(v4_additions("BIGINT"), "failing");
+  pg.query("CREATE TABLE sources (x INTEGER)", "failing");
+  CHECK_THROWS_AS(open_store(pg.uri("failing")), StoreError);
+  CHECK(pg.query("SELECT value FROM ingest_meta", "failing") == "4");
+  CHECK(pg.query("SELECT count(*) FROM information_schema.columns WHERE table_name = 'streams' AND "
+                 "column_name = 'walk_floor'",
+                 "failing") == "0");
+}
+
+TEST_CASE("PostgreSQL: the walk floor's commit flushes the WAL of the asynchronous commits before it") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  // The ingest's commits do not wait for their WAL flush, and the WAL writer
+  // flushes at most every 10 s.
+  pg.query("ALTER SYSTEM SET wal_writer_delay = '10s'");
+  pg.query("ALTER SYSTEM SET wal_writer_flush_after = '1GB'");
+  pg.query("SELECT pg_reload_conf()");
+  pg.query("ALTER DATABASE postgres SET synchronous_commit = off");
+  auto store = open_store(pg.uri());
+  store->record_stream_status("devices/gw", status("gw", "d1", 1, 1000, 1000));
+  int unflushed_seen = 0;
+  for (std::int64_t round = 0; round < 5; ++round) {
+    std::vector<Row> rows;
+    for (std::int64_t s = round * 10 + 1; s <= round * 10 + 10; ++s) rows.emplace_back(event("gw", "d1", s));
+    store->commit(rows);
+    const std::string inserted = pg.query("SELECT pg_current_wal_insert_lsn()");
+    // Not flushed yet, as a rule (a background flush may have come first).
+    if (pg.query("SELECT pg_current_wal_flush_lsn() < '" + inserted + "'::pg_lsn") == "t") ++unflushed_seen;
+    const auto c = store->confirmation("gw", "d1");
+    REQUIRE(c.has_value());
+    REQUIRE(c->through == round * 10 + 10);
+    REQUIRE(store->record_walk_floor("gw", "d1", c->from, c->through + 1));
+    CHECK(pg.query("SELECT pg_current_wal_flush_lsn() >= '" + inserted + "'::pg_lsn") == "t");
+  }
+  CHECK(unflushed_seen > 0);  // the barrier was what flushed them
+  MESSAGE("rounds 5, commits unflushed before the walk floor's commit " << unflushed_seen
+                                                                      << ", flushed after it 5");
 }

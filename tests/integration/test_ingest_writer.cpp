@@ -135,6 +135,55 @@ TEST_CASE("stored, duplicate, conflict and rejected outcomes with the SQLite sto
                         "than the stored one: kept in the conflicts table");
 }
 
+TEST_CASE("a source bound to another device topic: its events are rejected, its rejections answer for no stream") {
+  TempDir dir;
+  auto store = open_sqlite_store((dir / "bound.db").string(), SqliteSync::normal);
+  Log log;
+  Writer writer(*store, 64, log.logger());
+  auto own = event("b-1");
+  own.source = "gw-b";
+  own.topic = "devices/gw-b/events/r";
+  own.streamid = "s1";
+  own.sequence = 1;
+  CHECK(writer.submit(own) == Outcome::stored);  // the first pairing binds gw-b to devices/gw-b
+  auto foreign = own;
+  foreign.event_id = "b-2";
+  foreign.sequence = 2;
+  foreign.topic = "devices/gw-x/events/r";
+  CHECK(writer.submit(foreign) == Outcome::rejected);
+  RejectedRow named;  // a rejection on gw-x's topic naming gw-b's stream position
+  named.topic = "devices/gw-x/events/r";
+  named.reason = "not JSON";
+  named.source = "gw-b";
+  named.streamid = "s1";
+  named.sequence = 3;
+  named.event_id = "b-3";
+  CHECK(writer.submit(named) == Outcome::rejected);
+  auto again = own;  // another ingest's binding, from the store: a new Writer on the same file agrees
+  again.event_id = "b-4";
+  again.topic = "devices/gw-x/events/r";
+  auto other_store = open_sqlite_store((dir / "bound.db").string(), SqliteSync::normal);
+  Writer other(*other_store, 64, {});
+  CHECK(other.submit(again) == Outcome::rejected);
+  CHECK(other.counters().source_conflicts == 1);
+
+  const auto c = writer.counters();
+  CHECK(c.source_conflicts == 2);
+  CHECK(c.rejected_by_reason[static_cast<std::size_t>(RejectionReason::source_mismatch)] == 1);
+  const auto rejected = store->rejected_after(0, 10);
+  REQUIRE(rejected.size() == 3);
+  for (const auto& r : rejected) {
+    CHECK(r.row.source.empty());
+    CHECK_FALSE(r.row.sequence);
+    CHECK(r.row.event_id.empty());
+  }
+  CHECK(rejected[0].row.reason ==
+        "source 'gw-b' is bound to the device topic 'devices/gw-b', not 'devices/gw-x' (source binding)");
+  CHECK(rejected[1].row.reason == "not JSON");
+  std::lock_guard lock(log.mutex);
+  CHECK(log.lines.size() == 1);  // once per source and device topic
+}
+
 TEST_CASE("concurrent submitters share commits") {
   FakeStore store;
   store.delay = std::chrono::milliseconds(20);

@@ -123,6 +123,17 @@ TEST_CASE("sequences beyond int64 are rejected, not wrapped") {
   CHECK(std::get<RejectedRow>(row).reason.find("2^63") != std::string::npos);
 }
 
+TEST_CASE("topic_device_prefix: the device topic an event topic belongs to") {
+  CHECK(topic_device_prefix("devices/gw-b/events/r") == "devices/gw-b");
+  CHECK(topic_device_prefix("org/site1/gw-b/events/x/y") == "org/site1/gw-b");
+  CHECK(topic_device_prefix("gw-b/events") == "gw-b");
+  CHECK(topic_device_prefix("events/gw-b/events/x") == "events/gw-b");
+  CHECK(topic_device_prefix("devices/evil/events/victim/events/x") == "devices/evil");
+  CHECK(topic_device_prefix("devices/gw-b") == "");
+  CHECK(topic_device_prefix("events/x") == "");
+  CHECK(topic_device_prefix("") == "");
+}
+
 TEST_CASE("topic_device and printable") {
   CHECK(topic_device("dev-1/events") == "dev-1");
   CHECK(topic_device("dev-1/events/x") == "dev-1");
@@ -249,6 +260,8 @@ TEST_CASE("a rejection names the stream position the message carries, when it ca
   for (auto& [name, value] : binary.user_properties)
     if (name == "type") name = "kind";
   CHECK(position(run(binary)) == "dev-1/s/9");
+  // With the event id it names, the rejection is an outcome a device can check.
+  CHECK(std::get<RejectedRow>(run(binary)).event_id == event().id);
 
   // Structured mode, JSON members: the sequence as a string or a number.
   auto structured = nlohmann::json::parse(ce::encode_structured(event()).payload);
@@ -256,6 +269,19 @@ TEST_CASE("a rejection names the stream position the message carries, when it ca
   ce::MqttMessage m;
   m.payload = structured.dump();
   CHECK(position(run(m)) == "dev-1/s/9");
+  CHECK(std::get<RejectedRow>(run(m)).event_id == event().id);
+  {
+    auto no_id = structured;
+    no_id.erase("id");
+    ce::MqttMessage without_id;
+    without_id.payload = no_id.dump();
+    const Row row = run(without_id);
+    CHECK(position(row) == "dev-1/s/9");  // the position stays; no id: it stops a walk
+    CHECK(std::get<RejectedRow>(row).event_id.empty());
+    no_id["id"] = std::string(300, 'i');  // longer than an id may be
+    without_id.payload = no_id.dump();
+    CHECK(std::get<RejectedRow>(run(without_id)).event_id.empty());
+  }
   structured["sequence"] = 12;
   m.payload = structured.dump();
   CHECK(position(run(m)) == "dev-1/s/12");
@@ -399,6 +425,7 @@ TEST_CASE("a bad element is rejected alone: its text, its reason, its stream pos
   CHECK(r.source == "dev-1");
   CHECK(r.streamid == "s");
   CHECK(r.sequence == 12);
+  CHECK_FALSE(r.event_id.empty());
   const auto props = nlohmann::json::parse(r.properties);
   CHECK(props["content_type"] == "application/cloudevents+json");
   CHECK(props["batch_element"] == 2);

@@ -189,3 +189,16 @@ TEST_CASE("explained_by_reports: each stream's stored reports tell its supersede
   CHECK(text == std::vector<std::string>{"gw/s1 5..5 evicted", "gw/s1 4..4 superseded", "gw/s1 5..6 evicted",
                                          "gw/s1 7..7 attempts", "gw/s2 4..4 evicted", "gw/s2 5..5 superseded"});
 }
+
+TEST_CASE("fold_outcomes: each distinct pair once, explained sequences left out") {
+  edge_outbox::wire::OutcomeDigest expected;
+  expected.add(1, "a");
+  expected.add(3, "c");
+  expected.add(3, "c-restored");
+  // 2 is explained (stored or not, it adds nothing); (1, "a") stored and rejected counts once.
+  const auto digest =
+      fold_outcomes({{3, "c"}, {1, "a"}, {2, "b"}, {1, "a"}, {3, "c-restored"}, {5, "e"}}, {{2, 2}, {5, 9}});
+  CHECK(digest == expected);
+  CHECK(digest.count == 3);
+  CHECK(fold_outcomes({}, {}) == edge_outbox::wire::OutcomeDigest{});
+}

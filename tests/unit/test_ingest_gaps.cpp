@@ -412,3 +412,19 @@ TEST_CASE("tail: reports explain part of it; a stream with a status and nothing 
         std::string::npos);
   CHECK(text.find("missing: 3 explained, 0 unexplained, 6 lost at the tail\n") != std::string::npos);
 }
+
+TEST_CASE("a walk floor below the first stored sequence: what a broker lost before it is unexplained") {
+  GapTracker t;
+  add(t, "d", run(21, 41));
+  t.add_status(status("d", "s", 1021, 0));  // a forged "everything settled": the tail is reported too
+  t.add_walk_floor("d", "s", 1);
+  add(t, "e", run(5, 7));
+  t.add_walk_floor("e", "s", 9);  // confirmed past it: no effect
+  auto r = t.finish();
+  REQUIRE(r.streams.size() == 2);
+  CHECK(r.streams[0].first == 1);
+  CHECK(r.streams[0].unexplained == Ranges{{1, 20}});
+  CHECK(r.streams[0].tail == Ranges{{42, 1021}});
+  CHECK(r.streams[1].first == 5);
+  CHECK(r.streams[1].unexplained.empty());
+}
