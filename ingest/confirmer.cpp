@@ -218,7 +218,8 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
                                           .through = range->through,
                                           .version = wire::confirmation_protocol_version,
                                           .from = range->from,
-                                          .digest = found->digest};
+                                          .digest = found->digest,
+                                          .missing = {}};
     const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
     if (!hand_over(key, topic, confirmation)) unhanded_.insert_or_assign(key, std::pair(topic, confirmation));
   }

@@ -203,7 +203,7 @@ TEST_CASE("a status and a commit give one confirmation on the device's confirm t
     std::lock_guard lock(recorder.mutex);
     CHECK(recorder.handed.back().first == "org/site-1/dev-1/confirm/s1");
     CHECK(wire::decode_confirmation(recorder.handed.back().second) ==
-          wire::Confirmation{.streamid = "s1", .through = 5, .version = 2, .from = 1, .digest = digest_of(1, 5)});
+          wire::Confirmation{.streamid = "s1", .through = 5, .version = 2, .from = 1, .digest = digest_of(1, 5), .missing = {}});
   }
   confirmer.stop();
   const auto c = confirmer.counters();

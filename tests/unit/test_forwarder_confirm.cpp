@@ -372,7 +372,7 @@ TEST_CASE("server mode: a confirmation that proves nothing deletes nothing; the 
   REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 10; }));
 
   // An older ingest's confirmation: a bare through.
-  broker.deliver(message(stream, wire::Confirmation{.streamid = stream, .through = 10, .version = 1, .from = 1, .digest = {}}));
+  broker.deliver(message(stream, wire::Confirmation{.streamid = stream, .through = 10, .version = 1, .from = 1, .digest = {}, .missing = {}}));
   // Another digest: the ids of other events under the same sequences (a
   // restored or cloned file's server side, or a forgery).
   wire::Confirmation other = ledgers().at(stream).confirmation(stream, 10);
@@ -406,7 +406,7 @@ TEST_CASE("server mode with accept_unproven_confirmations: a version-1 confirmat
   Forwarder forwarder(outbox, broker.publisher(), options);
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 6; }));
-  broker.deliver(message(stream, wire::Confirmation{.streamid = stream, .through = 4, .version = 1, .from = 1, .digest = {}}));
+  broker.deliver(message(stream, wire::Confirmation{.streamid = stream, .through = 4, .version = 1, .from = 1, .digest = {}, .missing = {}}));
   REQUIRE(eventually([&] { return outbox.stats().pending == 2; }));
   CHECK(forwarder.stats().confirmations_refused == 0);
   forwarder.stop();

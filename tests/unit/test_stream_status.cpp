@@ -40,7 +40,7 @@ TEST_CASE("topics: a status topic splits into device topic and stream id") {
 }
 
 TEST_CASE("a confirmation of version 2: its range and digest, and back") {
-  wire::Confirmation c{.streamid = "s1", .through = 42, .version = 2, .from = 11, .digest = {0x00ab'cdef'0123'4567ull, 32}};
+  wire::Confirmation c{.streamid = "s1", .through = 42, .version = 2, .from = 11, .digest = {0x00ab'cdef'0123'4567ull, 32}, .missing = {}};
   CHECK(wire::encode_confirmation(c) ==
         R"({"count":32,"digest":"00abcdef01234567","from":11,"streamid":"s1","through":42,"v":2})");
   CHECK(wire::decode_confirmation(wire::encode_confirmation(c)) == c);
@@ -58,15 +58,34 @@ TEST_CASE("a confirmation of version 2: its range and digest, and back") {
   CHECK(v3->digest == wire::OutcomeDigest{1, 2});
 }
 
+TEST_CASE("a confirmation's resend hints: ranges above through, and back") {
+  wire::Confirmation c{.streamid = "s", .through = 10, .version = 2, .from = 1, .digest = {7, 10},
+                       .missing = {{12, 14}, {20, 20}}};
+  CHECK(wire::encode_confirmation(c) ==
+        R"({"count":10,"digest":"0000000000000007","from":1,"missing":[[12,14],[20,20]],"streamid":"s","through":10,"v":2})");
+  CHECK(wire::decode_confirmation(wire::encode_confirmation(c)) == c);
+  const std::string head = R"({"v":2,"streamid":"s","from":1,"through":10,"digest":"0000000000000007","count":10,)";
+  for (const char* bad : {R"("missing":[[10,12]]})", R"("missing":[[12,11]]})", R"("missing":[[12,14],[14,15]]})",
+                                 R"("missing":[[12]]})", R"("missing":{"a":1}})", R"("missing":[[12,"14"]]})"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(wire::decode_confirmation(head + bad).has_value());
+  }
+  std::string many = head + R"("missing":[)";
+  for (int i = 0; i < 33; ++i) many += (i ? "," : "") + std::string("[") + std::to_string(20 + 2 * i) + "," + std::to_string(20 + 2 * i) + "]";
+  CHECK_FALSE(wire::decode_confirmation(many + "]}").has_value());
+  c.missing = {{5, 6}};
+  CHECK_THROWS_AS(wire::encode_confirmation(c), std::invalid_argument);
+}
+
 TEST_CASE("a confirmation of version 1 (an older ingest): streamid and through only") {
-  wire::Confirmation c{.streamid = "s1", .through = 42, .version = 1, .from = 1, .digest = {}};
+  wire::Confirmation c{.streamid = "s1", .through = 42, .version = 1, .from = 1, .digest = {}, .missing = {}};
   CHECK(wire::encode_confirmation(c) == R"({"streamid":"s1","through":42})");
   CHECK(wire::decode_confirmation(wire::encode_confirmation(c)) == c);
   auto old = wire::decode_confirmation(R"({"through":0,"streamid":"x","extra":true})");
   REQUIRE(old.has_value());
   CHECK(old->version == 1);
   CHECK(old->through == 0);
-  CHECK_THROWS_AS(wire::encode_confirmation({.streamid = "s1", .through = -1, .version = 2, .from = 1, .digest = {}}), std::invalid_argument);
+  CHECK_THROWS_AS(wire::encode_confirmation({.streamid = "s1", .through = -1, .version = 2, .from = 1, .digest = {}, .missing = {}}), std::invalid_argument);
 }
 
 TEST_CASE("a malformed confirmation is refused without an exception") {

@@ -70,6 +70,18 @@ void require_non_negative(std::int64_t n, const char* what) {
   if (n < 0) throw std::invalid_argument(std::string(what) + " must not be negative");
 }
 
+// Resend hints: ascending, disjoint, above through, at most
+// max_missing_ranges.
+bool valid_missing(const std::vector<SequenceRange>& missing, std::int64_t through) {
+  if (missing.size() > max_missing_ranges) return false;
+  std::int64_t after = through;
+  for (const auto& r : missing) {
+    if (r.first <= after || r.last < r.first) return false;
+    after = r.last;
+  }
+  return true;
+}
+
 // "v": absent reads as 1; otherwise an integer from 1 to INT_MAX.
 std::optional<int> version_member(const json& doc) {
   if (!doc.contains("v")) return 1;
@@ -115,6 +127,8 @@ std::string encode_confirmation(const Confirmation& c) {
     if (c.from < 1) throw std::invalid_argument("confirmation: from must be at least 1");
     if (c.through < c.from - 1) throw std::invalid_argument("confirmation: through must be at least from - 1");
     require_non_negative(c.digest.count, "confirmation: count");
+    if (!valid_missing(c.missing, c.through))
+      throw std::invalid_argument("confirmation: missing must be at most 32 ascending, disjoint ranges above through");
     doc["v"] = c.version;
   }
   doc["streamid"] = c.streamid;
@@ -123,6 +137,11 @@ std::string encode_confirmation(const Confirmation& c) {
   if (c.version >= 2) {
     doc["digest"] = digest_hex(c.digest.hash);
     doc["count"] = c.digest.count;
+    if (!c.missing.empty()) {
+      json ranges = json::array();
+      for (const auto& r : c.missing) ranges.push_back(json::array({r.first, r.last}));
+      doc["missing"] = std::move(ranges);
+    }
   }
   return doc.dump();
 }
@@ -149,6 +168,17 @@ std::optional<Confirmation> decode_confirmation(std::string_view payload) {
   if (!hash) return std::nullopt;
   c.from = *from;
   c.digest = OutcomeDigest{*hash, *count};
+  if (const auto missing = doc.find("missing"); missing != doc.end()) {
+    if (!missing->is_array() || missing->size() > max_missing_ranges) return std::nullopt;
+    for (const auto& pair : *missing) {
+      if (!pair.is_array() || pair.size() != 2) return std::nullopt;
+      const auto first = detail::non_negative_int64(pair[0]);
+      const auto last = detail::non_negative_int64(pair[1]);
+      if (!first || !last) return std::nullopt;
+      c.missing.push_back({*first, *last});
+    }
+    if (!valid_missing(c.missing, c.through)) return std::nullopt;
+  }
   return c;
 }
 

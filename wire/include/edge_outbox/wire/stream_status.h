@@ -21,6 +21,7 @@
 //     server: stored, rejected, or explained by an outbox.dropped report
 //     (evicted or dead-lettered on the device); digest and count fold in
 //     (OutcomeDigest) every (sequence, id) stored or rejected there.
+//     Optional "missing":[[first,last],...]: resend hints above through.
 //     Version 1 (an older ingest) is {"streamid":"...","through":N}: no
 //     proof, refused by a device of this release unless it opts in.
 //   StreamStatus  {"v":2,"source":"...","streamid":"...","floor":N,"committed":N,
@@ -37,8 +38,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <edge_outbox/wire/outcome_digest.h>
+#include <edge_outbox/wire/sequence_ranges.h>
 
 namespace edge_outbox::wire {
 
@@ -65,6 +68,9 @@ struct StatusTopic {
 // last-but-one level is not "status", or device_topic or streamid is empty.
 std::optional<StatusTopic> parse_stream_status_topic(std::string_view topic);
 
+// The most ranges a confirmation names in "missing".
+inline constexpr std::size_t max_missing_ranges = 32;
+
 // The largest payloads the readers parse; longer ones are refused unread
 // (a real confirmation is under 100 bytes, a status under 1 KiB with a
 // long source; these leave room for the longest streamid and source the
@@ -81,21 +87,33 @@ struct Confirmation {
   // (through >= from - 1), and what the server holds in it.
   std::int64_t from = 1;
   OutcomeDigest digest;
+  // Version 2, optional ("missing", absent: none): resend hints. Ranges
+  // above `through` that have had no outcome at the server for a while
+  // although a higher sequence is stored (a pool member that died with them,
+  // a broker that lost them): the device sends again what it already sent
+  // there, and nothing else. Ascending, disjoint, each first > through, at
+  // most max_missing_ranges. Not covered by the digest: a forged hint costs
+  // a bounded resend, never a deletion.
+  std::vector<SequenceRange> missing;
   friend bool operator==(const Confirmation&, const Confirmation&) = default;
 };
 
 // Version 1 writes {"streamid","through"} only; version 2 and above all the
 // members.
 // Requires: through >= 0; version >= 2 also from >= 1, through >= from - 1,
-// digest.count >= 0; streamid is valid UTF-8. Throws std::invalid_argument
+// digest.count >= 0, missing as decode_confirmation reads it (written only
+// when not empty); streamid is valid UTF-8. Throws std::invalid_argument
 // otherwise.
 std::string encode_confirmation(const Confirmation& confirmation);
 // nullopt unless the payload is at most max_confirmation_bytes of a JSON
 // object with a non-empty string "streamid" and an integer "through" in
 // [0, INT64_MAX]; with "v" (an integer >= 1; absent: 1) of 2 or more, also
 // "from" >= 1 with through >= from - 1, "digest" (16 hexadecimal digits) and
-// "count" >= 0. A version above 2 is read by its version-2 members (members
-// are only ever added). Throws nothing (short of std::bad_alloc).
+// "count" >= 0, and "missing" when present: an array of at most
+// max_missing_ranges [first, last] pairs of integers, ascending, disjoint,
+// first <= last and first > through. A version above 2 is read by its
+// version-2 members (members are only ever added). Throws nothing (short of
+// std::bad_alloc).
 std::optional<Confirmation> decode_confirmation(std::string_view payload);
 
 struct StreamStatus {
