@@ -27,7 +27,9 @@
 #include <edge_outbox/wire/batch.h>
 #include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/wire/dropped_report.h>
+#include <edge_outbox/wire/stream_status.h>
 
+#include "support/device_ledger.h"
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
 #include "support/tcp_proxy.h"
@@ -35,6 +37,7 @@
 #include "support/sim.h"
 
 using namespace edge_outbox::test;
+namespace wire = edge_outbox::wire;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
@@ -384,8 +387,11 @@ TEST_CASE("--confirm server: events stay until a confirmation covers them; the s
 
   // The server confirms while the device is away; the next run finds the
   // retained confirmation and is drained.
+  // An honest ingest's confirmation: the digest of the 40 events it stored.
+  DeviceLedger stored(db);
+  stored.read();
   publish_retained(broker.uri(), "devices/gw-9/confirm/" + streamid,
-                   R"({"streamid":")" + streamid + R"(","through":40})");
+                   wire::encode_confirmation(stored.confirmation(streamid, 40)));
   args = common;
   args.insert(args.end(), {"--count", "0", "--exit-when-drained", "--drain-timeout", "60s"});
   auto second = run_binary(dir, sim_binary(), args);
