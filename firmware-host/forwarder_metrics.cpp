@@ -52,6 +52,9 @@ std::string forwarder_metrics_text(const ForwarderSnapshot& s) {
                "Connections dropped for want of acknowledgements (ack timeout).", as_value(f.ack_timeouts));
   text.counter("edge_outbox_forwarder_resends_total", "Times the unconfirmed events were sent again.",
                as_value(f.resends));
+  text.counter("edge_outbox_forwarder_hinted_resends_total",
+               "Events sent again because the server's confirmation said it misses them (resend hints).",
+               as_value(f.hinted_resends));
   text.counter("edge_outbox_forwarder_confirmations_refused_total",
                "Confirmations that proved nothing the device could check; nothing was deleted for them.",
                as_value(f.confirmations_refused));

@@ -274,6 +274,9 @@ struct ForwarderStats {
   // confirmation, another digest, a range it cannot check), since start:
   // nothing was deleted for them (docs/confirmation.md).
   std::uint64_t confirmations_refused = 0;
+  // Events sent again because a confirmation's resend hints said the server
+  // misses them (wire::Confirmation::missing), since start.
+  std::uint64_t hinted_resends = 0;
   std::string last_error;
   std::int64_t last_publish_wall_ms = 0;  // last acknowledgement; 0: none yet
   // Rounds of the worker thread's loop, since start. It goes round at least

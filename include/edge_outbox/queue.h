@@ -169,6 +169,10 @@ class Queue {
   // unsent again (acked_at = NULL), so next_batch reads it again (restart the
   // cursor at 0). Returns how many.
   std::size_t resend_unconfirmed();
+  // Server mode, a resend hint from the server: the same for the
+  // unconfirmed events with first <= sequence <= last only (events not sent
+  // yet, or in flight, are left alone). Returns how many.
+  std::size_t resend_unconfirmed_in(std::int64_t first, std::int64_t last);
 
   // The durable-before-send barrier: raises the recorded sent_through to
   // sequence (it never falls) in a transaction committed with

@@ -23,6 +23,7 @@
 #include "forward/confirmation_check.h"
 #include "forward/confirmation_wait.h"
 #include "forward/event_wire.h"
+#include "forward/resend_hints.h"
 #include "forward/send_window.h"
 #include "forward/status_schedule.h"
 #include "storage/validate.h"
@@ -32,12 +33,16 @@ namespace {
 
 using detail::ConfirmationCheck;
 using detail::ConfirmationWait;
+using detail::ResendHints;
 using detail::SendAction;
 using detail::SendWindow;
 using detail::StatusSchedule;
 
 // How often the stream's position is read (the status, the unconfirmed count).
 constexpr std::chrono::milliseconds kPositionInterval{1000};
+// Server mode: after a connection, the longest wait for the retained
+// confirmation before the unconfirmed events go again.
+constexpr std::chrono::milliseconds kConfirmationAfterConnect{1000};
 
 // After a failed pass (the file full, locked or failing) the worker waits
 // 1 s, then twice as long after each failure in a row, up to 30 s.
@@ -281,15 +286,32 @@ struct Forwarder::Impl {
   // connection, the confirm timeout.
   void follow_confirmations(SendWindow& window, const std::vector<wire::Confirmation>& confirmations,
                             bool new_connection, bool is_connected, std::int64_t now_ms) EXCLUDES(mutex) {
-    for (const auto& c : confirmations) judge(c, sent_through(window), now_ms);
-    if (new_connection) resend_on_connect = true;
+    for (const auto& c : confirmations) {
+      judge(c, sent_through(window), now_ms);
+      follow_hints(window, c, now_ms);
+    }
+    if (new_connection) {
+      // What waited for confirmation when the link came up goes again (the
+      // broker may have lost it with the connection), not what is sent
+      // meanwhile.
+      resend_on_connect = confirm_wait.connected();
+      connect_resend_at_ms = now_ms + kConfirmationAfterConnect.count();
+      connect_resend_through = sent_through(window);
+    }
     if (!is_connected) return;
     if (resend_on_connect) {
+      // The retained confirmation comes right after the subscription: wait
+      // for it (at most kConfirmationAfterConnect), so that only what lies
+      // above it goes again.
+      if (confirmations.empty() && now_ms < connect_resend_at_ms) return;
       resend_on_connect = false;
-      if (!confirm_wait.connected()) return;
-      log(LogLevel::info, "forwarder: connected with " + std::to_string(unconfirmed) +
+      const std::size_t n = queue->resend_unconfirmed_in(0, connect_resend_through);
+      if (n == 0) return;
+      unconfirmed -= std::min(n, unconfirmed);
+      confirm_wait.unconfirmed(unconfirmed, now_ms);
+      window.left_out();
+      log(LogLevel::info, "forwarder: connected with " + std::to_string(n) +
                               " events waiting for confirmation; sending them again");
-      window.resend_unconfirmed();
       confirm_wait.resent_after_connect(now_ms);
       count_resend();
       return;
@@ -334,6 +356,23 @@ struct Forwarder::Impl {
                                std::to_string(c.from) + " through " + std::to_string(c.through) +
                                ") and deleted nothing: " + std::string(ConfirmationCheck::describe(decision.verdict)) +
                                "; further refusals for this reason are counted, not logged");
+  }
+
+  // A confirmation's resend hints: send again what was sent and
+  // acknowledged in the ranges the server misses, each range at most once
+  // per ResendHints::kMinIntervalMs, nothing else.
+  void follow_hints(SendWindow& window, const wire::Confirmation& c, std::int64_t now_ms) EXCLUDES(mutex) {
+    if (c.missing.empty() || c.streamid != stream_id) return;
+    std::size_t n = 0;
+    for (const auto& r : resend_hints.due(c.missing, now_ms)) n += queue->resend_unconfirmed_in(r.first, r.last);
+    if (n == 0) return;
+    unconfirmed -= std::min(n, unconfirmed);
+    confirm_wait.unconfirmed(unconfirmed, now_ms);
+    window.left_out();  // read them again once caught up: after the window's own work, before new reads
+    log(LogLevel::debug, "forwarder: the server misses " + std::to_string(n) + " events it was sent; sending them again");
+    MutexLock lock(mutex);
+    shared_stats.unconfirmed = unconfirmed;
+    shared_stats.hinted_resends += n;
   }
 
   void count_resend() EXCLUDES(mutex) {
@@ -837,6 +876,7 @@ struct Forwarder::Impl {
       if (position_loaded) {
         if (server_mode && link_up) {
           if (auto due = confirm_wait.deadline()) wake_at = std::min(wake_at, std::max(*due, now_ms + 1));
+          if (resend_on_connect) wake_at = std::min(wake_at, std::max(connect_resend_at_ms, now_ms + 1));
         }
         if (server_mode || !status_topic.empty()) wake_at = std::min(wake_at, status_schedule.next_check_ms());
       }
@@ -892,6 +932,9 @@ struct Forwarder::Impl {
   std::size_t unconfirmed = 0;
   std::int64_t confirmed_applied = 0;  // the highest through given to Queue::confirm_through
   bool resend_on_connect = false;      // a connection came up: resend once the link is seen up
+  std::int64_t connect_resend_at_ms = 0;  // ... and the retained confirmation came, or at this time
+  std::int64_t connect_resend_through = 0;  // ... the unconfirmed events up to here
+  ResendHints resend_hints;
   ConfirmationWait confirm_wait;
   ConfirmationCheck confirm_check{false, 0, 1};  // made anew by load_position
   std::set<ConfirmationCheck::Verdict> refusals_logged;  // reasons already logged

@@ -143,6 +143,8 @@ const std::string confirm_deleted = "DELETE FROM outbox WHERE " + unconfirmed_ro
 const std::string raise_confirmed_through =
     "UPDATE outbox_meta SET value = max(value, ?) WHERE key = 'confirmed_through'";
 const std::string clear_all_acks = "UPDATE outbox SET acked_at = NULL WHERE " + unconfirmed_row;
+const std::string clear_acks_between =
+    "UPDATE outbox SET acked_at = NULL WHERE " + unconfirmed_row + " AND sequence BETWEEN ? AND ?";
 const std::string raise_sent_through_value =
     "UPDATE outbox_meta SET value = max(value, ?) WHERE key = 'sent_through'";
 const std::string read_meta_integer = "SELECT value FROM outbox_meta WHERE key = ?";
@@ -490,6 +492,13 @@ std::int64_t OutboxTables::confirm_through(std::int64_t through, bool keep) {
 }
 
 std::int64_t OutboxTables::clear_acks() { return db_.exec(clear_all_acks); }
+
+std::int64_t OutboxTables::clear_acks(std::int64_t first, std::int64_t last) {
+  SQLite::Statement clear(db_, clear_acks_between);
+  clear.bind(1, first);
+  clear.bind(2, last);
+  return clear.exec();
+}
 
 void OutboxTables::raise_sent_through(std::int64_t sequence) {
   SQLite::Statement raise(db_, raise_sent_through_value);

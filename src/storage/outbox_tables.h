@@ -100,6 +100,8 @@ class OutboxTables {
   std::int64_t confirm_through(std::int64_t through, bool keep);
   // acked_at = NULL on every pending event. Returns how many were acked.
   std::int64_t clear_acks();
+  // The same for the pending events with first <= sequence <= last.
+  std::int64_t clear_acks(std::int64_t first, std::int64_t last);
   // Raises the meta key sent_through to sequence. When it does not rise,
   // SQLite writes no page (an overwrite with the same bytes leaves the page
   // clean), so the commit has nothing to sync.

@@ -244,6 +244,19 @@ std::size_t Queue::resend_unconfirmed() {
   return static_cast<std::size_t>(cleared);
 }
 
+std::size_t Queue::resend_unconfirmed_in(std::int64_t first, std::int64_t last) {
+  auto& d = *impl_;
+  std::int64_t cleared = 0;
+  try {
+    WriteTransaction tx(d.connection);
+    cleared = d.tables.clear_acks(first, last);
+    tx.commit();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "marking unconfirmed events for sending again");
+  }
+  return static_cast<std::size_t>(cleared);
+}
+
 void Queue::record_sent_through(std::int64_t sequence) {
   auto& d = *impl_;
   const bool switch_mode = d.options.durability != Durability::full;

@@ -261,6 +261,78 @@ TEST_CASE("server mode: a reconnect with unconfirmed events sends them again") {
   forwarder.stop();
 }
 
+// The sequences of the event messages the broker got, in order.
+std::vector<long long> sent_sequences(const test::FakeBroker& broker) {
+  std::vector<long long> out;
+  for (const auto& m : broker.sent()) {
+    if (m.topic.find("/events/") == std::string::npos) continue;
+    for (const auto& [k, v] : m.user_properties)
+      if (k == "sequence") out.push_back(std::stoll(v));
+  }
+  return out;
+}
+
+TEST_CASE("server mode: after a reconnect the retained confirmation comes first; only what lies above it goes again") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 6);
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), server_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 6; }));
+  broker.set_connected(false);
+  REQUIRE(eventually([&] { return !forwarder.stats().connected; }));
+  // The server stored 1..4 meanwhile: its retained confirmation arrives with
+  // the subscription, before the device resends.
+  broker.set_connected(true);
+  broker.deliver(confirmation(stream, 4));
+  REQUIRE(eventually([&] { return forwarder.stats().resends == 1 && outbox.stats().pending == 2; }));
+  REQUIRE(eventually([&] { return event_publishes(broker) == 8 && outbox.stats().unconfirmed == 2; }));
+  CHECK(sent_sequences(broker) == std::vector<long long>{1, 2, 3, 4, 5, 6, 5, 6});
+  forwarder.stop();
+}
+
+TEST_CASE("server mode: resend hints send again only what the server misses, each range at most every 2 s") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const auto stream = outbox.stream_id();
+  enqueue(outbox, 10);
+  test::FakeBroker broker;
+  auto clock = std::make_shared<test::ManualClock>();
+  auto options = server_options();
+  options.clock = clock;
+  Forwarder forwarder(outbox, broker.publisher(), options);
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 10; }));
+  // The server has 1..4, 7, 8 and 10: a pool member died with 5, 6 and 9.
+  auto with_hints = [&](std::int64_t through) {
+    wire::Confirmation c = ledgers().at(stream).confirmation(stream, through);
+    c.missing = {{5, 6}, {9, 9}};
+    return message(stream, c);
+  };
+  clock->advance(10);  // the window's retry_interval since its last pass from the start
+  broker.deliver(with_hints(4));
+  REQUIRE(eventually([&] { return event_publishes(broker) == 13 && outbox.stats().unconfirmed == 6; }));
+  CHECK(sent_sequences(broker) == std::vector<long long>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 5, 6, 9});
+  CHECK(forwarder.stats().hinted_resends == 3);
+  // The same hints again within 2 s: nothing more goes (a repeated or
+  // forged confirmation costs a bounded resend). The honest one after it
+  // shows they were handled.
+  broker.deliver(with_hints(4));
+  broker.deliver(confirmation(stream, 6));
+  REQUIRE(eventually([&] { return outbox.stats().pending == 4; }));
+  CHECK(event_publishes(broker) == 13);
+  // 2 s later they may go again.
+  clock->advance(2'000);
+  wire::Confirmation later = ledgers().at(stream).confirmation(stream, 6);
+  later.missing = {{9, 9}};
+  broker.deliver(message(stream, later));
+  REQUIRE(eventually([&] { return event_publishes(broker) == 14; }));
+  CHECK(sent_sequences(broker).back() == 9);
+  forwarder.stop();
+}
+
 TEST_CASE("a forwarder restarted with unconfirmed events sends them again and keeps the recorded through") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");

@@ -150,6 +150,38 @@ TEST_CASE("resend_unconfirmed makes every unconfirmed event unsent again, in ord
   CHECK_FALSE(queue.has_pending());
 }
 
+TEST_CASE("resend_unconfirmed_in: only the unconfirmed events of the range go again, never unsent ones") {
+  test::TempDir dir;
+  Outbox outbox(dir / "h.db");
+  enqueue(outbox, 10);
+  Queue queue(dir / "h.db");
+  const auto all = sequences(queue.next_batch(0, 10));
+  queue.mark_acked(std::span(all).first(8));  // 9 and 10 never acknowledged (unsent or in flight)
+  CHECK(queue.resend_unconfirmed_in(all[4], all[9]) == 4);  // 5..8 of 5..10
+  CHECK(sequences(queue.next_batch(0, 10)) ==
+        std::vector<std::int64_t>{all[4], all[5], all[6], all[7], all[8], all[9]});
+  CHECK(outbox.stats().unconfirmed == 4);
+  CHECK(queue.resend_unconfirmed_in(all[4], all[9]) == 0);
+}
+
+TEST_CASE("floor and for_each_held: what a confirmation is checked against") {
+  test::TempDir dir;
+  Outbox outbox(dir / "f.db");
+  Queue queue(dir / "f.db");
+  CHECK(queue.floor() == 1);
+  enqueue(outbox, 6);
+  const auto all = sequences(queue.next_batch(0, 10));
+  queue.mark_acked(std::span(all).first(3));
+  queue.confirm_through(all[1]);
+  CHECK(queue.floor() == all[2]);
+  std::vector<std::int64_t> held;
+  queue.for_each_held(1, all[4], [&](std::int64_t sequence, std::string_view id) {
+    CHECK_FALSE(id.empty());
+    held.push_back(sequence);
+  });
+  CHECK(held == std::vector<std::int64_t>{all[2], all[3], all[4]});
+}
+
 TEST_CASE("next_batch reads unsent rows through the outbox_unsent index") {
   test::TempDir dir;
   { Outbox outbox(dir / "i.db"); }
