@@ -166,9 +166,11 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
       rows.clear();
       return;
     }
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      known_[keys[i]] = Known{rows[i].device_topic, rows[i].status.floor,
-                              rows[i].status.confirmation == wire::StreamStatus::Mode::server};
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const bool server = rows[i].status.confirmation == wire::StreamStatus::Mode::server;
+      known_[keys[i]] = Known{rows[i].device_topic, rows[i].status.floor, server};
+      clear_refusal(keys[i], rows[i].device_topic, server);
+    }
     const auto now = SteadyClock::now();
     MutexLock lock(mutex_);
     counters_.statuses += rows.size();
@@ -225,6 +227,20 @@ Confirmer::Admission Confirmer::admit(const StreamKey& key, const PendingStatus&
   }
   report_refused(key, pending.device_topic);
   return Admission::refuse;
+}
+
+void Confirmer::clear_refusal(const StreamKey& key, const std::string& device_topic, bool server) {
+  const auto told = refused_told_.find(device_topic);
+  if (told == refused_told_.end() || told->second.erase(key.streamid) == 0) return;
+  // In server mode the next confirmation replaces the notice; in broker
+  // mode none comes: clear the retained notice (an empty retained message).
+  if (server || !options_.publish) return;
+  const std::string topic = wire::confirm_topic(device_topic, key.streamid);
+  try {
+    publish_(topic, "");
+  } catch (const std::exception& e) {
+    log_failure("publishing on '" + printable(topic) + "'", e);
+  }
 }
 
 void Confirmer::report_refused(const StreamKey& key, const std::string& device_topic) {

@@ -126,6 +126,10 @@ class Confirmer {
   // counts, logs and reports it).
   Admission admit(const StreamKey& key, const PendingStatus& pending) EXCLUDES(mutex_);
   void report_refused(const StreamKey& key, const std::string& device_topic) EXCLUDES(mutex_);
+  // The stream, refused and told before, was recorded now: a broker-mode
+  // stream's retained notice is cleared (a server-mode one's is replaced by
+  // its next confirmation).
+  void clear_refusal(const StreamKey& key, const std::string& device_topic, bool server);
   void confirm(const std::vector<StreamKey>& due) EXCLUDES(mutex_);
   // What a stream's latest status says that a confirmation needs.
   struct Known {

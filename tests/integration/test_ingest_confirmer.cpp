@@ -351,6 +351,18 @@ TEST_CASE("statuses of new idle streams beyond the bound are refused, counted, t
     REQUIRE(wait_until([&] { return confirmer.counters().statuses == 5; }));
     confirmer.status_received("devices/dev-1", of("d"));
     REQUIRE(wait_until([&] { return confirmer.counters().statuses_refused == 3; }));
+    // Admitted later in broker mode (no confirmation will replace the
+    // notice): the retained notice is cleared.
+    writer_store->commit(events_of("b"));
+    confirmer.committed({StreamKey{"dev-1", "b"}});
+    auto broker_mode = of("d");
+    broker_mode.confirmation = wire::StreamStatus::Mode::broker;
+    confirmer.status_received("devices/dev-1", broker_mode);
+    REQUIRE(wait_until([&] { return confirmer.counters().statuses == 6; }));
+    {
+      std::lock_guard lock(recorder.mutex);
+      CHECK(recorder.handed.back() == std::pair<std::string, std::string>{"devices/dev-1/confirm/d", ""});
+    }
     confirmer.stop();
     CHECK(confirmer.counters().statuses == writer_store->streams().size());
   }
@@ -360,7 +372,7 @@ TEST_CASE("statuses of new idle streams beyond the bound are refused, counted, t
             return m.find("refusing the statuses of new streams on device topic 'devices/dev-1'") != std::string::npos;
           }) == 1);
   }
-  // The next run counts the store's idle streams (b and c) from the start.
+  // The next run counts the store's idle streams (c and d) from the start.
   Confirmer again(open_sqlite_store(path, SqliteSync::normal), options, recorder.function(), {});
   again.status_received("devices/dev-1", of("f"));
   again.status_received("devices/dev-1", of("b"));
