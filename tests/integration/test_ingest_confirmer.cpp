@@ -323,7 +323,9 @@ TEST_CASE("statuses of new idle streams beyond the bound are refused, counted, t
   {
     Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), options, recorder.function(), log);
     for (const char* id : {"a", "b", "c", "d"}) confirmer.status_received("devices/dev-1", of(id));
-    confirmer.status_received("devices/dev-2", of("x"));  // another device: a count of its own
+    auto other_device = of("x");
+    other_device.source = "dev-2";
+    confirmer.status_received("devices/dev-2", other_device);  // another device: a count of its own
     REQUIRE(wait_until([&] {
       const auto c = confirmer.counters();
       return c.statuses + c.statuses_refused == 5;
