@@ -55,6 +55,18 @@ void Confirmer::status_received(std::string device_topic, wire::StreamStatus sta
   StreamKey key{status.source, status.streamid};
   {
     MutexLock lock(mutex_);
+    if (!statuses_.contains(key)) {
+      auto& queued = queued_per_device_[device_topic];
+      if (queued >= options_.queued_streams_per_device) {
+        ++counters_.statuses_refused;
+        if (queue_full_.insert(device_topic).second) {
+          wake_ = true;  // to log it
+          cv_.notify_all();
+        }
+        return;
+      }
+      ++queued;
+    }
     auto [it, added] = statuses_.try_emplace(std::move(key), PendingStatus{device_topic, status});
     if (!added && status_replaces(status, it->second.status))
       it->second = PendingStatus{std::move(device_topic), std::move(status)};
@@ -113,6 +125,20 @@ void Confirmer::run() {
     const auto now = SteadyClock::now();
     std::map<StreamKey, PendingStatus> batch = std::move(statuses_);
     statuses_.clear();
+    queued_per_device_.clear();
+    std::vector<std::string> queue_full;
+    for (const auto& device : queue_full_)
+      if (queue_full_logged_.insert(device).second) queue_full.push_back(device);
+    queue_full_.clear();
+    if (!queue_full.empty() && log_) {
+      lock.unlock();
+      for (const auto& device : queue_full)
+        log_("warn", "dropping statuses of device topic '" + printable(device) + "': " +
+                         std::to_string(options_.queued_streams_per_device) +
+                         " of its streams already wait to be recorded (counted in statuses_refused; logged once "
+                         "per device topic)");
+      lock.lock();
+    }
     for (auto& [key, pending] : batch) {  // the better-ranked of a failed status and a newer one
       const auto failed = retry.find(key);
       if (failed == retry.end()) continue;

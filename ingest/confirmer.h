@@ -31,7 +31,10 @@
 // device topic that already has max_idle_streams_per_device such streams
 // (idle_streams.h), is refused: not recorded, counted in statuses_refused,
 // logged once per device topic and reported on the stream's confirm topic
-// (refused_stream_notice; docs/confirmation.md "Refused streams").
+// (refused_stream_notice; docs/confirmation.md "Refused streams"). A
+// device topic with queued_streams_per_device streams waiting in the queue
+// gets no more queued until the queue is taken: further statuses are
+// dropped, counted in statuses_refused and logged once per device topic.
 //
 // A status whose recording fails is kept (the best-ranked per stream) and
 // tried again after a second; so is a lookup that fails. A stream without a
@@ -81,6 +84,10 @@ struct ConfirmerOptions {
   // Per device topic, the most streams with a status and no outcome
   // (--max-idle-streams-per-device; idle_streams.h).
   std::size_t max_idle_streams_per_device = 16;
+  // Per device topic, the most streams whose statuses wait in the queue at
+  // once; a status of a further stream is dropped and counted in
+  // statuses_refused (a flood faster than the store must not grow memory).
+  std::size_t queued_streams_per_device = 4096;
 };
 
 struct ConfirmerCounters {
@@ -168,6 +175,8 @@ class Confirmer {
   bool wake_ GUARDED_BY(mutex_) = false;  // something was queued or touched
   ConfirmSchedule schedule_ GUARDED_BY(mutex_);
   std::map<StreamKey, PendingStatus> statuses_ GUARDED_BY(mutex_);  // to record
+  std::map<std::string, std::size_t> queued_per_device_ GUARDED_BY(mutex_);  // streams in statuses_
+  std::set<std::string> queue_full_ GUARDED_BY(mutex_);  // device topics whose statuses were dropped, to log
   ConfirmerCounters counters_ GUARDED_BY(mutex_);
   IdleStreams idle_ GUARDED_BY(mutex_);
 
@@ -181,6 +190,7 @@ class Confirmer {
   std::chrono::steady_clock::time_point streams_read_at_{};
   std::chrono::steady_clock::time_point last_failure_log_{};
   std::set<std::string> refused_logged_;                      // device topics
+  std::set<std::string> queue_full_logged_;                   // device topics
   std::map<std::string, std::set<std::string>> refused_told_;  // streamids told, per device topic
   std::thread thread_;
 };

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <mutex>
 
 #include "ingest/confirmer.h"
@@ -152,6 +153,15 @@ class FailingStatusStore final : public Store {
  public:
   FailingStatusStore(std::unique_ptr<Store> inner, int failures) : inner_(std::move(inner)), failures_(failures) {}
   int failures_left() const { return failures_; }
+  // idle_streams() (read as the Confirmer's thread starts) waits for this.
+  void hold_start(std::shared_future<void> gate) { start_gate_ = std::move(gate); }
+  std::vector<IdleStream> idle_streams() override {
+    if (start_gate_.valid()) start_gate_.wait();
+    return inner_->idle_streams();
+  }
+  bool stream_has_outcome(const std::string& source, const std::string& streamid) override {
+    return inner_->stream_has_outcome(source, streamid);
+  }
   std::vector<CommitResult> commit(const std::vector<Row>& rows) override { return inner_->commit(rows); }
   void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
     inner_->for_each_sequence(fn);
@@ -187,6 +197,7 @@ class FailingStatusStore final : public Store {
  private:
   std::unique_ptr<Store> inner_;
   std::atomic<int> failures_;
+  std::shared_future<void> start_gate_;
 };
 
 }  // namespace
@@ -558,4 +569,44 @@ TEST_CASE("statuses of new idle streams beyond the bound are refused, counted, t
   }));
   CHECK(again.counters().statuses_refused == 1);
   CHECK(again.counters().statuses == 1);
+}
+
+TEST_CASE("a device's statuses beyond the queue's bound are dropped and counted while the store lags") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  Recorder recorder;
+  ConfirmerOptions options;
+  options.queued_streams_per_device = 50;
+  std::promise<void> release;
+  auto store = std::make_unique<FailingStatusStore>(open_sqlite_store(path, SqliteSync::normal), 0);
+  store->hold_start(release.get_future().share());  // the thread waits: nothing is taken from the queue
+  std::vector<std::string> logged;
+  std::mutex log_mutex;
+  Confirmer confirmer(std::move(store), options, recorder.function(), [&](const std::string&, const std::string& m) {
+    std::lock_guard lock(log_mutex);
+    logged.push_back(m);
+  });
+  auto of = [](const std::string& source, const std::string& streamid) {
+    auto s = status(1, 5);
+    s.source = source;
+    s.streamid = streamid;
+    return s;
+  };
+  for (int i = 0; i < 200; ++i) confirmer.status_received("devices/flood", of("flood", "s" + std::to_string(i)));
+  confirmer.status_received("devices/flood", of("flood", "s7"));  // a queued stream again: coalesced, not dropped
+  confirmer.status_received("devices/dev-1", of("dev-1", "s1"));  // another device is not held back
+  CHECK(confirmer.counters().statuses_refused == 150);
+  release.set_value();
+  REQUIRE(wait_until([&] {
+    const auto c = confirmer.counters();
+    return c.statuses + c.statuses_refused == 201;
+  }));
+  confirmer.stop();
+  const auto c = confirmer.counters();
+  CHECK(c.statuses == 17);  // 16 idle flood streams and dev-1's
+  CHECK(c.statuses_refused == 184);
+  std::lock_guard lock(log_mutex);
+  CHECK(std::count_if(logged.begin(), logged.end(), [](const std::string& m) {
+          return m.find("dropping statuses of device topic 'devices/flood'") != std::string::npos;
+        }) == 1);
 }
