@@ -402,11 +402,17 @@ class SqliteStore final : public Store {
 
   bool stream_has_outcome(const std::string& source, const std::string& streamid) override {
     try {
-      SQLite::Statement st(db_, stream_has_outcome_sql);
+      if (!has_outcome_) has_outcome_ = std::make_unique<SQLite::Statement>(db_, stream_has_outcome_sql);
+      auto& st = *has_outcome_;  // prepared once: a flood asks it once per refused status
+      st.tryReset();
+      st.clearBindings();
       st.bind(1, source);
       st.bind(2, streamid);
-      return st.executeStep() && st.getColumn(0).getInt64() != 0;
+      const bool has = st.executeStep() && st.getColumn(0).getInt64() != 0;
+      st.tryReset();
+      return has;
     } catch (const SQLite::Exception& e) {
+      if (has_outcome_) has_outcome_->tryReset();
       throw sqlite_error(path_, e);
     }
   }
@@ -1001,6 +1007,7 @@ class SqliteStore final : public Store {
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;
   std::vector<std::string> notices_;  // what opening repaired (open_notices)
+  std::unique_ptr<SQLite::Statement> has_outcome_;  // stream_has_outcome's, prepared at first use
 };
 
 }  // namespace
