@@ -139,6 +139,24 @@ std::vector<Row> events(std::int64_t from, std::int64_t to) {
 
 const StreamKey stream{"dev-1", "s1"};
 
+// The messages a Confirmer logs.
+struct LogLines {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  Logger function() {
+    return [this](const std::string&, const std::string& message) {
+      std::lock_guard lock(mutex);
+      lines.push_back(message);
+    };
+  }
+  // How many lines contain `part`.
+  std::size_t count(const std::string& part) {
+    std::lock_guard lock(mutex);
+    return static_cast<std::size_t>(std::count_if(
+        lines.begin(), lines.end(), [&](const std::string& m) { return m.find(part) != std::string::npos; }));
+  }
+};
+
 bool wait_until(const std::function<bool()>& condition) {
   auto deadline = std::chrono::steady_clock::now() + 20s;
   while (!condition()) {
@@ -318,13 +336,9 @@ TEST_CASE("a status whose recording fails is recorded on a later try; a newer on
   Recorder recorder;
   ConfirmerOptions options;
   options.retry_after = 50ms;
-  std::vector<std::string> logged;
-  std::mutex log_mutex;
+  LogLines logged;
   Confirmer confirmer(std::make_unique<FailingStatusStore>(open_sqlite_store(path, SqliteSync::normal), 2), options,
-                      recorder.function(), [&](const std::string&, const std::string& message) {
-                        std::lock_guard lock(log_mutex);
-                        logged.push_back(message);
-                      });
+                      recorder.function(), logged.function());
   confirmer.status_received("devices/dev-1", status(1, 1));
   confirmer.status_received("devices/dev-1", status(1, 2));  // the newest per stream is what counts
   writer_store->commit(events(1, 2));
@@ -334,9 +348,9 @@ TEST_CASE("a status whose recording fails is recorded on a later try; a newer on
   CHECK(confirmer.counters().statuses == 1);
   REQUIRE(writer_store->streams().size() == 1);
   CHECK(writer_store->streams()[0].status.committed == 2);
-  std::lock_guard lock(log_mutex);
-  REQUIRE(!logged.empty());
-  CHECK(logged[0].find("database is locked") != std::string::npos);
+  std::lock_guard lock(logged.mutex);
+  REQUIRE(!logged.lines.empty());
+  CHECK(logged.lines[0].find("database is locked") != std::string::npos);
 }
 
 TEST_CASE("each confirmation starts where the last ended: the walk floor rises with what is published") {
@@ -484,12 +498,7 @@ TEST_CASE("statuses of new idle streams beyond the bound are refused, counted, t
   Recorder recorder;
   ConfirmerOptions options;
   options.max_idle_streams_per_device = 2;
-  std::vector<std::string> logged;
-  std::mutex log_mutex;
-  auto log = [&](const std::string&, const std::string& message) {
-    std::lock_guard lock(log_mutex);
-    logged.push_back(message);
-  };
+  LogLines logged;
   auto of = [](const std::string& streamid) {
     auto s = status(1, 5);
     s.streamid = streamid;
@@ -505,7 +514,7 @@ TEST_CASE("statuses of new idle streams beyond the bound are refused, counted, t
     return rows;
   };
   {
-    Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), options, recorder.function(), log);
+    Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), options, recorder.function(), logged.function());
     for (const char* id : {"a", "b", "c", "d"}) confirmer.status_received("devices/dev-1", of(id));
     auto other_device = of("x");
     other_device.source = "dev-2";
@@ -553,12 +562,7 @@ TEST_CASE("statuses of new idle streams beyond the bound are refused, counted, t
     confirmer.stop();
     CHECK(confirmer.counters().statuses == writer_store->streams().size());
   }
-  {
-    std::lock_guard lock(log_mutex);
-    CHECK(std::count_if(logged.begin(), logged.end(), [](const std::string& m) {
-            return m.find("refusing the statuses of new streams on device topic 'devices/dev-1'") != std::string::npos;
-          }) == 1);
-  }
+  CHECK(logged.count("refusing the statuses of new streams on device topic 'devices/dev-1'") == 1);
   // The next run counts the store's idle streams (c and d) from the start.
   Confirmer again(open_sqlite_store(path, SqliteSync::normal), options, recorder.function(), {});
   again.status_received("devices/dev-1", of("f"));
@@ -580,12 +584,8 @@ TEST_CASE("a device's statuses beyond the queue's bound are dropped and counted 
   std::promise<void> release;
   auto store = std::make_unique<FailingStatusStore>(open_sqlite_store(path, SqliteSync::normal), 0);
   store->hold_start(release.get_future().share());  // the thread waits: nothing is taken from the queue
-  std::vector<std::string> logged;
-  std::mutex log_mutex;
-  Confirmer confirmer(std::move(store), options, recorder.function(), [&](const std::string&, const std::string& m) {
-    std::lock_guard lock(log_mutex);
-    logged.push_back(m);
-  });
+  LogLines logged;
+  Confirmer confirmer(std::move(store), options, recorder.function(), logged.function());
   auto of = [](const std::string& source, const std::string& streamid) {
     auto s = status(1, 5);
     s.source = source;
@@ -605,8 +605,5 @@ TEST_CASE("a device's statuses beyond the queue's bound are dropped and counted 
   const auto c = confirmer.counters();
   CHECK(c.statuses == 17);  // 16 idle flood streams and dev-1's
   CHECK(c.statuses_refused == 184);
-  std::lock_guard lock(log_mutex);
-  CHECK(std::count_if(logged.begin(), logged.end(), [](const std::string& m) {
-          return m.find("dropping statuses of device topic 'devices/flood'") != std::string::npos;
-        }) == 1);
+  CHECK(logged.count("dropping statuses of device topic 'devices/flood'") == 1);
 }
