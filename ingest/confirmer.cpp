@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "ingest/classify.h"
 #include "ingest/stream_walk.h"
+#include "ingest/status_rank.h"
 
 namespace edge_outbox::ingest {
 
@@ -13,15 +16,27 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::seconds failure_log_interval{10};
+// Statuses per store transaction: a flood costs one commit per this many,
+// and stop() waits for at most one such transaction.
+constexpr std::size_t statuses_per_transaction = 256;
+// Refused streams told on their confirm topic, per device topic and run:
+// past that, refusals are counted and were logged, not published (a flood
+// of new streamids must not become a flood of retained messages).
+constexpr std::size_t refusals_told_per_device = 256;
 
 }  // namespace
+
+std::string refused_stream_notice(const std::string& streamid) {
+  return nlohmann::json{{"v", 2}, {"streamid", streamid}, {"refused", "too many idle streams for this device"}}.dump();
+}
 
 Confirmer::Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log)
     : store_(std::move(store)),
       options_(options),
       publish_(std::move(publish)),
       log_(std::move(log)),
-      schedule_(options.schedule) {
+      schedule_(options.schedule),
+      idle_(options.max_idle_streams_per_device) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -40,10 +55,29 @@ void Confirmer::status_received(std::string device_topic, wire::StreamStatus sta
   StreamKey key{status.source, status.streamid};
   {
     MutexLock lock(mutex_);
-    statuses_.insert_or_assign(std::move(key), PendingStatus{std::move(device_topic), std::move(status)});
+    if (!statuses_.contains(key)) {
+      auto& queued = queued_per_device_[device_topic];
+      if (queued >= options_.queued_streams_per_device) {
+        ++counters_.statuses_refused;
+        if (queue_full_.insert(device_topic).second) {
+          wake_ = true;  // to log it
+          cv_.notify_all();
+        }
+        return;
+      }
+      ++queued;
+    }
+    auto [it, added] = statuses_.try_emplace(std::move(key), PendingStatus{device_topic, status});
+    if (!added && status_replaces(status, it->second.status))
+      it->second = PendingStatus{std::move(device_topic), std::move(status)};
     wake_ = true;
     cv_.notify_all();
   }
+}
+
+bool Confirmer::stop_requested() const {
+  MutexLock lock(mutex_);
+  return stopping_;
 }
 
 void Confirmer::status_invalid() {
@@ -52,10 +86,12 @@ void Confirmer::status_invalid() {
 }
 
 void Confirmer::committed(const std::vector<StreamKey>& streams) {
-  if (streams.empty() || !options_.publish) return;
+  if (streams.empty()) return;
   const auto now = SteadyClock::now();
   {
     MutexLock lock(mutex_);
+    for (const auto& key : streams) idle_.has_outcome(key);
+    if (!options_.publish) return;
     for (const auto& key : streams) schedule_.touched(key, now);
     wake_ = true;
     cv_.notify_all();
@@ -67,7 +103,21 @@ ConfirmerCounters Confirmer::counters() const {
   return counters_;
 }
 
+void Confirmer::seed_idle_streams() {
+  try {
+    const auto idle = store_->idle_streams();
+    MutexLock lock(mutex_);
+    for (const auto& s : idle) idle_.add_idle(s.device_topic, StreamKey{s.source, s.streamid});
+  } catch (const std::exception& e) {
+    if (log_)
+      log_("warn", std::string("reading the streams with a status and no event failed; the idle-stream bound counts "
+                               "from none: ") +
+                       e.what());
+  }
+}
+
 void Confirmer::run() {
+  seed_idle_streams();
   std::map<StreamKey, PendingStatus> retry;  // statuses whose recording failed
   SteadyClock::time_point retry_at{};
   MutexLock lock(mutex_);
@@ -75,7 +125,26 @@ void Confirmer::run() {
     const auto now = SteadyClock::now();
     std::map<StreamKey, PendingStatus> batch = std::move(statuses_);
     statuses_.clear();
-    for (const auto& entry : batch) retry.erase(entry.first);  // a newer status replaces a failed one
+    queued_per_device_.clear();
+    std::vector<std::string> queue_full;
+    for (const auto& device : queue_full_)
+      if (queue_full_logged_.insert(device).second) queue_full.push_back(device);
+    queue_full_.clear();
+    if (!queue_full.empty() && log_) {
+      lock.unlock();
+      for (const auto& device : queue_full)
+        log_("warn", "dropping statuses of device topic '" + printable(device) + "': " +
+                         std::to_string(options_.queued_streams_per_device) +
+                         " of its streams already wait to be recorded (counted in statuses_refused; logged once "
+                         "per device topic)");
+      lock.lock();
+    }
+    for (auto& [key, pending] : batch) {  // the better-ranked of a failed status and a newer one
+      const auto failed = retry.find(key);
+      if (failed == retry.end()) continue;
+      if (!status_replaces(pending.status, failed->second.status)) pending = std::move(failed->second);
+      retry.erase(failed);
+    }
     if (!retry.empty() && now >= retry_at) {
       batch.merge(retry);
       retry.clear();
@@ -85,7 +154,7 @@ void Confirmer::run() {
     if (!batch.empty() || !due.empty()) {
       lock.unlock();
       auto failed = record_statuses(std::move(batch));
-      confirm(due);
+      if (!stop_requested()) confirm(due);
       lock.lock();
       if (!failed.empty()) {
         failed.merge(retry);
@@ -108,7 +177,41 @@ void Confirmer::run() {
 std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
     std::map<StreamKey, PendingStatus> statuses) {
   std::map<StreamKey, PendingStatus> failed;
+  std::vector<StreamKey> keys;
+  std::vector<StatusToRecord> rows;
+  auto record = [&] {
+    if (rows.empty()) return;
+    try {
+      store_->record_stream_statuses(rows);
+    } catch (const std::exception& e) {
+      log_failure("recording " + std::to_string(rows.size()) + " stream statuses (the first: stream '" +
+                      printable(keys.front().streamid) + "' of '" + printable(keys.front().source) + "')",
+                  e);
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        failed.emplace(keys[i], PendingStatus{std::move(rows[i].device_topic), std::move(rows[i].status)});
+      keys.clear();
+      rows.clear();
+      return;
+    }
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const bool server = rows[i].status.confirmation == wire::StreamStatus::Mode::server;
+      known_[keys[i]] = Known{rows[i].device_topic, server};
+      clear_refusal(keys[i], rows[i].device_topic, server);
+    }
+    const auto now = SteadyClock::now();
+    MutexLock lock(mutex_);
+    counters_.statuses += rows.size();
+    if (options_.publish)
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i].status.confirmation == wire::StreamStatus::Mode::server)
+          schedule_.device_holds(keys[i], rows[i].status.confirmed_through);
+        schedule_.touched(keys[i], now);
+      }
+    keys.clear();
+    rows.clear();
+  };
   for (auto& [key, pending] : statuses) {
+    if (stop_requested()) return failed;  // the rest is dropped, this batch's unrecorded rows too
     try {
       if (const auto bound_to = bindings_.bound_elsewhere(*store_, key.source, pending.device_topic)) {
         if (log_ && conflicts_logged_.emplace(key.source, pending.device_topic).second)
@@ -120,24 +223,90 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
         ++counters_.source_conflicts;
         continue;
       }
-      store_->record_stream_status(pending.device_topic, pending.status);
     } catch (const std::exception& e) {
-      log_failure("recording the status of stream '" + printable(key.streamid) + "' of '" + printable(key.source) +
-                      "'",
+      log_failure("checking the source binding of stream '" + printable(key.streamid) + "' of '" +
+                      printable(key.source) + "'",
                   e);
       failed.emplace(key, std::move(pending));
       continue;
     }
-    known_[key] = Known{pending.device_topic, pending.status.confirmation == wire::StreamStatus::Mode::server};
-    const auto now = SteadyClock::now();
-    MutexLock lock(mutex_);
-    ++counters_.statuses;
-    if (!options_.publish) continue;
-    if (pending.status.confirmation == wire::StreamStatus::Mode::server)
-      schedule_.device_holds(key, pending.status.confirmed_through);
-    schedule_.touched(key, now);
+    switch (admit(key, pending)) {
+      case Admission::refuse:
+        continue;
+      case Admission::retry:
+        failed.emplace(key, std::move(pending));
+        continue;
+      case Admission::record:
+        break;
+    }
+    keys.push_back(key);
+    rows.push_back(StatusToRecord{std::move(pending.device_topic), std::move(pending.status)});
+    if (rows.size() == statuses_per_transaction) record();
   }
+  if (!stop_requested()) record();
   return failed;
+}
+
+Confirmer::Admission Confirmer::admit(const StreamKey& key, const PendingStatus& pending) {
+  IdleStreams::Admit admit;
+  {
+    MutexLock lock(mutex_);
+    admit = idle_.admit(pending.device_topic, key);
+  }
+  if (admit != IdleStreams::Admit::over_bound) return Admission::record;
+  // A new stream past the bound: refused, unless the store has an outcome
+  // for it (events this process has not committed itself).
+  bool has_outcome = false;
+  try {
+    has_outcome = store_->stream_has_outcome(key.source, key.streamid);
+  } catch (const std::exception& e) {
+    log_failure("looking up the outcomes of stream '" + printable(key.streamid) + "' of '" + printable(key.source) +
+                    "'",
+                e);
+    return Admission::retry;
+  }
+  if (has_outcome) {
+    MutexLock lock(mutex_);
+    idle_.has_outcome(key);
+    return Admission::record;
+  }
+  report_refused(key, pending.device_topic);
+  return Admission::refuse;
+}
+
+void Confirmer::clear_refusal(const StreamKey& key, const std::string& device_topic, bool server) {
+  const auto told = refused_told_.find(device_topic);
+  if (told == refused_told_.end() || told->second.erase(key.streamid) == 0) return;
+  // In server mode the next confirmation replaces the notice; in broker
+  // mode none comes: clear the retained notice (an empty retained message).
+  if (server || !options_.publish) return;
+  const std::string topic = wire::confirm_topic(device_topic, key.streamid);
+  try {
+    publish_(topic, "");
+  } catch (const std::exception& e) {
+    log_failure("publishing on '" + printable(topic) + "'", e);
+  }
+}
+
+void Confirmer::report_refused(const StreamKey& key, const std::string& device_topic) {
+  {
+    MutexLock lock(mutex_);
+    ++counters_.statuses_refused;
+  }
+  if (refused_logged_.insert(device_topic).second && log_)
+    log_("warn", "refusing the statuses of new streams on device topic '" + printable(device_topic) + "': it has " +
+                     std::to_string(options_.max_idle_streams_per_device) +
+                     " streams with a status and no event yet (--max-idle-streams-per-device); each refused stream "
+                     "is told on its confirm topic (logged once per device topic)");
+  if (!options_.publish) return;
+  auto& told = refused_told_[device_topic];
+  if (told.size() >= refusals_told_per_device || !told.insert(key.streamid).second) return;
+  const std::string topic = wire::confirm_topic(device_topic, key.streamid);
+  try {
+    publish_(topic, refused_stream_notice(key.streamid));
+  } catch (const std::exception& e) {
+    log_failure("publishing on '" + printable(topic) + "'", e);
+  }
 }
 
 const Confirmer::Known* Confirmer::known(const StreamKey& stream, bool& read_recently) {
@@ -164,6 +333,7 @@ const Confirmer::Known* Confirmer::known(const StreamKey& stream, bool& read_rec
 
 void Confirmer::confirm(const std::vector<StreamKey>& due) {
   for (const auto& key : due) {
+    if (stop_requested()) return;
     bool read_recently = false;
     const Known* status = known(key, read_recently);
     if (!status) {

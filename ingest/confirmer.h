@@ -23,11 +23,27 @@
 // on the store) is not recorded: counted in source_conflicts and logged
 // once per source and device topic.
 //
-// A status whose recording fails is kept (the newest per stream) and tried
-// again after a second; so is a lookup that fails. A stream without a
+// Statuses wait in a queue that keeps one per stream: the one that ranks
+// highest (status_rank.h), never simply the last to arrive. They are
+// recorded in transactions of up to 256 statuses
+// (Store::record_stream_statuses), so a flood costs one commit per batch,
+// not one per status. A status of a new stream with no outcome yet, from a
+// device topic that already has max_idle_streams_per_device such streams
+// (idle_streams.h), is refused: not recorded, counted in statuses_refused,
+// logged once per device topic and reported on the stream's confirm topic
+// (refused_stream_notice; docs/confirmation.md "Refused streams"). A
+// device topic with queued_streams_per_device streams waiting in the queue
+// gets no more queued until the queue is taken: further statuses are
+// dropped, counted in statuses_refused and logged once per device topic.
+//
+// A status whose recording fails is kept (the best-ranked per stream) and
+// tried again after a second; so is a lookup that fails. A stream without a
 // recorded status is never confirmed (its floor is unknown), nor one in
 // broker mode (nobody listens, its walk floor is unset), nor one whose walk
 // reaches nothing past its walk floor (nothing to confirm).
+//
+// refused_stream_notice(streamid): the message that tells a device its
+// stream was refused, {"v":2,"streamid":"...","refused":"..."}.
 //
 // Thread rule: status_received(), status_invalid(), committed() and
 // counters() from any thread; stop() from one thread, once the callers of
@@ -37,6 +53,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -51,6 +68,7 @@
 #include "common/mutex.h"
 #include "ingest/confirm_schedule.h"
 #include "ingest/source_bindings.h"
+#include "ingest/idle_streams.h"
 #include "ingest/store.h"
 #include "ingest/stream_key.h"
 #include "ingest/writer.h"
@@ -63,10 +81,18 @@ struct ConfirmerOptions {
   ConfirmScheduleOptions schedule;
   // Wait after a failed store call before trying again.
   std::chrono::milliseconds retry_after{1000};
+  // Per device topic, the most streams with a status and no outcome
+  // (--max-idle-streams-per-device; idle_streams.h).
+  std::size_t max_idle_streams_per_device = 16;
+  // Per device topic, the most streams whose statuses wait in the queue at
+  // once; a status of a further stream is dropped and counted in
+  // statuses_refused (a flood faster than the store must not grow memory).
+  std::size_t queued_streams_per_device = 4096;
 };
 
 struct ConfirmerCounters {
-  std::uint64_t statuses = 0;          // stream statuses recorded in the store
+  std::uint64_t statuses = 0;          // stream statuses recorded in the store (committed)
+  std::uint64_t statuses_refused = 0;  // statuses of new idle streams beyond the bound, not recorded
   std::uint64_t statuses_invalid = 0;  // messages on a status topic that were not a valid status, ignored
   std::uint64_t confirmations = 0;     // confirmations handed to the MQTT client
   std::uint64_t source_conflicts = 0;  // statuses not recorded: their source is bound to another device topic
@@ -75,6 +101,9 @@ struct ConfirmerCounters {
 // Hands a message to the MQTT client (QoS 1, retained) without waiting for
 // its outcome; false when the client cannot take it now (not connected).
 using ConfirmPublish = std::function<bool(const std::string& topic, const std::string& payload)>;
+
+// The payload published (retained) on a refused stream's confirm topic.
+std::string refused_stream_notice(const std::string& streamid);
 
 class Confirmer {
  public:
@@ -93,6 +122,9 @@ class Confirmer {
   ConfirmerCounters counters() const EXCLUDES(mutex_);
   // Ends the thread; statuses and confirmations not done by then are
   // dropped (the device's retained status brings them back at the next run).
+  // The thread looks at the stop request between statuses, between
+  // transactions and between confirmations, so stop() returns within one
+  // store call (well under the 10 s a stopping ingest has).
   void stop() EXCLUDES(mutex_);
 
  private:
@@ -101,9 +133,22 @@ class Confirmer {
     wire::StreamStatus status;
   };
   void run() EXCLUDES(mutex_);
-  // Returns the statuses whose recording failed.
+  bool stop_requested() const EXCLUDES(mutex_);
+  // Reads the store's idle streams into idle_ (at start).
+  void seed_idle_streams() EXCLUDES(mutex_);
+  // Returns the statuses whose recording failed (those not tried because
+  // stop() came are dropped).
   std::map<StreamKey, PendingStatus> record_statuses(std::map<StreamKey, PendingStatus> statuses)
       EXCLUDES(mutex_);
+  enum class Admission { record, refuse, retry };
+  // Whether the status may be recorded under the idle bound (refusing it
+  // counts, logs and reports it).
+  Admission admit(const StreamKey& key, const PendingStatus& pending) EXCLUDES(mutex_);
+  void report_refused(const StreamKey& key, const std::string& device_topic) EXCLUDES(mutex_);
+  // The stream, refused and told before, was recorded now: a broker-mode
+  // stream's retained notice is cleared (a server-mode one's is replaced by
+  // its next confirmation).
+  void clear_refusal(const StreamKey& key, const std::string& device_topic, bool server);
   void confirm(const std::vector<StreamKey>& due) EXCLUDES(mutex_);
   // What a stream's latest status says that a confirmation needs.
   struct Known {
@@ -130,7 +175,10 @@ class Confirmer {
   bool wake_ GUARDED_BY(mutex_) = false;  // something was queued or touched
   ConfirmSchedule schedule_ GUARDED_BY(mutex_);
   std::map<StreamKey, PendingStatus> statuses_ GUARDED_BY(mutex_);  // to record
+  std::map<std::string, std::size_t> queued_per_device_ GUARDED_BY(mutex_);  // streams in statuses_
+  std::set<std::string> queue_full_ GUARDED_BY(mutex_);  // device topics whose statuses were dropped, to log
   ConfirmerCounters counters_ GUARDED_BY(mutex_);
+  IdleStreams idle_ GUARDED_BY(mutex_);
 
   // The thread's only:
   std::map<StreamKey, Known> known_;
@@ -141,6 +189,9 @@ class Confirmer {
   std::map<StreamKey, std::pair<std::string, wire::Confirmation>> unhanded_;
   std::chrono::steady_clock::time_point streams_read_at_{};
   std::chrono::steady_clock::time_point last_failure_log_{};
+  std::set<std::string> refused_logged_;                      // device topics
+  std::set<std::string> queue_full_logged_;                   // device topics
+  std::map<std::string, std::set<std::string>> refused_told_;  // streamids told, per device topic
   std::thread thread_;
 };
 

@@ -154,12 +154,37 @@ bool GapTracker::add_dropped(const std::string& source, const std::string& strea
   return true;
 }
 
+std::optional<std::string> status_tail_refusal(const wire::StreamStatus& status, std::int64_t vouched_through) {
+  if (status.floor > status.committed + 1) return "its floor is above its committed sequence + 1";
+  if ((status.pending == 0) != (status.floor == status.committed + 1))
+    return "its pending count does not match its floor (nothing pending: the floor is committed + 1)";
+  if (status.pending > status.committed - status.floor + 1) return "it has more pending than it holds sequences";
+  if (status.confirmation == wire::StreamStatus::Mode::server &&
+      status.floor - 1 > std::max(status.confirmed_through.value_or(0), vouched_through))
+    return "in server mode it settled sequences that were neither confirmed nor reported dropped";
+  return std::nullopt;
+}
+
 GapReport GapTracker::finish() const {
   GapReport report;
   report.malformed_dropped_events = malformed_;
   for (const auto& [key, s] : streams_) {
-    const bool tail_known = s.status && s.status->pending == 0 && s.status->committed > 0;
-    if (s.present.empty() && s.rejected.empty() && !tail_known) continue;  // no range to speak of
+    const auto dropped = wire::merge_ranges(s.dropped);
+    const bool has_range = !s.present.empty() || !s.rejected.empty();
+    std::int64_t last = 0;  // the highest stored or rejected
+    if (!s.present.empty()) last = s.present.back().last;
+    if (!s.rejected.empty()) last = std::max(last, s.rejected.back().last);
+    // What the status says is settled on the device: every sequence below
+    // its floor. Only from a status consistent with itself (see gaps.h).
+    std::optional<std::string> status_refused;
+    std::int64_t settled_through = 0;
+    if (s.status) {
+      const std::int64_t vouched = std::max(last, dropped.empty() ? 0 : dropped.back().last);
+      status_refused = status_tail_refusal(*s.status, vouched);
+      if (!status_refused) settled_through = s.status->floor - 1;
+    }
+    const bool tail_known = settled_through > last;
+    if (!has_range && !tail_known) continue;  // no range to speak of
     StreamGaps g;
     g.source = key.first;
     g.streamid = key.second;
@@ -167,35 +192,32 @@ GapReport GapTracker::finish() const {
     g.dropped_reports = s.reports;
     g.evictions_reported = count_of(wire::merge_ranges(s.evictions));
     g.dropped_total = s.dropped_total;
+    g.status_ignored = status_refused;
     if (s.status) {
       g.committed = s.status->committed;
       g.pending = s.status->pending;
     }
-    const auto dropped = wire::merge_ranges(s.dropped);
-    // The range: lowest known to highest stored or rejected (1..0 when none).
+    // The range: from the lowest stored, rejected, explained or the floor a
+    // status reported, to the highest stored or rejected (1..0 when none).
     g.first = 1;
     g.last = 0;
-    if (!s.present.empty() || !s.rejected.empty()) {
+    if (has_range) {
       g.first = std::numeric_limits<std::int64_t>::max();
-      if (!s.present.empty()) {
-        g.first = s.present.front().first;
-        g.last = s.present.back().last;
-      }
-      if (!s.rejected.empty()) {
-        g.first = std::min(g.first, s.rejected.front().first);
-        g.last = std::max(g.last, s.rejected.back().last);
-      }
+      if (!s.present.empty()) g.first = s.present.front().first;
+      if (!s.rejected.empty()) g.first = std::min(g.first, s.rejected.front().first);
+      g.last = last;
+      if (!dropped.empty()) g.first = std::min(g.first, dropped.front().first);
+      if (s.status) g.first = std::min(g.first, s.status->floor);
     }
-    if (!dropped.empty()) g.first = std::min(g.first, dropped.front().first);
     if (s.walk_floor && g.last >= g.first) g.first = std::min(g.first, std::max<std::int64_t>(*s.walk_floor, 1));
 
     // Missing from events: explained by the reports, else rejected, else unexplained.
     std::vector<SeqRange> not_explained;
     split_by(missing_between(g.first, g.last, s.present), dropped, g.explained, not_explained);
     split_by(not_explained, s.rejected, g.rejected, g.unexplained);
-    if (tail_known && s.status->committed > g.last) {
+    if (tail_known) {
       std::vector<SeqRange> tail_not_explained, tail_explained;
-      split_by({{g.last + 1, s.status->committed}}, dropped, tail_explained, tail_not_explained);
+      split_by({{g.last + 1, settled_through}}, dropped, tail_explained, tail_not_explained);
       g.explained.insert(g.explained.end(), tail_explained.begin(), tail_explained.end());
       std::vector<SeqRange> tail_rejected;  // none: rejected ones are at or below last
       split_by(tail_not_explained, s.rejected, tail_rejected, g.tail);
@@ -229,6 +251,7 @@ nlohmann::json gaps_to_json(const GapReport& report) {
                        {"pending", or_null(g.pending)},
                        {"tail", ranges(g.tail)},
                        {"tail_count", g.tail_count()},
+                       {"status_ignored", or_null(g.status_ignored)},
                        {"dropped_reports", g.dropped_reports},
                        {"evictions_reported", g.evictions_reported},
                        {"dropped_total", or_null(g.dropped_total)},
@@ -264,10 +287,12 @@ void write_reports_line(std::ostream& out, const StreamGaps& g) {
 std::string gaps_to_text(const GapReport& report) {
   std::ostringstream out;
   for (const auto& g : report.streams) {
-    out << g.source << " stream " << (g.streamid.empty() ? "-" : g.streamid) << ": " << g.stored
-        << " stored, sequences " << g.first << ".." << g.last;
+    out << g.source << " stream " << (g.streamid.empty() ? "-" : g.streamid) << ": " << g.stored << " stored, ";
+    if (g.last >= g.first) out << "sequences " << g.first << ".." << g.last;
+    else out << "no sequence stored or rejected";
     if (g.committed && g.pending) out << "; the device: committed " << *g.committed << ", " << *g.pending << " pending";
     out << '\n';
+    if (g.status_ignored) out << "  the device's status claims no tail: " << *g.status_ignored << '\n';
     for (const auto& r : g.explained)
       out << "  explained   " << r.first << ".." << r.last << " (" << count_of({r}) << ", dropped on the device)\n";
     for (const auto& r : g.rejected)
@@ -276,7 +301,7 @@ std::string gaps_to_text(const GapReport& report) {
       out << "  unexplained " << r.first << ".." << r.last << " (" << count_of({r}) << ", in transit or lost)\n";
     for (const auto& r : g.tail)
       out << "  tail        " << r.first << ".." << r.last << " (" << count_of({r})
-          << ", lost: the device committed them and has nothing pending)\n";
+          << ", lost: below the device's floor, so settled there, and never stored)\n";
     write_reports_line(out, g);
   }
   out << "missing: " << report.explained_total() << " explained, " << report.unexplained_total() << " unexplained";

@@ -6,18 +6,32 @@
 // replaced), rejected (a rejected message named that position: it reached
 // the server and was refused) and unexplained (in transit, or lost).
 //
-// A stream's range runs from its lowest known sequence (stored, rejected,
-// or named in a report) to its highest stored or rejected one; what came
-// before the first event the ingest ever saw cannot be told from "never
-// existed", unless the stream's walk floor (Store::streams, stream_walk.h)
-// is below it: a server-mode status said the device held every sequence
-// from there, so the range starts there (sequences a broker lost before the
-// first one the ingest saw are unexplained, not unknown). Past that range,
-// the device's status (Store::streams) tells a
-// tail gap: when it says nothing is pending, every sequence up to its
-// committed one has left the device, so those of (last, committed] that
-// are neither explained nor rejected are lost ("tail"). A stream with a
-// status but nothing stored starts at 1.
+// A stream's range runs from the lowest of its stored, rejected and
+// explained sequences and the floor of its recorded status (the device
+// settled everything below it: a broker's loss at the head stays visible,
+// and a forged floor can only widen the range, never hide a gap) to its
+// highest stored or rejected one. The store keeps the best-ranked status
+// only (status_rank.h), so the floor used is that status's; the stream's
+// walk floor (Store::streams, stream_walk.h), which a server-mode status
+// lowers to its floor and only the ingest's own confirmations raise, widens
+// the range down to it too (sequences a broker lost before the first one
+// the ingest saw are unexplained, not unknown).
+//
+// Past that range, the status tells a tail gap: every sequence below its
+// floor is settled on the device, so those of (last, floor - 1] that are
+// neither explained nor rejected are lost ("tail"; with nothing pending the
+// floor is committed + 1, so the tail runs to committed). Whatever status
+// ranks highest later, a real tail loss stays visible as long as its floor
+// covers it (floors only rise on an honest device). A status claims no tail
+// (StreamGaps::status_ignored says why, status_tail_refusal) when it is
+// inconsistent with itself: a floor above committed + 1, a pending count
+// that does not fit between its floor and committed (nothing pending is a
+// floor of committed + 1), or, in server mode, sequences settled below its
+// floor beyond both its confirmed_through and the highest sequence stored,
+// rejected or reported dropped (a server-mode device settles only what was
+// confirmed or what it reported dropping). A stream with a status but
+// nothing stored or rejected is listed only for a tail, with the empty
+// range 1..0 (the text says "no sequence stored or rejected").
 //
 // A device re-sends its report cumulatively (wire/dropped_report.h): a
 // later report covers the ranges and adds up the counts of the one it
@@ -65,9 +79,13 @@ struct StreamGaps {
   // sequence and how many events wait on it.
   std::optional<std::int64_t> committed;
   std::optional<std::int64_t> pending;
-  // Missing in (last, committed], neither explained nor rejected, while the
-  // status says nothing is pending: lost. Empty without such a status.
+  // Missing in (last, floor - 1] of the status, neither explained nor
+  // rejected: settled on the device, never stored, lost. Empty without a
+  // status that can claim a tail.
   std::vector<SeqRange> tail;
+  // Why the status claims no tail, when it claims none for being
+  // inconsistent (status_tail_refusal); none otherwise.
+  std::optional<std::string> status_ignored;
 
   // What the stream's outbox.dropped reports say, merged.
   std::int64_t dropped_reports = 0;     // reports stored, replaced ones included
@@ -97,6 +115,11 @@ struct GapReport {
   // Streams whose dropped_total_agrees() is false.
   std::int64_t dropped_total_disagreements() const;
 };
+
+// Why `status` cannot claim a tail (see above), nullopt when it can.
+// vouched_through: the highest sequence of the stream stored, rejected or
+// reported dropped (0: none).
+std::optional<std::string> status_tail_refusal(const wire::StreamStatus& status, std::int64_t vouched_through);
 
 class GapTracker {
  public:

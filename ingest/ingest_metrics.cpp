@@ -46,6 +46,9 @@ std::string ingest_metrics_text(const IngestSnapshot& s) {
                as_value(s.confirmer.statuses));
   text.counter("edge_outbox_ingest_stream_statuses_invalid_total", "Messages on a status topic that were not valid.",
                as_value(s.confirmer.statuses_invalid));
+  text.counter("edge_outbox_ingest_stream_statuses_refused_total",
+               "Statuses of new streams refused: their device topic had too many streams with no event.",
+               as_value(s.confirmer.statuses_refused));
   text.counter("edge_outbox_ingest_confirmations_total", "Confirmations handed to the MQTT client.",
                as_value(s.confirmer.confirmations));
   text.counter("edge_outbox_ingest_source_conflicts_total",

@@ -95,6 +95,7 @@ std::string counters_json(const ingest::Counters& c, const ingest::ConfirmerCoun
                         {"retained_ignored", c.retained_ignored},
                         {"statuses", confirm.statuses},
                         {"statuses_invalid", confirm.statuses_invalid},
+                        {"statuses_refused", confirm.statuses_refused},
                         {"confirmations", confirm.confirmations},
                         {"source_conflicts", c.source_conflicts + confirm.source_conflicts}}
       .dump();
@@ -119,6 +120,7 @@ void require_existing_sqlite_file(const std::string& store_spec) {
 int run_gaps(const std::string& store_spec, bool json) {
   require_existing_sqlite_file(store_spec);
   auto store = ingest::open_store(store_spec);
+  for (const auto& notice : store->open_notices()) std::cerr << notice << '\n';
   ingest::GapTracker tracker;
   store->for_each_sequence([&](const std::string& source, const std::string& streamid, std::int64_t seq) {
     tracker.add_sequence(source, streamid, seq);
@@ -221,6 +223,7 @@ int main(int argc, char** argv) {
   std::uint64_t rejected_max_bytes = ingest::StoreOptions{}.rejected_max_bytes;
   int debug_delay_ms = 0;
   bool no_confirm = false;
+  std::size_t max_idle_streams = ingest::ConfirmerOptions{}.max_idle_streams_per_device;
 
   app.add_option("--store", store_spec, "sqlite:PATH or postgresql://user@host:port/db")->capture_default_str();
   app.add_option("--sqlite-sync", sqlite_sync, "SQLite synchronous mode: full (power-loss safe) or normal")
@@ -264,6 +267,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-confirm", no_confirm,
                "Publish no confirmations (the devices' statuses are still recorded); see docs/ingest.md");
+  app.add_option("--max-idle-streams-per-device", max_idle_streams,
+                 "Most streams per device topic with a status and no event yet; a status of a further new stream is "
+                 "refused and told on its confirm topic (see docs/confirmation.md)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
+      ->capture_default_str();
   app.add_option("--stats-interval", stats_interval, "Print counters to stderr every S seconds (0: off)");
   app.add_option("--metrics-listen", metrics_listen,
                  "Serve Prometheus metrics at /metrics and health at /healthz on HOST:PORT (e.g. 127.0.0.1:9100, "
@@ -377,8 +385,10 @@ int main(int argc, char** argv) {
     store_options.sqlite_sync = sqlite_sync == "normal" ? ingest::SqliteSync::normal : ingest::SqliteSync::full;
     store_options.rejected_max_bytes = rejected_max_bytes;
     store = ingest::open_store(store_spec, store_options);
+    for (const auto& notice : store->open_notices()) log("warn", notice);
     ingest::ConfirmerOptions confirm_options;
     confirm_options.publish = !no_confirm;
+    confirm_options.max_idle_streams_per_device = max_idle_streams;
     confirmer.emplace(ingest::open_store(store_spec, store_options), confirm_options,
                       [&subscriber](const std::string& topic, const std::string& payload) {
                         return subscriber && subscriber->publish_retained(topic, payload);
@@ -486,6 +496,9 @@ int main(int argc, char** argv) {
   }
   writer.request_stop();
   bool clean = disconnected && writer.wait_finished(std::chrono::seconds(10)) && writer.abandoned() == 0;
+  // The confirmer stops first (within one store transaction), so that the
+  // counters printed are those of what it committed.
+  confirmer->stop();
   std::cout << counters_json(writer.counters(), confirmer->counters()) << std::endl;
   if (!clean) {
     // Callbacks hold messages that are not stored: returning from them

@@ -271,6 +271,7 @@ class PgStore final : public Store {
     // Two instances starting together must not race on creating or migrating.
     exec("SELECT pg_advisory_lock(7461626)");
     open_schema();
+    check_walk_indexes();
     exec("SELECT pg_advisory_unlock(7461626)");
     Result r = exec("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected");
     rejected_bytes_ = std::stoll(PQgetvalue(r.get(), 0, 0));
@@ -340,67 +341,50 @@ class PgStore final : public Store {
   }
 
   void record_stream_status(const std::string& device_topic, const wire::StreamStatus& status) override {
-    const std::string json = stream_status_json(described_, device_topic, status);
+    record_stream_statuses({StatusToRecord{device_topic, status}});
+  }
+
+  void record_stream_statuses(const std::vector<StatusToRecord>& statuses) override {
     ensure_connected();
-    Params p;
-    p.text(status.source);
-    p.text(status.streamid);
-    p.text(device_topic);
-    p.number(status.floor);
-    p.number(status.committed);
-    p.number(status.pending);
-    p.number(status.unconfirmed);
-    p.owned_text(std::string(wire::to_string(status.confirmation)));
-    p.text(json);
-    p.number(wall_ms());
     try {
       exec("BEGIN");
-      // A new row first (another ingest may insert it meanwhile: then the
-      // row is read under a lock and updated).
-      Params first = p;
-      const StreamRowUpdate fresh = on_stream_status(std::nullopt, std::nullopt, status);
-      add_optional(first, fresh.walk_floor);
-      Result inserted = exec_params(
-          "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, "
-          "confirmation, status, updated_at, walk_floor) VALUES ($1,$2,$3,$4::bigint,$5::bigint,$6::bigint,"
-          "$7::bigint,$8,$9,$10::bigint,$11::bigint) ON CONFLICT (source, streamid) DO NOTHING RETURNING 1",
-          first, 0, PGRES_TUPLES_OK, "insert into streams");
-      if (PQntuples(inserted.get()) == 0) {
-        Params key;
-        key.text(status.source);
-        key.text(status.streamid);
-        Result r = exec_params(
-            "SELECT floor::text, committed::text, walk_floor::text FROM streams WHERE source = $1 AND streamid = $2 "
-            "FOR UPDATE",
-            key, 1, PGRES_TUPLES_OK, "select stream");
-        if (PQntuples(r.get()) != 1)
-          throw StoreError(StoreError::Kind::transient, "",
-                           "PostgreSQL " + described_ + ": a stream's row vanished while its status was recorded");
-        wire::StreamStatus recorded;
-        recorded.floor = std::stoll(value(r, 0, 0));
-        recorded.committed = std::stoll(value(r, 0, 1));
-        std::optional<std::int64_t> walk_floor;
-        if (!PQgetisnull(r.get(), 0, 2)) walk_floor = std::stoll(value(r, 0, 2));
-        const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
-        if (update.replace_status) {
-          add_optional(p, update.walk_floor);
-          exec_params(
-              "UPDATE streams SET device_topic = $3, floor = $4::bigint, committed = $5::bigint, pending = $6::bigint, "
-              "unconfirmed = $7::bigint, confirmation = $8, status = $9, updated_at = $10::bigint, "
-              "walk_floor = $11::bigint WHERE source = $1 AND streamid = $2",
-              p, 0, PGRES_COMMAND_OK, "update streams");
-        } else {
-          add_optional(key, update.walk_floor);
-          exec_params("UPDATE streams SET walk_floor = $3::bigint WHERE source = $1 AND streamid = $2", key, 0,
-                      PGRES_COMMAND_OK, "update streams");
-        }
-      }
+      for (const auto& s : statuses) upsert_stream_status(s.device_topic, s.status);
       exec("COMMIT");
     } catch (...) {
-      Result(PQexec(conn_.get(), "ROLLBACK"));
+      Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
       throw;
     }
   }
+
+  std::vector<IdleStream> idle_streams() override {
+    ensure_connected();
+    Params none;
+    Result r = exec_params(
+        "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
+        "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
+        "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
+        "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) "
+        "ORDER BY s.device_topic, s.source, s.streamid",
+        none, 1, PGRES_TUPLES_OK, "select idle streams");
+    std::vector<IdleStream> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(IdleStream{value(r, i, 0), value(r, i, 1), value(r, i, 2)});
+    return out;
+  }
+
+  bool stream_has_outcome(const std::string& source, const std::string& streamid) override {
+    ensure_connected();
+    Params p;
+    p.text(source);
+    p.text(streamid);
+    Result r = exec_params(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE source = $1 AND streamid = $2) OR "
+        "EXISTS (SELECT 1 FROM rejected WHERE source = $1 AND streamid = $2) OR "
+        "EXISTS (SELECT 1 FROM explained WHERE source = $1 AND streamid = $2)",
+        p, 0, PGRES_TUPLES_OK, "look up a stream's outcomes");
+    return PQgetvalue(r.get(), 0, 0)[0] == 't';
+  }
+
+  std::vector<std::string> open_notices() const override { return notices_; }
 
   std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
     ensure_connected();
@@ -610,6 +594,82 @@ class PgStore final : public Store {
 
   static std::string value(const Result& r, int row, int column) {
     return std::string(PQgetvalue(r.get(), row, column), static_cast<std::size_t>(PQgetlength(r.get(), row, column)));
+  }
+
+  // The streams row's update for one status (stream_walk.h's rules), in
+  // the caller's transaction.
+  void upsert_stream_status(const std::string& device_topic, const wire::StreamStatus& status) {
+    const std::string json = stream_status_json(described_, device_topic, status);
+    Params p;
+    p.text(status.source);
+    p.text(status.streamid);
+    p.text(device_topic);
+    p.number(status.floor);
+    p.number(status.committed);
+    p.number(status.pending);
+    p.number(status.unconfirmed);
+    p.owned_text(std::string(wire::to_string(status.confirmation)));
+    p.text(json);
+    p.number(wall_ms());
+    // A new row first (another ingest may insert it meanwhile: then the
+    // row is read under a lock and updated).
+    Params first = p;
+    const StreamRowUpdate fresh = on_stream_status(std::nullopt, std::nullopt, status);
+    add_optional(first, fresh.walk_floor);
+    Result inserted = exec_params(
+        "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, "
+        "confirmation, status, updated_at, walk_floor) VALUES ($1,$2,$3,$4::bigint,$5::bigint,$6::bigint,"
+        "$7::bigint,$8,$9,$10::bigint,$11::bigint) ON CONFLICT (source, streamid) DO NOTHING RETURNING 1",
+        first, 0, PGRES_TUPLES_OK, "insert into streams");
+    if (PQntuples(inserted.get()) == 0) {
+      Params key;
+      key.text(status.source);
+      key.text(status.streamid);
+      Result r = exec_params(
+          "SELECT floor::text, committed::text, walk_floor::text FROM streams WHERE source = $1 AND streamid = $2 "
+          "FOR UPDATE",
+          key, 1, PGRES_TUPLES_OK, "select stream");
+      if (PQntuples(r.get()) != 1)
+        throw StoreError(StoreError::Kind::transient, "",
+                         "PostgreSQL " + described_ + ": a stream's row vanished while its status was recorded");
+      wire::StreamStatus recorded;
+      recorded.floor = std::stoll(value(r, 0, 0));
+      recorded.committed = std::stoll(value(r, 0, 1));
+      std::optional<std::int64_t> walk_floor;
+      if (!PQgetisnull(r.get(), 0, 2)) walk_floor = std::stoll(value(r, 0, 2));
+      const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
+      if (update.replace_status) {
+        add_optional(p, update.walk_floor);
+        exec_params(
+            "UPDATE streams SET device_topic = $3, floor = $4::bigint, committed = $5::bigint, pending = $6::bigint, "
+            "unconfirmed = $7::bigint, confirmation = $8, status = $9, updated_at = $10::bigint, "
+            "walk_floor = $11::bigint WHERE source = $1 AND streamid = $2",
+            p, 0, PGRES_COMMAND_OK, "update streams");
+      } else {
+        add_optional(key, update.walk_floor);
+        exec_params("UPDATE streams SET walk_floor = $3::bigint WHERE source = $1 AND streamid = $2", key, 0,
+                    PGRES_COMMAND_OK, "update streams");
+      }
+    }
+  }
+
+  // Recreates an index the stream walk (coverage.h) and `gaps` read by
+  // when an operator dropped it, and says so in notices_: without it every
+  // walk and `gaps` scans the whole table.
+  void check_walk_indexes() {
+    static constexpr std::pair<const char*, const char*> walk_indexes[] = {
+        {"events_stream", "CREATE INDEX IF NOT EXISTS events_stream ON events (source, streamid, sequence)"},
+        {"rejected_stream", "CREATE INDEX IF NOT EXISTS rejected_stream ON rejected (source, streamid, sequence)"},
+    };
+    for (const auto& [name, create] : walk_indexes) {
+      Params p;
+      p.owned_text(name);
+      Result r = exec_params("SELECT to_regclass($1) IS NOT NULL", p, 0, PGRES_TUPLES_OK, "look up an index");
+      if (PQgetvalue(r.get(), 0, 0)[0] == 't') continue;
+      exec(create);
+      notices_.push_back("PostgreSQL " + described_ + ": index " + name +
+                         " was missing (dropped?); recreated it: the stream walk and gaps read by it");
+    }
   }
 
   // Creates the schema, or migrates an older one, in one transaction.
@@ -1051,6 +1111,7 @@ class PgStore final : public Store {
   std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;
+  std::vector<std::string> notices_;  // what opening repaired (open_notices)
 };
 
 }  // namespace

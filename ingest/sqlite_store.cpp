@@ -118,6 +118,30 @@ CREATE TABLE explained (
 CREATE INDEX rejected_stream ON rejected (source, streamid, sequence);
 )sql";
 
+// A streams row without an outcome (Store::idle_streams), and whether one
+// stream has an outcome; each a probe of the indexes the walk uses.
+constexpr const char* idle_streams_sql =
+    "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
+    "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
+    "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
+    "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) "
+    "ORDER BY s.device_topic, s.source, s.streamid";
+constexpr const char* stream_has_outcome_sql =
+    "SELECT EXISTS (SELECT 1 FROM events WHERE source = ?1 AND streamid = ?2) OR "
+    "EXISTS (SELECT 1 FROM rejected WHERE source = ?1 AND streamid = ?2) OR "
+    "EXISTS (SELECT 1 FROM explained WHERE source = ?1 AND streamid = ?2)";
+
+// The indexes the stream walk (coverage.h) and `gaps` read by: checked at
+// every open, recreated when an operator dropped one.
+struct WalkIndex {
+  const char* name;
+  const char* create;
+};
+constexpr WalkIndex walk_indexes[] = {
+    {"events_stream", "CREATE INDEX IF NOT EXISTS events_stream ON events (source, streamid, sequence)"},
+    {"rejected_stream", "CREATE INDEX IF NOT EXISTS rejected_stream ON rejected (source, streamid, sequence)"},
+};
+
 constexpr const char* migrate_1_to_2 = R"sql(
 ALTER TABLE events ADD COLUMN time_original TEXT;
 ALTER TABLE rejected ADD COLUMN properties TEXT NOT NULL DEFAULT '{}';
@@ -243,6 +267,7 @@ class SqliteStore final : public Store {
     db_.exec("PRAGMA journal_mode=WAL");
     db_.exec(options.sqlite_sync == SqliteSync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     open_schema();
+    check_walk_indexes();
     const std::string columns = event_columns;
     insert_event_ = std::make_unique<SQLite::Statement>(
         db_, "INSERT INTO events (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING");
@@ -349,58 +374,50 @@ class SqliteStore final : public Store {
   }
 
   void record_stream_status(const std::string& device_topic, const wire::StreamStatus& status) override {
-    const std::string json = stream_status_json(describe(), device_topic, status);
+    record_stream_statuses({StatusToRecord{device_topic, status}});
+  }
+
+  void record_stream_statuses(const std::vector<StatusToRecord>& statuses) override {
     try {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-      std::optional<wire::StreamStatus> recorded;
-      std::optional<std::int64_t> walk_floor;
-      auto& read = *select_floor_;
-      read.tryReset();
-      read.clearBindings();
-      read.bind(1, status.source);
-      read.bind(2, status.streamid);
-      if (read.executeStep()) {
-        recorded.emplace();
-        recorded->floor = read.getColumn(0).getInt64();
-        recorded->committed = read.getColumn(1).getInt64();
-        if (!read.getColumn(2).isNull()) walk_floor = read.getColumn(2).getInt64();
-      }
-      read.tryReset();
-      const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
-      if (!update.replace_status) {
-        auto& st = *update_walk_floor_;
-        st.tryReset();
-        st.clearBindings();
-        if (update.walk_floor) st.bind(1, static_cast<std::int64_t>(*update.walk_floor));
-        st.bind(2, status.source);
-        st.bind(3, status.streamid);
-        st.exec();
-        st.tryReset();
-        tx.commit();
-        return;
-      }
-      auto& st = *upsert_stream_;
-      st.tryReset();
-      st.clearBindings();
-      st.bind(1, status.source);
-      st.bind(2, status.streamid);
-      st.bind(3, device_topic);
-      st.bind(4, static_cast<std::int64_t>(status.floor));
-      st.bind(5, static_cast<std::int64_t>(status.committed));
-      st.bind(6, static_cast<std::int64_t>(status.pending));
-      st.bind(7, static_cast<std::int64_t>(status.unconfirmed));
-      st.bind(8, std::string(wire::to_string(status.confirmation)));
-      st.bind(9, json);
-      st.bind(10, static_cast<std::int64_t>(wall_ms()));
-      if (update.walk_floor) st.bind(11, static_cast<std::int64_t>(*update.walk_floor));
-      st.exec();
-      st.tryReset();
+      for (const auto& s : statuses) upsert_stream_status(s.device_topic, s.status);
       tx.commit();
     } catch (const SQLite::Exception& e) {
       reset_statements();
       throw sqlite_error(path_, e);
     }
   }
+
+  std::vector<IdleStream> idle_streams() override {
+    try {
+      SQLite::Statement st(db_, idle_streams_sql);
+      std::vector<IdleStream> out;
+      while (st.executeStep())
+        out.push_back(IdleStream{st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getString()});
+      return out;
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  bool stream_has_outcome(const std::string& source, const std::string& streamid) override {
+    try {
+      if (!has_outcome_) has_outcome_ = std::make_unique<SQLite::Statement>(db_, stream_has_outcome_sql);
+      auto& st = *has_outcome_;  // prepared once: a flood asks it once per refused status
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, source);
+      st.bind(2, streamid);
+      const bool has = st.executeStep() && st.getColumn(0).getInt64() != 0;
+      st.tryReset();
+      return has;
+    } catch (const SQLite::Exception& e) {
+      if (has_outcome_) has_outcome_->tryReset();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::vector<std::string> open_notices() const override { return notices_; }
 
   std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
     try {
@@ -617,6 +634,67 @@ class SqliteStore final : public Store {
   static std::string blob(const SQLite::Column& c) {
     if (c.getBytes() == 0) return {};  // NULL or empty: getBlob() may be null
     return std::string(static_cast<const char*>(c.getBlob()), static_cast<std::size_t>(c.getBytes()));
+  }
+
+  // The streams row's update for one status (stream_walk.h's rules), in
+  // the caller's transaction.
+  void upsert_stream_status(const std::string& device_topic, const wire::StreamStatus& status) {
+    const std::string json = stream_status_json(describe(), device_topic, status);
+    std::optional<wire::StreamStatus> recorded;
+    std::optional<std::int64_t> walk_floor;
+    auto& read = *select_floor_;
+    read.tryReset();
+    read.clearBindings();
+    read.bind(1, status.source);
+    read.bind(2, status.streamid);
+    if (read.executeStep()) {
+      recorded.emplace();
+      recorded->floor = read.getColumn(0).getInt64();
+      recorded->committed = read.getColumn(1).getInt64();
+      if (!read.getColumn(2).isNull()) walk_floor = read.getColumn(2).getInt64();
+    }
+    read.tryReset();
+    const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
+    if (!update.replace_status) {
+      auto& st = *update_walk_floor_;
+      st.tryReset();
+      st.clearBindings();
+      if (update.walk_floor) st.bind(1, static_cast<std::int64_t>(*update.walk_floor));
+      st.bind(2, status.source);
+      st.bind(3, status.streamid);
+      st.exec();
+      st.tryReset();
+      return;
+    }
+    auto& st = *upsert_stream_;
+    st.tryReset();
+    st.clearBindings();
+    st.bind(1, status.source);
+    st.bind(2, status.streamid);
+    st.bind(3, device_topic);
+    st.bind(4, static_cast<std::int64_t>(status.floor));
+    st.bind(5, static_cast<std::int64_t>(status.committed));
+    st.bind(6, static_cast<std::int64_t>(status.pending));
+    st.bind(7, static_cast<std::int64_t>(status.unconfirmed));
+    st.bind(8, std::string(wire::to_string(status.confirmation)));
+    st.bind(9, json);
+    st.bind(10, static_cast<std::int64_t>(wall_ms()));
+    if (update.walk_floor) st.bind(11, static_cast<std::int64_t>(*update.walk_floor));
+    st.exec();
+    st.tryReset();
+  }
+
+  // Recreates a walk index (walk_indexes) an operator dropped, and says so
+  // in notices_: without it every walk and `gaps` scans the whole table.
+  void check_walk_indexes() {
+    for (const auto& index : walk_indexes) {
+      SQLite::Statement st(db_, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
+      st.bind(1, index.name);
+      if (st.executeStep()) continue;
+      db_.exec(index.create);
+      notices_.push_back("SQLite store " + path_ + ": index " + index.name +
+                         " was missing (dropped?); recreated it: the stream walk and gaps read by it");
+    }
   }
 
   // Creates the schema, or migrates an older one, in one transaction.
@@ -928,6 +1006,8 @@ class SqliteStore final : public Store {
   std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;
+  std::vector<std::string> notices_;  // what opening repaired (open_notices)
+  std::unique_ptr<SQLite::Statement> has_outcome_;  // stream_has_outcome's, prepared at first use
 };
 
 }  // namespace

@@ -9,6 +9,10 @@ void Store::for_each_rejected_sequence(const std::function<void(const std::strin
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot list rejected sequences");
 }
 
+void Store::record_stream_statuses(const std::vector<StatusToRecord>& statuses) {
+  for (const auto& s : statuses) record_stream_status(s.device_topic, s.status);
+}
+
 std::vector<StoredRejection> Store::rejected_after(std::int64_t, std::size_t) {
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot list rejected messages");
 }

@@ -127,6 +127,20 @@ struct SourceBinding {
   std::string device_topic;  // the device topic the source is bound to
 };
 
+// A status to record (Store::record_stream_statuses).
+struct StatusToRecord {
+  std::string device_topic;
+  wire::StreamStatus status;
+};
+
+// A stream with a recorded status and no outcome: no stored event, no
+// rejection that names its position, no explained range (Store::idle_streams).
+struct IdleStream {
+  std::string device_topic;
+  std::string source;
+  std::string streamid;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -156,6 +170,21 @@ class Store {
   // floor follows the status rules of stream_walk.h whatever the rank.
   // Commits before it returns.
   virtual void record_stream_status(const std::string& device_topic, const wire::StreamStatus& status) = 0;
+  // One transaction: each status as record_stream_status records it, in
+  // order. Commits before it returns; throws StoreError with nothing
+  // recorded. The default (stores that have no transaction of their own)
+  // calls record_stream_status for each.
+  virtual void record_stream_statuses(const std::vector<StatusToRecord>& statuses);
+  // Every stream whose row has no outcome yet (see IdleStream), ordered by
+  // device topic. The default: none.
+  virtual std::vector<IdleStream> idle_streams() { return {}; }
+  // Whether the stream has an outcome: a stored event with its streamid, a
+  // rejection naming its position, or an explained range. The default: false.
+  virtual bool stream_has_outcome(const std::string& /*source*/, const std::string& /*streamid*/) { return false; }
+  // What opening the store repaired or found amiss, one line each, for the
+  // caller's log: e.g. an index the stream walk and `gaps` rely on that an
+  // operator dropped, recreated. The default: nothing.
+  virtual std::vector<std::string> open_notices() const { return {}; }
   // The highest s >= floor - 1 such that every sequence in [floor, s] of
   // the stream is in `events`, in `rejected` (by source, streamid,
   // sequence) or in `explained`; floor is the recorded status's (at least

@@ -14,9 +14,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <mutex>
 
 #include "ingest/confirmer.h"
@@ -137,6 +139,24 @@ std::vector<Row> events(std::int64_t from, std::int64_t to) {
 
 const StreamKey stream{"dev-1", "s1"};
 
+// The messages a Confirmer logs.
+struct LogLines {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  Logger function() {
+    return [this](const std::string&, const std::string& message) {
+      std::lock_guard lock(mutex);
+      lines.push_back(message);
+    };
+  }
+  // How many lines contain `part`.
+  std::size_t count(const std::string& part) {
+    std::lock_guard lock(mutex);
+    return static_cast<std::size_t>(std::count_if(
+        lines.begin(), lines.end(), [&](const std::string& m) { return m.find(part) != std::string::npos; }));
+  }
+};
+
 bool wait_until(const std::function<bool()>& condition) {
   auto deadline = std::chrono::steady_clock::now() + 20s;
   while (!condition()) {
@@ -150,6 +170,16 @@ bool wait_until(const std::function<bool()>& condition) {
 class FailingStatusStore final : public Store {
  public:
   FailingStatusStore(std::unique_ptr<Store> inner, int failures) : inner_(std::move(inner)), failures_(failures) {}
+  int failures_left() const { return failures_; }
+  // idle_streams() (read as the Confirmer's thread starts) waits for this.
+  void hold_start(std::shared_future<void> gate) { start_gate_ = std::move(gate); }
+  std::vector<IdleStream> idle_streams() override {
+    if (start_gate_.valid()) start_gate_.wait();
+    return inner_->idle_streams();
+  }
+  bool stream_has_outcome(const std::string& source, const std::string& streamid) override {
+    return inner_->stream_has_outcome(source, streamid);
+  }
   std::vector<CommitResult> commit(const std::vector<Row>& rows) override { return inner_->commit(rows); }
   void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
     inner_->for_each_sequence(fn);
@@ -184,7 +214,8 @@ class FailingStatusStore final : public Store {
 
  private:
   std::unique_ptr<Store> inner_;
-  int failures_;
+  std::atomic<int> failures_;
+  std::shared_future<void> start_gate_;
 };
 
 }  // namespace
@@ -305,13 +336,9 @@ TEST_CASE("a status whose recording fails is recorded on a later try; a newer on
   Recorder recorder;
   ConfirmerOptions options;
   options.retry_after = 50ms;
-  std::vector<std::string> logged;
-  std::mutex log_mutex;
+  LogLines logged;
   Confirmer confirmer(std::make_unique<FailingStatusStore>(open_sqlite_store(path, SqliteSync::normal), 2), options,
-                      recorder.function(), [&](const std::string&, const std::string& message) {
-                        std::lock_guard lock(log_mutex);
-                        logged.push_back(message);
-                      });
+                      recorder.function(), logged.function());
   confirmer.status_received("devices/dev-1", status(1, 1));
   confirmer.status_received("devices/dev-1", status(1, 2));  // the newest per stream is what counts
   writer_store->commit(events(1, 2));
@@ -321,9 +348,9 @@ TEST_CASE("a status whose recording fails is recorded on a later try; a newer on
   CHECK(confirmer.counters().statuses == 1);
   REQUIRE(writer_store->streams().size() == 1);
   CHECK(writer_store->streams()[0].status.committed == 2);
-  std::lock_guard lock(log_mutex);
-  REQUIRE(!logged.empty());
-  CHECK(logged[0].find("database is locked") != std::string::npos);
+  std::lock_guard lock(logged.mutex);
+  REQUIRE(!logged.lines.empty());
+  CHECK(logged.lines[0].find("database is locked") != std::string::npos);
 }
 
 TEST_CASE("each confirmation starts where the last ended: the walk floor rises with what is published") {
@@ -442,4 +469,141 @@ TEST_CASE("a status naming a source bound to another device topic is not recorde
   REQUIRE(logged.size() == 1);
   CHECK(logged[0].find("source 'dev-1' is bound to the device topic 'devices/dev-1', not 'devices/gw-x'") !=
         std::string::npos);
+}
+
+TEST_CASE("coalescing keeps the best-ranked status, not the last to arrive") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto reader = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  ConfirmerOptions options;
+  options.retry_after = 300ms;
+  auto failing = std::make_unique<FailingStatusStore>(open_sqlite_store(path, SqliteSync::normal), 1);
+  auto* store = failing.get();
+  Confirmer confirmer(std::move(failing), options, recorder.function(), {});
+  confirmer.status_received("devices/dev-1", status(1, 10));
+  REQUIRE(wait_until([&] { return store->failures_left() == 0; }));  // waits to be tried again
+  confirmer.status_received("devices/dev-1", status(1, 5));          // a stale retained status, arriving last
+  REQUIRE(wait_until([&] { return confirmer.counters().statuses == 1; }));
+  confirmer.stop();
+  CHECK(confirmer.counters().statuses == 1);  // one write, not two
+  REQUIRE(reader->streams().size() == 1);
+  CHECK(reader->streams()[0].status.committed == 10);
+}
+
+TEST_CASE("statuses of new idle streams beyond the bound are refused, counted, told and logged once") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  Recorder recorder;
+  ConfirmerOptions options;
+  options.max_idle_streams_per_device = 2;
+  LogLines logged;
+  auto of = [](const std::string& streamid) {
+    auto s = status(1, 5);
+    s.streamid = streamid;
+    return s;
+  };
+  auto events_of = [](const std::string& streamid) {
+    auto rows = events(1, 2);
+    for (auto& r : rows) {
+      auto& e = std::get<EventRow>(r);
+      e.streamid = streamid;
+      e.event_id += "-" + streamid;
+    }
+    return rows;
+  };
+  {
+    Confirmer confirmer(open_sqlite_store(path, SqliteSync::normal), options, recorder.function(), logged.function());
+    for (const char* id : {"a", "b", "c", "d"}) confirmer.status_received("devices/dev-1", of(id));
+    auto other_device = of("x");
+    other_device.source = "dev-2";
+    confirmer.status_received("devices/dev-2", other_device);  // another device: a count of its own
+    REQUIRE(wait_until([&] {
+      const auto c = confirmer.counters();
+      return c.statuses + c.statuses_refused == 5;
+    }));
+    CHECK(confirmer.counters().statuses == 3);
+    CHECK(confirmer.counters().statuses_refused == 2);
+    {
+      std::lock_guard lock(recorder.mutex);
+      std::vector<std::string> told;
+      for (const auto& [topic, payload] : recorder.handed)
+        if (payload == refused_stream_notice(topic.substr(topic.rfind('/') + 1))) told.push_back(topic);
+      CHECK(told == std::vector<std::string>{"devices/dev-1/confirm/c", "devices/dev-1/confirm/d"});
+    }
+    CHECK(refused_stream_notice("c") ==
+          R"({"refused":"too many idle streams for this device","streamid":"c","v":2})");
+
+    // A stream whose events another ingest stored is admitted past the bound.
+    writer_store->commit(events_of("e"));
+    confirmer.status_received("devices/dev-1", of("e"));
+    REQUIRE(wait_until([&] { return confirmer.counters().statuses == 4; }));
+    // Events for a counted stream free its place.
+    writer_store->commit(events_of("a"));
+    confirmer.committed({StreamKey{"dev-1", "a"}});
+    confirmer.status_received("devices/dev-1", of("c"));
+    REQUIRE(wait_until([&] { return confirmer.counters().statuses == 5; }));
+    confirmer.status_received("devices/dev-1", of("d"));
+    REQUIRE(wait_until([&] { return confirmer.counters().statuses_refused == 3; }));
+    // Admitted later in broker mode (no confirmation will replace the
+    // notice): the retained notice is cleared.
+    writer_store->commit(events_of("b"));
+    confirmer.committed({StreamKey{"dev-1", "b"}});
+    auto broker_mode = of("d");
+    broker_mode.confirmation = wire::StreamStatus::Mode::broker;
+    confirmer.status_received("devices/dev-1", broker_mode);
+    REQUIRE(wait_until([&] { return confirmer.counters().statuses == 6; }));
+    {
+      std::lock_guard lock(recorder.mutex);
+      CHECK(std::count(recorder.handed.begin(), recorder.handed.end(),
+                       std::pair<std::string, std::string>{"devices/dev-1/confirm/d", ""}) == 1);
+    }
+    confirmer.stop();
+    CHECK(confirmer.counters().statuses == writer_store->streams().size());
+  }
+  CHECK(logged.count("refusing the statuses of new streams on device topic 'devices/dev-1'") == 1);
+  // The next run counts the store's idle streams (c and d) from the start.
+  Confirmer again(open_sqlite_store(path, SqliteSync::normal), options, recorder.function(), {});
+  again.status_received("devices/dev-1", of("f"));
+  again.status_received("devices/dev-1", of("b"));
+  REQUIRE(wait_until([&] {
+    const auto c = again.counters();
+    return c.statuses + c.statuses_refused == 2;
+  }));
+  CHECK(again.counters().statuses_refused == 1);
+  CHECK(again.counters().statuses == 1);
+}
+
+TEST_CASE("a device's statuses beyond the queue's bound are dropped and counted while the store lags") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  Recorder recorder;
+  ConfirmerOptions options;
+  options.queued_streams_per_device = 50;
+  std::promise<void> release;
+  auto store = std::make_unique<FailingStatusStore>(open_sqlite_store(path, SqliteSync::normal), 0);
+  store->hold_start(release.get_future().share());  // the thread waits: nothing is taken from the queue
+  LogLines logged;
+  Confirmer confirmer(std::move(store), options, recorder.function(), logged.function());
+  auto of = [](const std::string& source, const std::string& streamid) {
+    auto s = status(1, 5);
+    s.source = source;
+    s.streamid = streamid;
+    return s;
+  };
+  for (int i = 0; i < 200; ++i) confirmer.status_received("devices/flood", of("flood", "s" + std::to_string(i)));
+  confirmer.status_received("devices/flood", of("flood", "s7"));  // a queued stream again: coalesced, not dropped
+  confirmer.status_received("devices/dev-1", of("dev-1", "s1"));  // another device is not held back
+  CHECK(confirmer.counters().statuses_refused == 150);
+  release.set_value();
+  REQUIRE(wait_until([&] {
+    const auto c = confirmer.counters();
+    return c.statuses + c.statuses_refused == 201;
+  }));
+  confirmer.stop();
+  const auto c = confirmer.counters();
+  CHECK(c.statuses == 17);  // 16 idle flood streams and dev-1's
+  CHECK(c.statuses_refused == 184);
+  CHECK(logged.count("dropping statuses of device topic 'devices/flood'") == 1);
 }

@@ -297,4 +297,15 @@ TEST_CASE("gaps reports a tail gap from the device's status: exit 1, \"tail\" in
   r = run_gaps(dir, {"--store", store_spec, "--json"});
   CHECK(r.status == 0);
   CHECK(json::parse(r.out)["tail_total"] == 0);
+
+  // An operator dropped the index the walk and gaps read by: recreated at
+  // open, and said so.
+  {
+    SQLite::Database db((dir / "tail.db").string(), SQLite::OPEN_READWRITE);
+    db.exec("DROP INDEX events_stream");
+  }
+  r = run_gaps(dir, {"--store", store_spec});
+  CHECK(r.status == 0);
+  CHECK(r.err.find("index events_stream was missing (dropped?); recreated it") != std::string::npos);
+  CHECK(sqlite_scalar(dir / "tail.db", "SELECT COUNT(*) FROM sqlite_master WHERE name = 'events_stream'") == 1);
 }

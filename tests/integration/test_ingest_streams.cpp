@@ -332,7 +332,70 @@ void check_walk_floor(const Open& open, const Query& query) {
   CHECK(query("SELECT count(*) FROM events WHERE event_id = 'gw-w1-30'") == "0");
 }
 
+// Statuses recorded many per transaction by the same rank rule as one by
+// one; the streams with a status and no outcome; the walk indexes checked
+// at open (`drop` runs SQL on the store behind its back).
+void check_status_intake(const Open& open, const Query& query, const Query& drop) {
+  auto store = open();
+  CHECK(store->open_notices().empty());
+  store->record_stream_statuses({{"devices/gw", status("gw", "i1", 1, 10, 10)},
+                                 {"devices/gw", status("gw", "i1", 1, 9, 9)},  // stale, later in the batch
+                                 {"devices/gw", status("gw", "i2", 3, 4, 2)},
+                                 {"devices/other", status("other", "i3", 1, 1, 1)}});
+  CHECK(query("SELECT committed FROM streams WHERE source = 'gw' AND streamid = 'i1'") == "10");
+  CHECK(query("SELECT COUNT(*) FROM streams WHERE streamid IN ('i1', 'i2', 'i3')") == "3");
+  // A batch with a status the store refuses records none of it.
+  auto bad = status("gw", "i4", 1, 1, 1);
+  bad.source = std::string("g\x01w");
+  CHECK_THROWS_AS(store->record_stream_statuses({{"devices/gw", status("gw", "i5", 1, 1, 1)}, {"devices/gw", bad}}),
+                  StoreError);
+  CHECK(query("SELECT COUNT(*) FROM streams WHERE streamid = 'i5'") == "0");
+
+  store->commit({event("gw", "i2", 3)});
+  CHECK(store->stream_has_outcome("gw", "i2"));
+  CHECK_FALSE(store->stream_has_outcome("gw", "i1"));
+  store->commit({rejected("other", "i3", 1)});
+  CHECK(store->stream_has_outcome("other", "i3"));
+  std::vector<std::string> idle;
+  for (const auto& s : store->idle_streams())
+    if (s.streamid.starts_with("i")) idle.push_back(s.device_topic + " " + s.source + "/" + s.streamid);
+  CHECK(idle == std::vector<std::string>{"devices/gw gw/i1"});
+
+  drop("DROP INDEX events_stream");
+  drop("DROP INDEX rejected_stream");
+  store.reset();
+  store = open();
+  const auto notices = store->open_notices();
+  REQUIRE(notices.size() == 2);
+  CHECK(notices[0].find("index events_stream was missing") != std::string::npos);
+  CHECK(notices[1].find("index rejected_stream was missing") != std::string::npos);
+  store.reset();
+  CHECK(open()->open_notices().empty());  // recreated: nothing to say the next time
+}
+
 }  // namespace
+
+TEST_CASE("statuses in one transaction, idle streams, the walk indexes recreated (SQLite)") {
+  TempDir dir;
+  auto path = (dir / "i.db").string();
+  check_status_intake([&] { return open_store("sqlite:" + path); },
+                      [&](const std::string& sql) { return sqlite_text(path, sql); },
+                      [&](const std::string& sql) {
+                        SQLite::Database d(path, SQLite::OPEN_READWRITE);
+                        d.exec(sql);
+                        return std::string();
+                      });
+}
+
+TEST_CASE("statuses in one transaction, idle streams, the walk indexes recreated (PostgreSQL)") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  const Query query = [&](const std::string& sql) { return pg.query(sql); };
+  check_status_intake([&] { return open_store(pg.uri()); }, query, query);
+}
 
 TEST_CASE("streams, explained ranges, attributed rejections and confirmed_through (SQLite)") {
   TempDir dir;

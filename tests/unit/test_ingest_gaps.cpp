@@ -14,6 +14,7 @@
 using namespace edge_outbox::ingest;
 using Ranges = std::vector<SeqRange>;
 using nlohmann::json;
+using StreamStatusMode = edge_outbox::wire::StreamStatus::Mode;
 
 namespace {
 
@@ -281,12 +282,12 @@ TEST_CASE("JSON report: every key, in the documented shape") {
       {"source": "d", "streamid": "s", "first": 1, "last": 6, "stored": 3,
        "explained": [[2,2]], "explained_count": 1, "rejected": [], "rejected_count": 0,
        "unexplained": [[4,5]], "unexplained_count": 2,
-       "committed": null, "pending": null, "tail": [], "tail_count": 0,
+       "committed": null, "pending": null, "tail": [], "tail_count": 0, "status_ignored": null,
        "dropped_reports": 1, "evictions_reported": 1, "dropped_total": 1, "dropped_total_agrees": true},
       {"source": "e", "streamid": "", "first": 1, "last": 9, "stored": 2,
        "explained": [], "explained_count": 0, "rejected": [[3,3],[9,9]], "rejected_count": 2,
        "unexplained": [[4,8]], "unexplained_count": 5,
-       "committed": 12, "pending": 0, "tail": [[10,12]], "tail_count": 3,
+       "committed": 12, "pending": 0, "tail": [[10,12]], "tail_count": 3, "status_ignored": null,
        "dropped_reports": 0, "evictions_reported": 0, "dropped_total": null, "dropped_total_agrees": null}
     ],
     "explained_total": 1,
@@ -408,7 +409,7 @@ TEST_CASE("tail: reports explain part of it; a stream with a status and nothing 
   const auto text = gaps_to_text(r);
   CHECK(text.find("d stream s: 10 stored, sequences 1..10; the device: committed 16, 0 pending\n") !=
         std::string::npos);
-  CHECK(text.find("  tail        14..14 (1, lost: the device committed them and has nothing pending)\n") !=
+  CHECK(text.find("  tail        14..14 (1, lost: below the device's floor, so settled there, and never stored)\n") !=
         std::string::npos);
   CHECK(text.find("missing: 3 explained, 0 unexplained, 6 lost at the tail\n") != std::string::npos);
 }
@@ -427,4 +428,101 @@ TEST_CASE("a walk floor below the first stored sequence: what a broker lost befo
   CHECK(r.streams[0].tail == Ranges{{42, 1021}});
   CHECK(r.streams[1].first == 5);
   CHECK(r.streams[1].unexplained.empty());
+}
+
+TEST_CASE("a status-only stream: its tail is listed, never as 'sequences 1..0'") {
+  GapTracker t;
+  t.add_status(status("e", "s", 3, 0));
+  const auto r = t.finish();
+  REQUIRE(r.streams.size() == 1);
+  CHECK(r.streams[0].tail == Ranges{{1, 3}});
+  const auto text = gaps_to_text(r);
+  CHECK(text.find("1..0") == std::string::npos);
+  CHECK(text.find("e stream s: 0 stored, no sequence stored or rejected; the device: committed 3, 0 pending\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("the range starts at the status's floor when it is below everything stored: a head loss stays visible") {
+  GapTracker t;
+  add(t, "d", run(15, 20));
+  auto st = status("d", "s", 25, 15);  // holds 11..25: 11..14 sent, not stored yet (or lost)
+  REQUIRE(st.floor == 11);
+  t.add_status(st);
+  const auto r = t.finish();
+  const auto& g = r.streams.at(0);
+  CHECK(g.first == 11);
+  CHECK(g.unexplained == Ranges{{11, 14}});
+  CHECK(g.tail.empty());
+  CHECK(r.has_unexplained());
+}
+
+TEST_CASE("a forged high floor hides nothing: the range still starts at the lowest stored") {
+  GapTracker t;
+  add(t, "d", {5, 9});
+  auto st = status("d", "s", 9, 0);
+  st.floor = 500;  // inconsistent: above committed + 1
+  t.add_status(st);
+  const auto r = t.finish();
+  const auto& g = r.streams.at(0);
+  CHECK(g.first == 5);
+  CHECK(g.unexplained == Ranges{{6, 8}});
+  CHECK(g.tail.empty());
+  REQUIRE(g.status_ignored.has_value());
+  CHECK(g.status_ignored->find("floor") != std::string::npos);
+}
+
+TEST_CASE("no forged tail: an inconsistent status, or a server-mode one settling what nobody confirmed") {
+  GapTracker t;
+  add(t, "d", run(1, 10));
+  auto inconsistent = status("d", "s", 1000000, 0);
+  inconsistent.floor = 11;  // nothing pending, yet its floor is not committed + 1
+  t.add_status(inconsistent);
+  add(t, "e", run(1, 10));
+  auto server = status("e", "s", 1000, 0);  // settled 1..1000 in server mode
+  server.confirmation = StreamStatusMode::server;
+  server.confirmed_through = 10;            // but only 1..10 were confirmed
+  t.add_status(server);
+  add(t, "f", run(1, 10));
+  auto honest = status("f", "s", 12, 0);  // server mode, confirmed through 12: the store lost 11..12
+  honest.confirmation = StreamStatusMode::server;
+  honest.confirmed_through = 12;
+  t.add_status(honest);
+  const auto r = t.finish();
+  REQUIRE(r.streams.size() == 3);
+  CHECK(r.streams[0].tail.empty());
+  CHECK(r.streams[0].status_ignored.has_value());
+  CHECK(r.streams[1].tail.empty());
+  REQUIRE(r.streams[1].status_ignored.has_value());
+  CHECK(r.streams[1].status_ignored->find("server mode") != std::string::npos);
+  CHECK(r.streams[2].tail == Ranges{{11, 12}});
+  CHECK_FALSE(r.streams[2].status_ignored.has_value());
+  CHECK(r.tail_total() == 2);
+  CHECK(gaps_to_text(r).find("  the device's status claims no tail: ") != std::string::npos);
+}
+
+TEST_CASE("a real tail loss stays visible when a later status with events pending ranks higher") {
+  GapTracker t;
+  add(t, "d", run(1, 10));
+  t.add_status(status("d", "s", 20, 5));  // floor 16: 11..15 settled on the device, never stored
+  const auto r = t.finish();
+  CHECK(r.streams.at(0).tail == Ranges{{11, 15}});
+  CHECK(r.has_unexplained());
+}
+
+TEST_CASE("status_tail_refusal: each inconsistency named, an honest status accepted") {
+  CHECK_FALSE(status_tail_refusal(status("d", "s", 10, 0), 0).has_value());
+  CHECK_FALSE(status_tail_refusal(status("d", "s", 10, 4), 0).has_value());
+  auto high_floor = status("d", "s", 10, 0);
+  high_floor.floor = 12;
+  CHECK(status_tail_refusal(high_floor, 0).has_value());
+  auto pending_mismatch = status("d", "s", 10, 4);
+  pending_mismatch.floor = 11;
+  CHECK(status_tail_refusal(pending_mismatch, 0).has_value());
+  auto too_many = status("d", "s", 10, 4);
+  too_many.pending = 9;  // floor 7 holds at most 4
+  CHECK(status_tail_refusal(too_many, 0).has_value());
+  auto server = status("d", "s", 10, 0);
+  server.confirmation = StreamStatusMode::server;
+  CHECK(status_tail_refusal(server, 9).has_value());    // settled 1..10, vouched for 9
+  CHECK_FALSE(status_tail_refusal(server, 10).has_value());  // dropped or stored up to 10
 }
