@@ -31,6 +31,7 @@
 #include <edge_outbox/mqtt/publisher.h>
 #include <edge_outbox/outbox.h>
 
+#include "support/eventually.h"
 #include "support/ingest.h"
 #include "support/mosquitto.h"
 #include "support/temp_dir.h"
@@ -40,15 +41,6 @@ using namespace edge_outbox::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 60s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return condition();
-}
 
 // A gateway: its device id names its topics and its CloudEvents source.
 struct Gateway {

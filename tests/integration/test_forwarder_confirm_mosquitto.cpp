@@ -26,6 +26,7 @@
 #include <edge_outbox/wire/stream_status.h>
 
 #include "support/device_ledger.h"
+#include "support/eventually.h"
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
 #include "support/temp_dir.h"
@@ -37,15 +38,6 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string kDeviceTopic = "devices/gw-1";
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 60s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return condition();
-}
 
 std::unique_ptr<Publisher> mqtt_publisher(const Mosquitto& broker) {
   MqttPublisherOptions o;

@@ -32,6 +32,7 @@
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
 
+#include "support/eventually.h"
 #include "support/mosquitto.h"
 #include "support/process.h"
 #include "support/subscriber.h"
@@ -44,15 +45,6 @@ using namespace edge_outbox::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 60s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return condition();
-}
 
 MqttPublisherOptions publisher_options(const std::string& uri) {
   MqttPublisherOptions o;

@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include "support/eventually.h"
+
 namespace edge_outbox::torture {
 
 inline bool long_mode() {
@@ -38,14 +40,10 @@ inline int scaled(int count) {
   return count;
 }
 
+// The testkit's, with the scenarios' longer ceiling.
 inline bool eventually(const std::function<bool()>& condition,
                        std::chrono::milliseconds timeout = std::chrono::seconds(120)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return condition();
+  return test::eventually(condition, timeout, std::chrono::milliseconds(20));
 }
 
 inline std::uint64_t seed() {

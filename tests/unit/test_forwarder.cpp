@@ -31,11 +31,13 @@
 #include "forward/ack_timeout.h"
 #include "forward/event_wire.h"
 #include "support/error_checks.h"
+#include "support/eventually.h"
 #include "support/fake_publisher.h"
 #include "support/manual_clock.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
+using edge_outbox::test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
@@ -44,15 +46,6 @@ std::string property(const OutgoingMessage& m, const std::string& name) {
   for (const auto& [k, v] : m.user_properties)
     if (k == name) return v;
   return {};
-}
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(2ms);
-  }
-  return condition();
 }
 
 ForwarderOptions fast_options() {

@@ -26,23 +26,16 @@
 
 #include "support/device_ledger.h"
 #include "support/error_checks.h"
+#include "support/eventually.h"
 #include "support/fake_publisher.h"
 #include "support/manual_clock.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
+using edge_outbox::test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(2ms);
-  }
-  return condition();
-}
 
 const std::string kDeviceTopic = "devices/gw-1";
 

@@ -20,24 +20,17 @@
 #include <edge_outbox/wire/dropped_report.h>
 #include <edge_outbox/wire/packet_size.h>
 
+#include "support/eventually.h"
 #include "support/fake_publisher.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
+using edge_outbox::test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
 
 const std::string report_topic = "devices/gw-1/events/outbox.dropped";
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 20s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(2ms);
-  }
-  return condition();
-}
 
 Event reading(int i) {
   Event e;
