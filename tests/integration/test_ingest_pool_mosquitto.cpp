@@ -258,8 +258,8 @@ void survive(Pool& pool, const std::string& what, std::chrono::seconds gone, std
   // End to end, with the device's resend of hinted ranges.
   for (const auto& [id, t] : held) {
     INFO(id);
-    REQUIRE(t.has_value());
-    CHECK(*t <= bound);
+    CHECK(t.has_value());
+    if (t) CHECK(*t <= bound);
   }
   std::size_t broker_lost = 0;
   for (const auto& [id, n] : pool.deleted_unstored()) {
@@ -296,7 +296,7 @@ TEST_CASE("a zombie member (connected, its commits hang): it exits, every server
   TcpProxy link(port);
   const std::string through_proxy = "postgresql://postgres@127.0.0.1:" + std::to_string(link.port()) + "/postgres";
   Pool pool(pg, {uri, uri, through_proxy});
-  survive(pool, "zombie", 11s, 15s, [&] { link.set_mode(TcpProxy::Mode::blackhole); });
+  survive(pool, "zombie", 13s, 15s, [&] { link.set_mode(TcpProxy::Mode::blackhole); });
   CHECK(pool.member(2).wait(10s) == 3);  // --store-failure-max: exit code 3, nothing acknowledged
 }
 
@@ -307,6 +307,6 @@ TEST_CASE("a member SIGSTOPped: every server-mode device confirmed within 1.5 x 
     return;
   }
   Pool pool(pg, {pg.uri(), pg.uri(), pg.uri()}, {"--keepalive", "4"});
-  survive(pool, "SIGSTOP", 12s, 21s, [&] { pool.member(2).kill(SIGSTOP); });
+  survive(pool, "SIGSTOP", 15s, 21s, [&] { pool.member(2).kill(SIGSTOP); });
   pool.member(2).kill(SIGKILL);
 }
