@@ -131,12 +131,14 @@ class HandDevice {
   Publisher& pub_;
 };
 
-// The `through` of each confirmation on `topic`, in order.
+// The `through` of each confirmation on `topic` that settles something, in
+// order (resend hints alone come on an empty range: left out).
 std::vector<std::int64_t> throughs(const std::vector<ReceivedMessage>& messages, const std::string& topic) {
   std::vector<std::int64_t> out;
   for (const auto& m : messages) {
     if (m.topic != topic) continue;
     auto c = wire::decode_confirmation(m.payload);
+    if (c && c->from > c->through) continue;
     out.push_back(c ? c->through : -1);  // -1: not a confirmation
   }
   return out;
