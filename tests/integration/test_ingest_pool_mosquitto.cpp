@@ -198,6 +198,39 @@ class Pool {
                                 "' AND sequence > " + std::to_string(first) + " AND sequence <= " + std::to_string(last)));
   }
 
+  // For each server-mode device not confirmed past `recorded_at`: whether
+  // the last confirmation on its topic names exactly the store's holes
+  // above its through (the ingest's side of the hints, whatever the
+  // device does with them). Empty when every device was confirmed.
+  std::map<std::string, bool> hints_name_the_holes(const std::map<std::string, std::int64_t>& recorded_at) {
+    std::map<std::string, bool> out;
+    const auto messages = confirms_.messages();
+    for (auto& d : devices_) {
+      if (!d->server || d->forwarder->stats().confirmed_through >= recorded_at.at(d->id)) continue;
+      const std::string topic = wire::confirm_topic("devices/" + d->id, d->outbox->stream_id());
+      std::optional<wire::Confirmation> last;
+      for (const auto& m : messages)
+        if (m.topic == topic)
+          if (auto c = wire::decode_confirmation(m.payload)) last = c;
+      if (!last) {
+        out[d->id] = false;
+        continue;
+      }
+      std::istringstream text(pg_.query("SELECT DISTINCT sequence FROM events WHERE source = '" + d->id +
+                                        "' AND sequence > " + std::to_string(last->through) + " ORDER BY sequence"));
+      std::vector<wire::SequenceRange> holes;
+      std::int64_t next = last->through + 1;
+      for (std::string line; std::getline(text, line);) {
+        const std::int64_t s = std::stoll(line);
+        if (s > next) holes.push_back({next, s - 1});
+        next = s + 1;
+      }
+      if (holes.size() > wire::max_missing_ranges) holes.resize(wire::max_missing_ranges);
+      out[d->id] = !holes.empty() && last->missing == holes;
+    }
+    return out;
+  }
+
   // When the first confirmation with resend hints was seen (polled every
   // 100 ms by record), if any.
   std::optional<SteadyClock::time_point> first_hint() const { return first_hint_; }
@@ -253,9 +286,15 @@ void survive(Pool& pool, const std::string& what, std::chrono::seconds gone, std
                               " ms after"
                         : std::string("never")));
   INFO(pool.logs());
-  // The ingest side alone: the survivors name what the failed member took.
+  // The ingest side alone: the survivors name what the failed member took,
+  // and a device still waiting is told exactly the store's holes.
   CHECK(hint.has_value());
-  // End to end, with the device's resend of hinted ranges.
+  for (const auto& [id, exact] : pool.hints_name_the_holes(recorded_at)) {
+    INFO(id << ": its last confirmation names the store's holes above its through");
+    CHECK(exact);
+  }
+  // End to end (the device resends the hinted ranges: its side of the
+  // hints), every device is confirmed within the bound.
   for (const auto& [id, t] : held) {
     INFO(id);
     CHECK(t.has_value());
