@@ -29,7 +29,19 @@ std::vector<StreamKey> ConfirmSchedule::due(TimePoint now) {
     state.fresh = false;
     state.looked_up_at = now;
     out.push_back(*it);
+    rechecks_.erase(*it);
     it = touched_.erase(it);
+  }
+  for (auto it = rechecks_.begin(); it != rechecks_.end();) {
+    if (now < it->second) {
+      ++it;
+      continue;
+    }
+    auto& state = streams_[it->first];
+    state.fresh = false;
+    state.looked_up_at = now;
+    out.push_back(it->first);
+    it = rechecks_.erase(it);
   }
   return out;
 }
@@ -42,6 +54,7 @@ std::optional<ConfirmSchedule::TimePoint> ConfirmSchedule::next_due() const {
     if (state.fresh) at = std::min(at, *last_touch_ + options_.idle_after);
     next = next ? std::min(*next, at) : at;
   }
+  for (const auto& [key, at] : rechecks_) next = next ? std::min(*next, at) : at;
   return next;
 }
 
@@ -54,6 +67,28 @@ bool ConfirmSchedule::should_publish(const StreamKey& stream, std::int64_t throu
 void ConfirmSchedule::published(const StreamKey& stream, std::int64_t through) {
   auto& p = streams_[stream].published_through;
   p = p ? std::max(*p, through) : through;
+}
+
+bool ConfirmSchedule::should_publish_hints(const StreamKey& stream, const std::vector<wire::SequenceRange>& missing,
+                                           TimePoint now) const {
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return !missing.empty();
+  const State& state = it->second;
+  if (missing.empty() && state.published_missing.empty()) return false;
+  return !state.published_at || now >= *state.published_at + options_.hint_interval;
+}
+
+void ConfirmSchedule::published(const StreamKey& stream, std::int64_t through,
+                                const std::vector<wire::SequenceRange>& missing, TimePoint now) {
+  published(stream, through);
+  auto& state = streams_[stream];
+  state.published_missing = missing;
+  state.published_at = now;
+}
+
+void ConfirmSchedule::recheck(const StreamKey& stream, TimePoint now) {
+  streams_.try_emplace(stream);
+  rechecks_[stream] = now + options_.hint_recheck;
 }
 
 void ConfirmSchedule::retry_later(const StreamKey& stream, TimePoint now) {

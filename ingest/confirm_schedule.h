@@ -21,6 +21,13 @@
 // process published for the stream, unless the device's status says it holds
 // less than that (device_holds): then that confirmation was lost (a broker
 // that lost its retained messages) and the next lookup publishes again.
+//
+// Resend hints (docs/confirmation.md "Resend hints"): a stream with holes
+// above its through is looked up again hint_recheck after its lookup
+// (recheck), touched or not, so its holes age into hints while nothing
+// arrives. A confirmation whose through did not rise is published for its
+// hints alone (should_publish_hints) when they are not empty or differ from
+// the last published ones, at most every hint_interval per stream.
 #pragma once
 
 #include <chrono>
@@ -31,6 +38,8 @@
 #include <string>
 #include <vector>
 
+#include <edge_outbox/wire/sequence_ranges.h>
+
 #include "ingest/stream_key.h"
 
 namespace edge_outbox::ingest {
@@ -38,6 +47,8 @@ namespace edge_outbox::ingest {
 struct ConfirmScheduleOptions {
   std::chrono::milliseconds min_interval{200};
   std::chrono::milliseconds idle_after{20};
+  std::chrono::milliseconds hint_interval{2000};
+  std::chrono::milliseconds hint_recheck{500};
 };
 
 class ConfirmSchedule {
@@ -57,8 +68,17 @@ class ConfirmSchedule {
 
   // Whether a looked-up `through` is to be published (see above).
   bool should_publish(const StreamKey& stream, std::int64_t through) const;
+  // Whether a confirmation whose through did not rise is to be published
+  // for its hints `missing` (see above).
+  bool should_publish_hints(const StreamKey& stream, const std::vector<wire::SequenceRange>& missing,
+                            TimePoint now) const;
   // The confirmation was handed to the MQTT client.
   void published(const StreamKey& stream, std::int64_t through);
+  void published(const StreamKey& stream, std::int64_t through, const std::vector<wire::SequenceRange>& missing,
+                 TimePoint now);
+  // The stream has holes: due hint_recheck after `now` without a touch
+  // (a touch or a due lookup before then replaces it).
+  void recheck(const StreamKey& stream, TimePoint now);
   // The lookup or the publish could not be done (a store error, the MQTT
   // client not connected, the status not read yet): the stream is touched
   // again, due min_interval after its lookup.
@@ -74,12 +94,15 @@ class ConfirmSchedule {
     bool fresh = false;  // touched by a commit or a status since the last lookup
     std::optional<TimePoint> looked_up_at;
     std::optional<std::int64_t> published_through;
+    std::vector<wire::SequenceRange> published_missing;
+    std::optional<TimePoint> published_at;
   };
   bool due_now(const State& state, TimePoint now) const;
 
   ConfirmScheduleOptions options_;
   std::map<StreamKey, State> streams_;
   std::set<StreamKey> touched_;  // waiting for a lookup
+  std::map<StreamKey, TimePoint> rechecks_;  // due at that time, touched or not
   std::optional<TimePoint> last_touch_;
 };
 

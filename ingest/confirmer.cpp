@@ -363,7 +363,26 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
     }
     const auto range = confirmable(found ? std::optional<std::int64_t>(found->from) : std::nullopt,
                                    found ? found->through : 0);
-    if (!range) continue;
+    const auto now = SteadyClock::now();
+    std::vector<wire::SequenceRange> missing;
+    if (found) missing = resend_hints(key, found->through, now);
+    if (!range) {
+      // Nothing new confirmed: the hints alone, on an empty range at the
+      // walk floor (settles nothing; see docs/confirmation.md "Resend hints").
+      if (!found) continue;
+      {
+        MutexLock lock(mutex_);
+        if (!schedule_.should_publish_hints(key, missing, now)) continue;
+      }
+      hand_over(key, wire::confirm_topic(status->device_topic, key.streamid),
+                wire::Confirmation{.streamid = key.streamid,
+                                   .through = found->from - 1,
+                                   .version = wire::confirmation_protocol_version,
+                                   .from = found->from,
+                                   .digest = {},
+                                   .missing = std::move(missing)});
+      continue;
+    }
     {
       MutexLock lock(mutex_);
       if (!schedule_.should_publish(key, range->through)) continue;
@@ -389,10 +408,30 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
                                           .version = wire::confirmation_protocol_version,
                                           .from = range->from,
                                           .digest = found->digest,
-                                          .missing = {}};
+                                          .missing = std::move(missing)};
     const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
     if (!hand_over(key, topic, confirmation)) unhanded_.insert_or_assign(key, std::pair(topic, confirmation));
   }
+}
+
+std::vector<wire::SequenceRange> Confirmer::resend_hints(const StreamKey& key, std::int64_t through,
+                                                         SteadyClock::time_point now) {
+  std::vector<wire::SequenceRange> holes;
+  try {
+    holes = store_->missing_above(key.source, key.streamid, through);
+  } catch (const std::exception& e) {
+    log_failure("looking up the holes of stream '" + printable(key.streamid) + "' of '" + printable(key.source) + "'",
+                e);
+  }
+  if (holes.empty()) {
+    hole_ages_.erase(key);
+    return {};
+  }
+  {
+    MutexLock lock(mutex_);
+    schedule_.recheck(key, now);  // so the holes age into hints while nothing arrives
+  }
+  return hole_ages_[key].update(holes, now, options_.hint_age, wire::max_missing_ranges);
 }
 
 bool Confirmer::hand_over(const StreamKey& key, const std::string& topic, const wire::Confirmation& confirmation) {
@@ -404,7 +443,7 @@ bool Confirmer::hand_over(const StreamKey& key, const std::string& topic, const 
   }
   MutexLock lock(mutex_);
   if (handed) {
-    schedule_.published(key, confirmation.through);
+    schedule_.published(key, confirmation.through, confirmation.missing, SteadyClock::now());
     ++counters_.confirmations;
   } else {
     schedule_.retry_later(key, SteadyClock::now());

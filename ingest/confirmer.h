@@ -11,7 +11,11 @@
 // wire::confirm_topic of the device topic from the stream's status)
 // without waiting for the outcome. A confirmation made durable but not
 // handed (the client not connected) is handed first at the next attempt,
-// so the device still gets the range its floor starts.
+// so the device still gets the range its floor starts. Each confirmation
+// carries the stream's resend hints (resend_hints.h): the holes above its
+// through seen for hint_age or longer; while hints stand and through does
+// not rise, they are published alone on an empty range at the walk floor,
+// at most every ConfirmScheduleOptions::hint_interval.
 //
 // It has a thread of its own and a Store connection of its own (the
 // Writer's is the Writer thread's only), so neither Paho's callback thread
@@ -67,6 +71,7 @@
 
 #include "common/mutex.h"
 #include "ingest/confirm_schedule.h"
+#include "ingest/resend_hints.h"
 #include "ingest/source_bindings.h"
 #include "ingest/idle_streams.h"
 #include "ingest/store.h"
@@ -79,6 +84,8 @@ struct ConfirmerOptions {
   // false (--no-confirm): statuses are recorded, nothing is published.
   bool publish = true;
   ConfirmScheduleOptions schedule;
+  // How long a hole stays before a confirmation names it (resend_hints.h).
+  std::chrono::milliseconds hint_age{2000};
   // Wait after a failed store call before trying again.
   std::chrono::milliseconds retry_after{1000};
   // Per device topic, the most streams with a status and no outcome
@@ -155,6 +162,10 @@ class Confirmer {
     std::string device_topic;
     bool server = false;  // the device waits for confirmations (server mode)
   };
+  // The stream's holes above `through` seen for hint_age or longer, for
+  // wire::Confirmation::missing; none when the store lookup fails.
+  std::vector<wire::SequenceRange> resend_hints(const StreamKey& key, std::int64_t through,
+                                                std::chrono::steady_clock::time_point now);
   // Hands the confirmation over; false when the client did not take it.
   bool hand_over(const StreamKey& key, const std::string& topic, const wire::Confirmation& confirmation);
   // From the statuses recorded by this process, else (a status another
@@ -187,6 +198,7 @@ class Confirmer {
   // Confirmations whose walk floor is recorded but that the client did not
   // take, by stream, with their topic.
   std::map<StreamKey, std::pair<std::string, wire::Confirmation>> unhanded_;
+  std::map<StreamKey, HoleAges> hole_ages_;  // streams with holes above their through
   std::chrono::steady_clock::time_point streams_read_at_{};
   std::chrono::steady_clock::time_point last_failure_log_{};
   std::set<std::string> refused_logged_;                      // device topics

@@ -58,6 +58,31 @@ std::int64_t confirmed_from_floor(std::int64_t floor, CoverageMemo* memo, Covera
   return through;
 }
 
+std::vector<wire::SequenceRange> holes_above(std::int64_t through, CoverageLookups& lookups, HoleScanLimits limits) {
+  std::vector<wire::SequenceRange> holes;
+  if (through >= int64_max) return holes;
+  const std::int64_t limit = through > int64_max - limits.max_span ? int64_max : through + limits.max_span;
+  std::int64_t next = through + 1;
+  while (holes.size() < limits.max_holes && next <= limit) {
+    const std::int64_t covered = covered_through(next, lookups);
+    if (covered >= limit) break;
+    const std::int64_t start = covered + 1;  // no outcome here
+    // The next sequence above the hole with an outcome: the lowest of the
+    // next stored event, attributed rejection and explained range.
+    std::optional<std::int64_t> end;
+    const auto lowest = [&](std::optional<std::int64_t> s) {
+      if (s && (!end || *s < *end)) end = s;
+    };
+    if (const auto e = lookups.event_sequences(start, 1); !e.empty()) lowest(e.front());
+    if (const auto r = lookups.rejected_sequences(start, 1); !r.empty()) lowest(r.front());
+    lowest(lookups.explained_after(start));
+    if (!end) break;  // nothing above: not a hole
+    holes.push_back({start, *end - 1});
+    next = *end;
+  }
+  return holes;
+}
+
 wire::OutcomeDigest fold_outcomes(std::vector<std::pair<std::int64_t, std::string>> pairs,
                                   const std::vector<SequenceSpan>& explained) {
   std::sort(pairs.begin(), pairs.end());

@@ -8,9 +8,10 @@
 // (host/exit_codes.h, the table in docs/exit-codes.md):
 //   serving:   0 clean stop (SIGINT, SIGTERM or --exit-after-idle);
 //              1 cannot start (the store, the MQTT client, the password);
-//              3 stopped while the store was failing: the messages in hand
-//                were neither stored nor acknowledged, the broker redelivers
-//                them.
+//              3 stopped while the store was failing, or the store took no
+//                commit for --store-failure-max (a pool member steps out so
+//                that its session expires and the others take its share):
+//                the messages in hand were neither stored nor acknowledged.
 //   gaps:      0 report printed, no unexplained gap; 1 report printed, with
 //              unexplained gaps (inside a stream, or at its tail); 3 the
 //              store cannot be read (missing, not an ingest store,
@@ -218,6 +219,8 @@ int main(int argc, char** argv) {
   std::string password_file, password_env, log_level = "info", log_format = "text";
   std::string metrics_listen;
   std::string commit_pending_max = "30s";  // ingest::default_commit_pending_max
+  std::string store_failure_max = "5s";    // with --share-group; without: off
+  int keepalive_s = 30;
   double stats_interval = 0, exit_after_idle = 0;
   std::size_t max_batch = 512;
   std::uint64_t rejected_max_bytes = ingest::StoreOptions{}.rejected_max_bytes;
@@ -245,8 +248,23 @@ int main(int argc, char** argv) {
          [&sub](const std::string& v) { sub.mqtt_version = *wire::parse_mqtt_version_choice(v); },
          "auto (default: MQTT 5, falling back to 3.1.1 when the broker refuses 5), 5, or 4 for MQTT 3.1.1")
       ->check(CLI::IsMember({"auto", "5", "4"}));
-  app.add_option("--session-expiry", sub.session_expiry_s, "MQTT 5 session expiry interval in seconds")
+  app.add_option("--session-expiry", sub.session_expiry_s,
+                 "MQTT 5 session expiry interval in seconds (default: 604800; 5 with --share-group)");
+  app.add_option("--keepalive", keepalive_s, "MQTT keepalive in seconds: the broker drops a silent (hung) ingest "
+                                             "after 1.5 times this")
+      ->check(CLI::Range(1, 65535))
       ->capture_default_str();
+  app.add_option("--store-failure-max", store_failure_max,
+                 "Exit (code 3) when a store commit has been pending or failing this long, so that a pool member's "
+                 "session expires and the others take its share (default with --share-group: 5s; else 0: never)")
+      ->check([](const std::string& text) {
+        try {
+          return host::parse_duration(text) >= std::chrono::milliseconds(0) ? std::string()
+                                                                            : std::string("must not be negative");
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_option("--username", sub.username, "Broker user name");
   auto* password_file_opt = app.add_option(
       "--password-file", password_file, "File that holds the broker password (one line; its line end is dropped)");
@@ -338,6 +356,14 @@ int main(int argc, char** argv) {
   if (given("--max-batch")) reprocess_classify.max_batch_events = max_batch;
 
   sub.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
+  sub.keepalive = std::chrono::seconds(keepalive_s);
+  // A pool member that dies leaves its share of the messages queued in its
+  // session until the session expires: short by default (docs/ingest.md
+  // "Scale-out").
+  if (!sub.share_group.empty() && !given("--session-expiry")) sub.session_expiry_s = 5;
+  const std::chrono::milliseconds store_failure_limit =
+      !sub.share_group.empty() || given("--store-failure-max") ? host::parse_duration(store_failure_max)
+                                                                : std::chrono::milliseconds(0);
   classify.max_batch_events = max_batch;
   host::StderrLog log_sink(
       "edge-outbox-ingest", host::parse_log_level(log_level).value_or(host::LogLevel::info),
@@ -467,6 +493,18 @@ int main(int argc, char** argv) {
     if (stats_interval > 0 && now - last_stats >= std::chrono::duration<double>(stats_interval)) {
       last_stats = now;
       log("info", "stats " + counters_json(writer.counters(), confirmer->counters()));
+    }
+    if (const auto since = writer.commit_pending_since();
+        store_failure_limit > std::chrono::milliseconds(0) && since && now - *since >= store_failure_limit) {
+      // Paho holds its lock while a message callback waits on the store, so
+      // a clean disconnect could wait as long: end the process. What the
+      // callbacks hold was not acknowledged; the broker drops the
+      // connection, the session expires and the pool's other members take
+      // this one's share.
+      log("error", "the store took no commit for " + store_failure_max + " (--store-failure-max): exiting so that "
+                   "the broker gives this member's share to the others; messages in hand were not acknowledged");
+      std::fflush(nullptr);
+      std::_Exit(kExitStoreFailing);
     }
     if (exit_after_idle > 0 && writer.pending() == 0 &&
         now - std::max(writer.last_submit(), started) >= std::chrono::duration<double>(exit_after_idle)) {

@@ -420,6 +420,13 @@ class PgStore final : public Store {
     return c;
   }
 
+  std::vector<wire::SequenceRange> missing_above(const std::string& source, const std::string& streamid,
+                                                 std::int64_t through) override {
+    ensure_connected();
+    Lookups lookups(*this, source, streamid);
+    return holes_above(through, lookups);
+  }
+
   bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
                          std::int64_t next) override {
     ensure_connected();
@@ -998,6 +1005,15 @@ class PgStore final : public Store {
           "SELECT MAX(last)::text FROM explained WHERE source = $1 AND streamid = $2 AND last >= $3::bigint AND "
           "first <= $3::bigint",
           p, 1, PGRES_TUPLES_OK, "select explained");
+      if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
+      return std::stoll(value(r, 0, 0));
+    }
+    std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
+      Params p = key();
+      p.number(sequence);
+      Result r = store_.exec_params(
+          "SELECT MIN(first)::text FROM explained WHERE source = $1 AND streamid = $2 AND first > $3::bigint", p, 1,
+          PGRES_TUPLES_OK, "select explained");
       if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
       return std::stoll(value(r, 0, 0));
     }

@@ -289,6 +289,8 @@ class SqliteStore final : public Store {
         "ORDER BY sequence");
     explained_reach_ = std::make_unique<SQLite::Statement>(
         db_, "SELECT MAX(last) FROM explained WHERE source = ? AND streamid = ? AND last >= ? AND first <= ?");
+    explained_after_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT MIN(first) FROM explained WHERE source = ? AND streamid = ? AND first > ?");
     event_sequences_ = std::make_unique<SQLite::Statement>(
         db_, "SELECT sequence FROM events WHERE source = ? AND streamid = ? AND sequence >= ? ORDER BY sequence LIMIT ?");
     rejected_sequences_ = std::make_unique<SQLite::Statement>(
@@ -436,6 +438,17 @@ class SqliteStore final : public Store {
       c.through = confirmed_from_floor(c.from, &memos_[{source, streamid}], lookups);
       if (c.through >= c.from) c.digest = digest(source, streamid, c.from, c.through);
       return c;
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::vector<wire::SequenceRange> missing_above(const std::string& source, const std::string& streamid,
+                                                 std::int64_t through) override {
+    try {
+      Lookups lookups(*this, source, streamid);
+      return holes_above(through, lookups);
     } catch (const SQLite::Exception& e) {
       reset_statements();
       throw sqlite_error(path_, e);
@@ -752,7 +765,7 @@ class SqliteStore final : public Store {
   void reset_statements() {
     for (auto* st : {insert_event_.get(), insert_conflict_.get(), select_stored_.get(), select_conflicts_.get(),
                      insert_rejected_.get(), insert_explained_.get(), select_report_sequences_.get(),
-                     explained_reach_.get(), event_sequences_.get(), rejected_sequences_.get(), select_floor_.get(),
+                     explained_reach_.get(), explained_after_.get(), event_sequences_.get(), rejected_sequences_.get(), select_floor_.get(),
                      upsert_stream_.get(), update_walk_floor_.get(), raise_walk_floor_.get(), outcome_pairs_.get(),
                      explained_spans_.get()})
       st->tryReset();
@@ -771,6 +784,14 @@ class SqliteStore final : public Store {
       if (st.executeStep() && !st.getColumn(0).isNull()) reach = st.getColumn(0).getInt64();
       st.tryReset();
       return reach;
+    }
+    std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
+      auto& st = bound(*store_.explained_after_);
+      st.bind(3, static_cast<std::int64_t>(sequence));
+      std::optional<std::int64_t> first;
+      if (st.executeStep() && !st.getColumn(0).isNull()) first = st.getColumn(0).getInt64();
+      st.tryReset();
+      return first;
     }
     std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
       return sequences(*store_.event_sequences_, from, limit);
@@ -995,6 +1016,7 @@ class SqliteStore final : public Store {
   std::unique_ptr<SQLite::Statement> insert_explained_;
   std::unique_ptr<SQLite::Statement> select_report_sequences_;
   std::unique_ptr<SQLite::Statement> explained_reach_;
+  std::unique_ptr<SQLite::Statement> explained_after_;
   std::unique_ptr<SQLite::Statement> event_sequences_;
   std::unique_ptr<SQLite::Statement> rejected_sequences_;
   std::unique_ptr<SQLite::Statement> select_floor_;

@@ -33,6 +33,10 @@ std::optional<StreamConfirmation> Store::confirmation(const std::string&, const 
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot compute confirmations");
 }
 
+std::vector<wire::SequenceRange> Store::missing_above(const std::string&, const std::string&, std::int64_t) {
+  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot compute resend hints");
+}
+
 bool Store::record_walk_floor(const std::string&, const std::string&, std::int64_t, std::int64_t) {
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot record a walk floor");
 }

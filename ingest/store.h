@@ -200,6 +200,13 @@ class Store {
   // std::nullopt when the stream has no row or its walk floor is unset.
   // Shares confirmed_through's cache.
   virtual std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid);
+  // The stream's holes above `through` (coverage.h holes_above: at most
+  // 32 ranges, looking at most 10,000 sequences above through): the
+  // sequences without an outcome below a higher one that has one. Read
+  // fresh each call (no cache). This base class throws StoreError
+  // (permanent).
+  virtual std::vector<wire::SequenceRange> missing_above(const std::string& source, const std::string& streamid,
+                                                         std::int64_t through);
   // Raises the stream's walk floor from `from` to `next` (a confirmation
   // through next - 1 is about to be published) in a transaction of its own
   // committed at the store's strongest durability, which covers every

@@ -131,12 +131,14 @@ class HandDevice {
   Publisher& pub_;
 };
 
-// The `through` of each confirmation on `topic`, in order.
+// The `through` of each confirmation on `topic` that settles something, in
+// order (resend hints alone come on an empty range: left out).
 std::vector<std::int64_t> throughs(const std::vector<ReceivedMessage>& messages, const std::string& topic) {
   std::vector<std::int64_t> out;
   for (const auto& m : messages) {
     if (m.topic != topic) continue;
     auto c = wire::decode_confirmation(m.payload);
+    if (c && c->from > c->through) continue;
     out.push_back(c ? c->through : -1);  // -1: not a confirmation
   }
   return out;
@@ -529,4 +531,62 @@ TEST_CASE("edge-outbox-sim --confirm server drains once the ingest confirms; wit
   ingest.kill(SIGTERM);
   REQUIRE(ingest.wait() == 0);
   CHECK(ingest.counters()["confirmations"].get<int>() >= 1);
+}
+
+TEST_CASE("resend hints: a hole below a stored sequence is named once it has stood 2 s, again every 2 s, then dropped") {
+  Mosquitto broker;
+  TempDir dir;
+  IngestProcess ingest(dir.path(), "ingest", ingest_args(broker, dir, {}));
+  ingest.wait_subscribed();
+  Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
+  const std::string topic = "devices/dev-h/confirm/stream-1";
+  INFO(ingest.log());
+  Publisher pub(broker.uri());
+  HandDevice dev(pub, "dev-h");
+  dev.status(1, 12);
+  dev.events(1, 5);
+  REQUIRE(wait_through(confirms, topic, 5));
+  // 6, 7 and 10 lost in transit (a pool member died with them); 11, 12 not sent yet.
+  const auto sent = std::chrono::steady_clock::now();
+  dev.events(8, 9);
+  const auto hinted = [&](const std::vector<ReceivedMessage>& ms, std::size_t n) {
+    std::size_t count = 0;
+    for (const auto& m : ms)
+      if (m.topic == topic)
+        if (auto c = wire::decode_confirmation(m.payload); c && !c->missing.empty()) ++count;
+    return count >= n;
+  };
+  REQUIRE(confirms.wait_for([&](const auto& ms) { return hinted(ms, 1); }, 10s));
+  const auto first_hint = std::chrono::steady_clock::now() - sent;
+  std::optional<wire::Confirmation> hint;
+  for (const auto& m : confirms.messages())
+    if (auto c = wire::decode_confirmation(m.payload); m.topic == topic && c && !c->missing.empty()) hint = c;
+  REQUIRE(hint);
+  CHECK(hint->missing == std::vector<wire::SequenceRange>{{6, 7}});  // 10 and up: nothing stored above them
+  CHECK(hint->through == 5);
+  CHECK(hint->from == 6);  // an empty range at the walk floor: settles nothing
+  CHECK(first_hint >= 1900ms);
+  CHECK(first_hint <= 4s);
+  // Standing: named again about every 2 s.
+  REQUIRE(confirms.wait_for([&](const auto& ms) { return hinted(ms, 2); }, 6s));
+  // 10 and 11 arrive, 10 missing since they were sent: a second hole, young.
+  dev.events(11, 11);
+  dev.events(6, 7);
+  REQUIRE(wait_through(confirms, topic, 9));
+  REQUIRE(confirms.wait_for(
+      [&](const auto& ms) {
+        for (const auto& m : ms)
+          if (auto c = wire::decode_confirmation(m.payload);
+              m.topic == topic && c && c->missing == std::vector<wire::SequenceRange>{{10, 10}})
+            return true;
+        return false;
+      },
+      6s));
+  dev.events(10, 10);
+  REQUIRE(wait_through(confirms, topic, 11));
+  for (const auto& m : confirms.messages())
+    if (auto c = wire::decode_confirmation(m.payload); m.topic == topic && c && c->through == 11)
+      CHECK(c->missing.empty());
+  MESSAGE("first hint " << std::chrono::duration_cast<std::chrono::milliseconds>(first_hint).count()
+                        << " ms after the events above the hole");
 }

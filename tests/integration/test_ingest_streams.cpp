@@ -373,6 +373,20 @@ void check_status_intake(const Open& open, const Query& query, const Query& drop
   CHECK(open()->open_notices().empty());  // recreated: nothing to say the next time
 }
 
+// The resend hints' holes, read from the store: stored events, attributed
+// rejections and explained ranges bound them; nothing past the highest.
+void check_missing_above(Store& store) {
+  using Ranges = std::vector<edge_outbox::wire::SequenceRange>;
+  CHECK(store.missing_above("gh", "h1", 0).empty());
+  store.commit({event("gh", "h1", 1), event("gh", "h1", 2), event("gh", "h1", 5), rejected("gh", "h1", 7),
+                report("gh", "h1", 12, R"({"counts":{"low":1},"dropped_total":1,"ranges":[[10,10]]})"),
+                rejected("gh", "h1", 15)});
+  CHECK(store.missing_above("gh", "h1", 2) == Ranges{{3, 4}, {6, 6}, {8, 9}, {11, 11}, {13, 14}});
+  CHECK(store.missing_above("gh", "h1", 8) == Ranges{{9, 9}, {11, 11}, {13, 14}});
+  CHECK(store.missing_above("gh", "h1", 15).empty());
+  CHECK(store.missing_above("gh", "other", 0).empty());
+}
+
 }  // namespace
 
 TEST_CASE("statuses in one transaction, idle streams, the walk indexes recreated (SQLite)") {
@@ -405,6 +419,7 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   check_classified_rejection(*open_store("sqlite:" + path), query);
   check_reprocess_position(*open_store("sqlite:" + path), query);
   check_walk_floor([&] { return open_store("sqlite:" + path); }, query);
+  check_missing_above(*open_store("sqlite:" + path));
 }
 
 TEST_CASE("streams, explained ranges, attributed rejections and confirmed_through (PostgreSQL)") {
@@ -431,6 +446,7 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   const auto page = store->rejected_after(0, 9);
   REQUIRE(page.size() == 9);
   CHECK(page.back().id == ids[8]);
+  check_missing_above(*open_store(pg.uri()));
 }
 
 // ---------------------------------------------------------------------------

@@ -123,3 +123,41 @@ TEST_CASE("a retry (a failed publish or lookup) waits for the interval, not a lo
   CHECK(s.due(t0 + 400ms).size() == 1);
   CHECK(s.streams() == 1);
 }
+
+TEST_CASE("resend hints: a stream with holes is looked up again without a touch") {
+  auto s = schedule();
+  s.touched(a, t0);
+  REQUIRE(s.due(t0) == std::vector<StreamKey>{a});
+  s.recheck(a, t0);
+  REQUIRE(s.next_due().has_value());
+  CHECK(*s.next_due() == t0 + 500ms);
+  CHECK(s.due(t0 + 499ms).empty());
+  CHECK(s.due(t0 + 500ms) == std::vector<StreamKey>{a});
+  CHECK_FALSE(s.next_due().has_value());  // once: the next lookup asks again if the holes remain
+  // A touch before the recheck is due replaces it.
+  s.recheck(a, t0 + 500ms);
+  s.touched(a, t0 + 800ms);
+  CHECK(s.due(t0 + 800ms) == std::vector<StreamKey>{a});
+  CHECK(s.due(t0 + 1000ms).empty());
+}
+
+TEST_CASE("resend hints alone: when not empty or changed, at most every hint_interval") {
+  auto s = schedule();
+  using R = edge_outbox::wire::SequenceRange;
+  const std::vector<R> none, one{{5, 7}}, two{{5, 7}, {9, 9}};
+  CHECK_FALSE(s.should_publish_hints(a, none, t0));  // nothing to say
+  CHECK(s.should_publish_hints(a, one, t0));
+  s.published(a, 4, one, t0);
+  CHECK_FALSE(s.should_publish_hints(a, one, t0 + 1999ms));
+  CHECK_FALSE(s.should_publish_hints(a, two, t0 + 1999ms));  // changed, but within the interval
+  CHECK(s.should_publish_hints(a, one, t0 + 2000ms));         // standing hints again: the device resends again
+  s.published(a, 4, two, t0 + 2000ms);
+  CHECK(s.should_publish_hints(a, none, t0 + 4000ms));  // the hints are gone: say so once
+  s.published(a, 4, none, t0 + 4000ms);
+  CHECK_FALSE(s.should_publish_hints(a, none, t0 + 9000ms));
+  // A confirmation whose through rose records its hints too.
+  s.published(a, 10, one, t0 + 9000ms);
+  CHECK_FALSE(s.should_publish(a, 10));
+  CHECK_FALSE(s.should_publish_hints(a, one, t0 + 10s));
+  CHECK(s.should_publish_hints(a, one, t0 + 11s));
+}

@@ -30,6 +30,13 @@ struct Rows final : CoverageLookups {
       if (r.first <= sequence && sequence <= r.last) reach = std::max(reach.value_or(r.last), r.last);
     return reach;
   }
+  std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
+    ++lookups;
+    std::optional<std::int64_t> first;
+    for (const auto& r : explained)
+      if (r.first > sequence) first = std::min(first.value_or(r.first), r.first);
+    return first;
+  }
   std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
     return from_set(events, from, limit);
   }
@@ -103,6 +110,35 @@ TEST_CASE("covered_through: up to INT64_MAX without overflowing") {
   Rows stored;
   stored.events = {int64_max - 1, int64_max};
   CHECK(covered_through(int64_max - 1, stored) == int64_max);
+}
+
+TEST_CASE("holes_above: the holes between the walk and the highest outcome, bounded") {
+  Rows rows;
+  CHECK(holes_above(0, rows).empty());  // nothing stored
+  add_run(rows.events, 1, 5);
+  CHECK(holes_above(5, rows).empty());  // nothing above through
+  CHECK(holes_above(2, rows).empty());  // covered above through: no hole, nothing trailing
+  add_run(rows.events, 8, 9);
+  rows.rejected.insert(12);
+  rows.explained.push_back({15, 16, "evicted"});
+  rows.events.insert(20);
+  using R = edge_outbox::wire::SequenceRange;
+  CHECK(holes_above(5, rows) == std::vector<R>{{6, 7}, {10, 11}, {13, 14}, {17, 19}});
+  CHECK(holes_above(0, rows) == std::vector<R>{{6, 7}, {10, 11}, {13, 14}, {17, 19}});  // from a lower through
+  CHECK(holes_above(10, rows) == std::vector<R>{{11, 11}, {13, 14}, {17, 19}});  // through inside a hole
+  CHECK(holes_above(5, rows, {.max_holes = 2, .max_span = 10'000}) == std::vector<R>{{6, 7}, {10, 11}});
+  // A hole starting past through + max_span is not named; one starting
+  // inside is named whole.
+  CHECK(holes_above(5, rows, {.max_holes = 32, .max_span = 5}) == std::vector<R>{{6, 7}, {10, 11}});
+  CHECK(holes_above(5, rows, {.max_holes = 32, .max_span = 1}) == std::vector<R>{{6, 7}});
+  // Many single holes: bounded by max_holes.
+  Rows sparse;
+  for (std::int64_t s = 2; s <= 200; s += 2) sparse.events.insert(s);
+  const auto holes = holes_above(0, sparse);
+  REQUIRE(holes.size() == 32);
+  CHECK(holes.front() == R{1, 1});
+  CHECK(holes.back() == R{63, 63});
+  CHECK(holes_above(int64_max, sparse).empty());
 }
 
 TEST_CASE("confirmed_from_floor: the memo starts the walk where the last one stopped") {

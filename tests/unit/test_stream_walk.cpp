@@ -46,6 +46,7 @@ StreamStatus server_status(std::int64_t floor, std::int64_t committed, std::opti
 struct ModelStore final : CoverageLookups {
   std::set<std::int64_t> stored;
   std::optional<std::int64_t> explained_reach(std::int64_t) override { return std::nullopt; }
+  std::optional<std::int64_t> explained_after(std::int64_t) override { return std::nullopt; }
   std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
     std::vector<std::int64_t> out;
     for (auto it = stored.lower_bound(from); it != stored.end() && out.size() < limit; ++it) out.push_back(*it);
