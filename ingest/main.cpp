@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
   std::string password_file, password_env, log_level = "info", log_format = "text";
   std::string metrics_listen;
   std::string commit_pending_max = "30s";  // ingest::default_commit_pending_max
-  std::string store_failure_max = "5s";    // with --share-group; without: off
+  std::string store_failure_max = "4s";    // with --share-group; without: off
   int keepalive_s = 30;
   double stats_interval = 0, exit_after_idle = 0;
   std::size_t max_batch = 512;
@@ -249,14 +249,14 @@ int main(int argc, char** argv) {
          "auto (default: MQTT 5, falling back to 3.1.1 when the broker refuses 5), 5, or 4 for MQTT 3.1.1")
       ->check(CLI::IsMember({"auto", "5", "4"}));
   app.add_option("--session-expiry", sub.session_expiry_s,
-                 "MQTT 5 session expiry interval in seconds (default: 604800; 5 with --share-group)");
+                 "MQTT 5 session expiry interval in seconds (default: 604800; 3 with --share-group)");
   app.add_option("--keepalive", keepalive_s, "MQTT keepalive in seconds: the broker drops a silent (hung) ingest "
                                              "after 1.5 times this")
       ->check(CLI::Range(1, 65535))
       ->capture_default_str();
   app.add_option("--store-failure-max", store_failure_max,
                  "Exit (code 3) when a store commit has been pending or failing this long, so that a pool member's "
-                 "session expires and the others take its share (default with --share-group: 5s; else 0: never)")
+                 "session expires and the others take its share (default with --share-group: 4s; else 0: never)")
       ->check([](const std::string& text) {
         try {
           return host::parse_duration(text) >= std::chrono::milliseconds(0) ? std::string()
@@ -360,7 +360,7 @@ int main(int argc, char** argv) {
   // A pool member that dies leaves its share of the messages queued in its
   // session until the session expires: short by default (docs/ingest.md
   // "Scale-out").
-  if (!sub.share_group.empty() && !given("--session-expiry")) sub.session_expiry_s = 5;
+  if (!sub.share_group.empty() && !given("--session-expiry")) sub.session_expiry_s = 3;
   const std::chrono::milliseconds store_failure_limit =
       !sub.share_group.empty() || given("--store-failure-max") ? host::parse_duration(store_failure_max)
                                                                 : std::chrono::milliseconds(0);
