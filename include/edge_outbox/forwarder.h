@@ -56,7 +56,7 @@
 // Storage errors: when a pass of the worker fails (a full disk, a locked or
 // failing file) it logs "retrying in N s" and waits that long on the
 // clock's monotonic time, whatever wakes it meanwhile: 1 s, doubling after
-// each failure in a row up to 30 s, back to 1 s after a pass that succeeds.
+// each failure in a row up to 30 s, back to 1 s after a pass whose writes go through.
 // stop() is answered at once.
 //
 // Failures: a refused message counts as a failed attempt with its reason

@@ -241,6 +241,10 @@ class Queue {
   // data_version): a cheap way to notice writes from another process.
   std::uint64_t data_version();
 
+  // Write transactions this Queue committed since it was opened: a caller
+  // that saw writes fail knows the file takes them again once it moves.
+  std::uint64_t commits() const noexcept;
+
   // Whether any event is pending, unconfirmed ones included.
   bool has_pending();
   std::string stream_id() const;

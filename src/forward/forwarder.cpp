@@ -841,6 +841,7 @@ struct Forwarder::Impl {
       // The publisher may have lost the link before its event reached us;
       // sending then would only bounce as not_sent, again and again.
       bool link_up = is_connected && publisher->connected();
+      const auto commits_before = queue->commits();
       try {
         if (!position_loaded) load_position(now_ms);
         if (new_connection) status_schedule.connected(now_ms);
@@ -859,7 +860,9 @@ struct Forwarder::Impl {
         // one twice does no harm).
         received.insert(received.begin(), confirmations.begin(), confirmations.end());
       }
-      if (!failed) retry_delay.reset();
+      // Back to the first delay once a write went through: a pass that
+      // wrote nothing (the link down, nothing due) says nothing of the file.
+      if (!failed && queue->commits() != commits_before) retry_delay.reset();
       if (end.drained) break;
 
       lock.lock();

@@ -357,10 +357,14 @@ Connection::Connection(const std::filesystem::path& file, const ConnectionSettin
 void Connection::limit_wal() { edge_outbox::limit_wal(*db, path, wal_limit_bytes, busy_timeout); }
 
 WriteTransaction::WriteTransaction(Connection& connection)
-    : turn_(*connection.gate, connection.busy_timeout),
+    : connection_(connection),
+      turn_(*connection.gate, connection.busy_timeout),
       tx_(*connection.db, SQLite::TransactionBehavior::IMMEDIATE) {}
 
-void WriteTransaction::commit() { tx_.commit(); }
+void WriteTransaction::commit() {
+  tx_.commit();
+  ++connection_.commits;
+}
 
 WriteGate::Turn::Turn(WriteGate& gate, std::chrono::milliseconds timeout) : gate_(gate) {
   MutexLock lock(gate.mutex_);

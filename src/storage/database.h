@@ -110,6 +110,7 @@ struct Connection {
   int schema_version = 0;
   int schema_revision = 0;  // below 2 only on a read-only connection to a file not yet migrated
   std::uint64_t wal_limit_bytes = 0;  // see limit_wal; 0 for read-only connections
+  std::uint64_t commits = 0;          // write transactions committed (WriteTransaction::commit)
 };
 
 // An IMMEDIATE write transaction that takes its turn at the connection's
@@ -121,6 +122,7 @@ class WriteTransaction {
   void commit();
 
  private:
+  Connection& connection_;
   WriteGate::Turn turn_;
   SQLite::Transaction tx_;
 };

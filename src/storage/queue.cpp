@@ -139,6 +139,8 @@ Queue::~Queue() = default;
 
 std::string Queue::stream_id() const { return impl_->connection.stream_id; }
 
+std::uint64_t Queue::commits() const noexcept { return impl_->connection.commits; }
+
 std::vector<StoredEvent> Queue::next_batch(std::int64_t after_sequence, std::size_t limit) {
   auto& d = *impl_;
   try {
