@@ -114,7 +114,7 @@ void run_case(std::mt19937_64& rng, Stats& stats) {
   for (auto s = lost_prefix + 1; s <= device.committed; ++s)
     if (pick(0, 3) > 0) store.stored.insert(s);
 
-  const auto record = [&](const StreamStatus& s, bool forged) {
+  const auto record = [&](StreamStatus s, bool forged) {  // a copy: s may be one of `sent`, which grows
     const auto before = row.walk_floor;
     row.record(s);
     ++stats.statuses;
