@@ -8,7 +8,6 @@
 
 #include "ingest/classify.h"
 #include "ingest/stream_walk.h"
-#include "ingest/status_rank.h"
 
 namespace edge_outbox::ingest {
 
@@ -68,7 +67,7 @@ void Confirmer::status_received(std::string device_topic, wire::StreamStatus sta
       ++queued;
     }
     auto [it, added] = statuses_.try_emplace(std::move(key), PendingStatus{device_topic, status});
-    if (!added && status_replaces(status, it->second.status))
+    if (!added && status_ranks_over(status, it->second.status))
       it->second = PendingStatus{std::move(device_topic), std::move(status)};
     wake_ = true;
     cv_.notify_all();
@@ -142,7 +141,7 @@ void Confirmer::run() {
     for (auto& [key, pending] : batch) {  // the better-ranked of a failed status and a newer one
       const auto failed = retry.find(key);
       if (failed == retry.end()) continue;
-      if (!status_replaces(pending.status, failed->second.status)) pending = std::move(failed->second);
+      if (!status_ranks_over(pending.status, failed->second.status)) pending = std::move(failed->second);
       retry.erase(failed);
     }
     if (!retry.empty() && now >= retry_at) {

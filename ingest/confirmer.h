@@ -28,7 +28,7 @@
 // once per source and device topic.
 //
 // Statuses wait in a queue that keeps one per stream: the one that ranks
-// highest (status_rank.h), never simply the last to arrive. They are
+// highest (status_ranks_over, stream_walk.h), never simply the last to arrive. They are
 // recorded in transactions of up to 256 statuses
 // (Store::record_stream_statuses), so a flood costs one commit per batch,
 // not one per status. A status of a new stream with no outcome yet, from a

@@ -11,7 +11,7 @@
 // settled everything below it: a broker's loss at the head stays visible,
 // and a forged floor can only widen the range, never hide a gap) to its
 // highest stored or rejected one. The store keeps the best-ranked status
-// only (status_rank.h), so the floor used is that status's; the stream's
+// only (status_ranks_over, stream_walk.h), so the floor used is that status's; the stream's
 // walk floor (Store::streams, stream_walk.h), which a server-mode status
 // lowers to its floor and only the ingest's own confirmations raise, widens
 // the range down to it too (sequences a broker lost before the first one

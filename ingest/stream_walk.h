@@ -27,7 +27,11 @@ namespace edge_outbox::ingest {
 
 // Whether `incoming` replaces `recorded` as the row's status: a higher
 // committed, or the same committed and a floor at least as high (a lower
-// one is a stale retained or redelivered message).
+// one is a stale retained or redelivered message). On a tie the later
+// status wins: it carries the device's newest pending, unconfirmed,
+// confirmed_through and waiting_ms. The Confirmer coalesces the statuses
+// that wait to be recorded by the same rule, so coalescing changes only
+// how many statuses are written, not which one the row ends with.
 bool status_ranks_over(const wire::StreamStatus& incoming, const wire::StreamStatus& recorded) noexcept;
 
 // The walk floor once `status` is recorded (see above).

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The status intake's pure rules: which of two statuses of a stream is kept
-// when they are coalesced (status_rank.h), and the bound on a device's
+// when they are coalesced (status_ranks_over, stream_walk.h), and the bound on a device's
 // streams with a status and no outcome (idle_streams.h).
 #include <doctest/doctest.h>
 
 #include <vector>
 
 #include "ingest/idle_streams.h"
-#include "ingest/status_rank.h"
+#include "ingest/stream_walk.h"
 
 using namespace edge_outbox::ingest;
 using edge_outbox::wire::StreamStatus;
@@ -27,23 +27,23 @@ StreamStatus status(std::int64_t committed, std::int64_t floor, std::int64_t pen
 }  // namespace
 
 TEST_CASE("status rank: a higher committed replaces, a lower one never does") {
-  CHECK(status_replaces(status(11, 1), status(10, 5)));
-  CHECK_FALSE(status_replaces(status(10, 9), status(11, 1)));  // a stale retained status arriving last
+  CHECK(status_ranks_over(status(11, 1), status(10, 5)));
+  CHECK_FALSE(status_ranks_over(status(10, 9), status(11, 1)));  // a stale retained status arriving last
 }
 
 TEST_CASE("status rank: the same committed, the higher floor; a tie keeps the later") {
-  CHECK(status_replaces(status(10, 6), status(10, 5)));
-  CHECK_FALSE(status_replaces(status(10, 4), status(10, 5)));
+  CHECK(status_ranks_over(status(10, 6), status(10, 5)));
+  CHECK_FALSE(status_ranks_over(status(10, 4), status(10, 5)));
   auto later = status(10, 5, 3);
   later.confirmed_through = 4;
-  CHECK(status_replaces(later, status(10, 5, 4)));  // newer pending and confirmed_through
+  CHECK(status_ranks_over(later, status(10, 5, 4)));  // newer pending and confirmed_through
 }
 
 TEST_CASE("status rank: coalescing any arrival order keeps the best-ranked") {
   const std::vector<StreamStatus> arrivals{status(5, 1), status(9, 3), status(7, 8), status(9, 2), status(9, 3)};
   StreamStatus kept = arrivals.front();
   for (std::size_t i = 1; i < arrivals.size(); ++i)
-    if (status_replaces(arrivals[i], kept)) kept = arrivals[i];
+    if (status_ranks_over(arrivals[i], kept)) kept = arrivals[i];
   CHECK(kept.committed == 9);
   CHECK(kept.floor == 3);
 }
