@@ -305,11 +305,8 @@ struct Forwarder::Impl {
       // above it goes again.
       if (confirmations.empty() && now_ms < connect_resend_at_ms) return;
       resend_on_connect = false;
-      const std::size_t n = queue->resend_unconfirmed_in(0, connect_resend_through);
+      const std::size_t n = send_again(window, 0, connect_resend_through, now_ms);
       if (n == 0) return;
-      unconfirmed -= std::min(n, unconfirmed);
-      confirm_wait.unconfirmed(unconfirmed, now_ms);
-      window.left_out();
       log(LogLevel::info, "forwarder: connected with " + std::to_string(n) +
                               " events waiting for confirmation; sending them again");
       confirm_wait.resent_after_connect(now_ms);
@@ -364,15 +361,26 @@ struct Forwarder::Impl {
   void follow_hints(SendWindow& window, const wire::Confirmation& c, std::int64_t now_ms) EXCLUDES(mutex) {
     if (c.missing.empty() || c.streamid != stream_id) return;
     std::size_t n = 0;
-    for (const auto& r : resend_hints.due(c.missing, now_ms)) n += queue->resend_unconfirmed_in(r.first, r.last);
+    for (const auto& r : resend_hints.due(c.missing, now_ms)) n += send_again(window, r.first, r.last, now_ms);
     if (n == 0) return;
-    unconfirmed -= std::min(n, unconfirmed);
-    confirm_wait.unconfirmed(unconfirmed, now_ms);
-    window.left_out();  // read them again once caught up: after the window's own work, before new reads
     log(LogLevel::debug, "forwarder: the server misses " + std::to_string(n) + " events it was sent; sending them again");
     MutexLock lock(mutex);
-    shared_stats.unconfirmed = unconfirmed;
     shared_stats.hinted_resends += n;
+  }
+
+  // The unconfirmed events in [first, last] become unsent again; the window
+  // reads them once caught up (after its own work, before new reads).
+  // Returns how many.
+  std::size_t send_again(SendWindow& window, std::int64_t first, std::int64_t last, std::int64_t now_ms)
+      EXCLUDES(mutex) {
+    const std::size_t n = queue->resend_unconfirmed_in(first, last);
+    if (n == 0) return 0;
+    unconfirmed -= std::min(n, unconfirmed);
+    confirm_wait.unconfirmed(unconfirmed, now_ms);
+    window.left_out();
+    MutexLock lock(mutex);
+    shared_stats.unconfirmed = unconfirmed;
+    return n;
   }
 
   void count_resend() EXCLUDES(mutex) {
