@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ingest/confirmer.h"
 
+#include <edge_outbox/wire/stream_notice.h>
+
 #include <algorithm>
 #include <optional>
 
@@ -26,7 +28,10 @@ constexpr std::size_t refusals_told_per_device = 256;
 }  // namespace
 
 std::string refused_stream_notice(const std::string& streamid) {
-  return nlohmann::json{{"v", 2}, {"streamid", streamid}, {"refused", "too many idle streams for this device"}}.dump();
+  wire::StreamNotice notice;
+  notice.streamid = streamid;
+  notice.reason = "too many idle streams for this device";
+  return wire::encode_stream_notice(notice);
 }
 
 Confirmer::Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log)

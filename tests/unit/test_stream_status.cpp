@@ -5,6 +5,7 @@
 // an exception, when malformed.
 #include <doctest/doctest.h>
 
+#include <edge_outbox/wire/stream_notice.h>
 #include <edge_outbox/wire/stream_status.h>
 
 #include <stdexcept>
@@ -164,4 +165,62 @@ TEST_CASE("a payload over the readers' bounds is refused unread") {
   CHECK_FALSE(wire::decode_stream_status(R"({"source":")" + long_source +
                                          R"(","streamid":"b","floor":1,"committed":0,"pending":0})")
                   .has_value());
+}
+
+TEST_CASE("a stream status carries the forwarder's session") {
+  wire::StreamStatus s{.source = "gw-1", .streamid = "s1", .floor = 1, .committed = 0, .pending = 0};
+  s.session = wire::Session{.n = 7, .id = "b", .prev_id = "a"};
+  CHECK(wire::encode_stream_status(s) ==
+        R"({"committed":0,"confirmation":"broker","floor":1,"pending":0,)"
+        R"("session":{"id":"b","n":7,"prev_id":"a"},"source":"gw-1","streamid":"s1","unconfirmed":0,"v":2})");
+  CHECK(wire::decode_stream_status(wire::encode_stream_status(s)) == s);
+  s.session = wire::Session{.n = 1, .id = "first", .prev_id = ""};  // a file's first run names no previous one
+  CHECK(wire::encode_stream_status(s).find("prev_id") == std::string::npos);
+  CHECK(wire::decode_stream_status(wire::encode_stream_status(s)) == s);
+
+  s.session->n = 0;
+  CHECK_THROWS_AS(wire::encode_stream_status(s), std::invalid_argument);
+  s.session = wire::Session{.n = 1, .id = std::string(65, 'x'), .prev_id = ""};
+  CHECK_THROWS_AS(wire::encode_stream_status(s), std::invalid_argument);
+}
+
+TEST_CASE("a stream status with a malformed session is refused, not read without it") {
+  const std::string head = R"({"source":"a","streamid":"b","floor":1,"committed":0,"pending":0,"session":)";
+  for (const std::string session : std::vector<std::string>{R"("x")", R"({"n":0,"id":"a"})", R"({"n":1})", R"({"n":1,"id":""})",
+                                    R"({"n":1,"id":"a","prev_id":5})", R"({"n":"1","id":"a"})",
+                                    R"({"n":1,"id":")" + std::string(65, 'x') + R"("})"}) {
+    CAPTURE(session);
+    CHECK_FALSE(wire::decode_stream_status(head + session + "}").has_value());
+  }
+  CHECK(wire::decode_stream_status(head + R"({"n":1,"id":"a"}})")->session == wire::Session{1, "a", ""});
+}
+
+TEST_CASE("stream notices: refused and fork, and back; none of them reads as a confirmation") {
+  wire::StreamNotice refused{.kind = wire::StreamNotice::Kind::refused, .streamid = "s1", .reason = "too many"};
+  CHECK(wire::encode_stream_notice(refused) == R"({"refused":"too many","streamid":"s1","v":2})");
+  wire::StreamNotice by_session{.kind = wire::StreamNotice::Kind::fork, .streamid = "s1", .session = "abc"};
+  CHECK(wire::encode_stream_notice(by_session) == R"({"fork":{"session":"abc"},"streamid":"s1","v":2})");
+  wire::StreamNotice by_event{.kind = wire::StreamNotice::Kind::fork, .streamid = "s1", .sequence = 12, .event_id = "e"};
+  CHECK(wire::encode_stream_notice(by_event) == R"({"fork":{"id":"e","sequence":12},"streamid":"s1","v":2})");
+  for (const auto& n : {refused, by_session, by_event}) {
+    CHECK(wire::decode_stream_notice(wire::encode_stream_notice(n)) == n);
+    CHECK_FALSE(wire::decode_confirmation(wire::encode_stream_notice(n)).has_value());
+  }
+  CHECK_THROWS_AS(wire::encode_stream_notice({.kind = wire::StreamNotice::Kind::fork, .streamid = "s1"}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(wire::encode_stream_notice({.kind = wire::StreamNotice::Kind::refused, .streamid = "s1"}),
+                  std::invalid_argument);
+}
+
+TEST_CASE("a malformed stream notice, or a confirmation, is no notice") {
+  for (const std::string p : std::vector<std::string>{"", "[]", R"({"streamid":"s1","fork":{"session":"a"}})", R"({"v":1,"streamid":"s1","fork":{"session":"a"}})",
+        R"({"v":2,"fork":{"session":"a"}})", R"({"v":2,"streamid":"s1","fork":{}})",
+        R"({"v":2,"streamid":"s1","fork":{"sequence":0,"id":"e"}})", R"({"v":2,"streamid":"s1","fork":{"sequence":3}})",
+        R"({"v":2,"streamid":"s1","fork":"a"})", R"({"v":2,"streamid":"s1","refused":""})",
+        R"({"v":2,"streamid":"s1","from":1,"through":0,"digest":"0000000000000000","count":0})"}) {
+    CAPTURE(p);
+    std::optional<wire::StreamNotice> n;
+    CHECK_NOTHROW(n = wire::decode_stream_notice(p));
+    CHECK_FALSE(n.has_value());
+  }
 }

@@ -90,6 +90,20 @@ std::optional<int> version_member(const json& doc) {
   return static_cast<int>(*v);
 }
 
+// A status's "session" object; nullopt when it is not one.
+std::optional<Session> session_member(const json& object) {
+  const auto n = non_negative_member(object, "n");
+  auto id = non_empty_string(object, "id");
+  if (!n || *n < 1 || !id || id->size() > max_session_id_bytes) return std::nullopt;
+  Session session{*n, std::move(*id), {}};
+  if (const auto prev = object.find("prev_id"); prev != object.end()) {
+    if (!prev->is_string()) return std::nullopt;
+    session.prev_id = prev->get<std::string>();
+    if (session.prev_id.size() > max_session_id_bytes) return std::nullopt;
+  }
+  return session;
+}
+
 }  // namespace
 
 std::string confirm_topic(std::string_view device_topic, std::string_view streamid) {
@@ -212,6 +226,18 @@ std::string encode_stream_status(const StreamStatus& s) {
   }
   require_non_negative(s.refused, "stream status: refused");
   if (s.refused > 0) doc["refused"] = s.refused;
+  if (s.session) {
+    const auto& session = *s.session;
+    if (session.n < 1) throw std::invalid_argument("stream status: session n must be at least 1");
+    if (session.id.empty() || session.id.size() > max_session_id_bytes ||
+        session.prev_id.size() > max_session_id_bytes)
+      throw std::invalid_argument("stream status: a session id must have 1 to 64 bytes");
+    require_utf8(session.id, "stream status: session id");
+    require_utf8(session.prev_id, "stream status: session prev_id");
+    json object = {{"n", session.n}, {"id", session.id}};
+    if (!session.prev_id.empty()) object["prev_id"] = session.prev_id;
+    doc["session"] = std::move(object);
+  }
   return doc.dump();
 }
 
@@ -246,6 +272,12 @@ std::optional<StreamStatus> decode_stream_status(std::string_view payload) {
   const auto version = version_member(doc);
   if (!version) return std::nullopt;
   s.version = *version;
+  if (const auto it = doc.find("session"); it != doc.end()) {
+    if (!it->is_object()) return std::nullopt;
+    auto session = session_member(*it);
+    if (!session) return std::nullopt;
+    s.session = std::move(*session);
+  }
   return s;
 }
 

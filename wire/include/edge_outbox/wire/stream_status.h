@@ -29,6 +29,8 @@
 //                  "confirmed_through":N,"waiting_ms":N,"refused":N}
 //     confirmed_through and waiting_ms only when known (server mode);
 //     refused: confirmations this run refused (absent: 0).
+//     Optional "session":{"n":N,"id":"...","prev_id":"..."}: the forwarder
+//     run that wrote it (see Session); absent from older devices.
 //
 // Thread rule: plain values and pure functions; safe from any thread.
 #pragma once
@@ -116,6 +118,22 @@ std::string encode_confirmation(const Confirmation& confirmation);
 // std::bad_alloc).
 std::optional<Confirmation> decode_confirmation(std::string_view payload);
 
+// The longest session id the readers accept (a UUID is 36 characters).
+inline constexpr std::size_t max_session_id_bytes = 64;
+
+// One run of a device's forwarder on its outbox file. Each start writes,
+// durably and before its first status, n one above the file's last, a new
+// random id and the previous run's id (empty for the file's first run), so
+// the ingest can tell a file restored from a backup or cloned (a session
+// whose n is not above the highest it saw and whose id it never saw) from a
+// restart (docs/confirmation.md, "Sessions and forks").
+struct Session {
+  std::int64_t n = 1;   // >= 1
+  std::string id;       // non-empty, at most max_session_id_bytes
+  std::string prev_id;  // empty: none; else at most max_session_id_bytes
+  friend bool operator==(const Session&, const Session&) = default;
+};
+
 struct StreamStatus {
   enum class Mode { broker, server };
 
@@ -138,13 +156,17 @@ struct StreamStatus {
   std::int64_t refused = 0;
   // "v": 1 for a payload without it.
   int version = confirmation_protocol_version;
+  // The forwarder run that wrote the status; absent from older devices.
+  std::optional<Session> session;
   friend bool operator==(const StreamStatus&, const StreamStatus&) = default;
 };
 
 std::string_view to_string(StreamStatus::Mode mode) noexcept;
 
 // Requires: the numbers are >= 0 and floor >= 1; source and streamid are
-// valid UTF-8. Throws std::invalid_argument otherwise.
+// valid UTF-8; a session has n >= 1, a non-empty id and ids of at most
+// max_session_id_bytes of valid UTF-8. Throws std::invalid_argument
+// otherwise.
 std::string encode_stream_status(const StreamStatus& status);
 // nullopt unless the payload is at most max_stream_status_bytes of a JSON
 // object with non-empty strings "source" and "streamid", integers "floor" >= 1 and "committed",
@@ -152,8 +174,11 @@ std::string encode_stream_status(const StreamStatus& status);
 // absent reads as 0) and "confirmation" "broker" or "server" (absent:
 // broker). "confirmed_through" and "waiting_ms" are read when they are
 // such integers, else left empty; "refused" likewise (else 0); "v" when it
-// is an integer >= 1 (else the status is refused; absent: 1). Throws
-// nothing (short of std::bad_alloc).
+// is an integer >= 1 (else the status is refused; absent: 1); "session"
+// when present must be an object with "n" >= 1, a non-empty string "id" and
+// optionally a string "prev_id" (empty or absent: none), ids of at most
+// max_session_id_bytes (else the status is refused). Throws nothing (short
+// of std::bad_alloc).
 std::optional<StreamStatus> decode_stream_status(std::string_view payload);
 
 }  // namespace edge_outbox::wire
