@@ -58,6 +58,12 @@ std::string forwarder_metrics_text(const ForwarderSnapshot& s) {
   text.counter("edge_outbox_forwarder_confirmations_refused_total",
                "Confirmations that proved nothing the device could check; nothing was deleted for them.",
                as_value(f.confirmations_refused));
+  text.counter("edge_outbox_forwarder_epochs_started_total",
+               "Fork notices that named this device, which then moved to a new stream id.",
+               as_value(f.epochs_started));
+  text.counter("edge_outbox_forwarder_fork_notices_ignored_total",
+               "Fork notices for this device's stream that started no epoch (another branch's, or too soon).",
+               as_value(f.fork_notices_ignored));
   text.counter("edge_outbox_forwarder_wire_bytes_total",
                "MQTT PUBLISH and PUBACK packet bytes of events (no TCP/TLS, CONNECT or PINGREQ).",
                as_value(f.wire_bytes));

@@ -109,6 +109,7 @@ const std::vector<Field>& forwarding_fields() {
       EO_STRING_FIELD("confirm", confirm),
       EO_DURATION_FIELD("confirm-timeout", confirm_timeout),
       EO_BOOL_FIELD("accept-unproven-confirmations", accept_unproven_confirmations),
+      EO_DURATION_FIELD("min-epoch-interval", min_epoch_interval),
       EO_COUNT_FIELD("batch", batch),
       EO_COUNT_FIELD("batch-bytes", batch_bytes),
       EO_DURATION_FIELD("linger", linger),
@@ -163,6 +164,12 @@ void add_forwarding_options(CLI::App& app, ForwardingConfig& cli) {
   app.add_flag("--accept-unproven-confirmations", cli.accept_unproven_confirmations,
                "With --confirm server: also apply confirmations of an older ingest (protocol version 1, no "
                "digest), trusting it as older releases did; for a transition only (docs/confirmation.md)");
+  app.add_option_function<std::string>(
+      "--min-epoch-interval",
+      [&cli](const std::string& s) { cli.min_epoch_interval = cli_duration("--min-epoch-interval", s); },
+      "With --confirm server: the shortest time between two epochs (a fork notice from the ingest that names "
+      "this device moves it to a new stream id; one within this time of the last is ignored; default 1h; "
+      "docs/confirmation.md)");
   app.add_option("--batch", cli.batch,
                  "Most events per MQTT message (1: one per message, as the CloudEvents MQTT binding says; more: "
                  "a JSON batch, application/cloudevents-batch+json, which only a batch-aware consumer such as "
@@ -231,6 +238,8 @@ void validate_forwarding(ForwardingConfig& c) {
   }
   if (c.confirm_timeout.count() <= 0) refuse("--confirm-timeout must be positive, such as 30s");
   check_duration_bound("--confirm-timeout", c.confirm_timeout);
+  if (c.min_epoch_interval.count() < 0) refuse("--min-epoch-interval must be 0 or more, such as 1h");
+  check_duration_bound("--min-epoch-interval", c.min_epoch_interval);
   check_duration_bound("--ack-timeout", c.ack_timeout);
   if (c.batch < 1 || c.batch > 10'000) refuse("--batch must be 1..10000 events per message");
   if (c.batch_bytes < 1024 || c.batch_bytes > 268'435'455) {
@@ -319,6 +328,7 @@ ForwarderOptions forwarder_options(const ForwardingConfig& c, LogCallback log) {
       c.confirm == "server" ? ForwarderOptions::Confirmation::server : ForwarderOptions::Confirmation::broker;
   fo.confirm_timeout = c.confirm_timeout;
   fo.accept_unproven_confirmations = c.accept_unproven_confirmations;
+  fo.min_epoch_interval = c.min_epoch_interval;
   fo.wire_mode = c.format == "binary"       ? WireMode::binary
                  : c.format == "structured" ? WireMode::structured
                                             : WireMode::automatic;

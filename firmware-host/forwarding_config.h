@@ -41,6 +41,7 @@ struct ForwardingConfig {
   std::string confirm = "broker";                 // broker | server (ForwarderOptions::confirmation)
   std::chrono::milliseconds confirm_timeout{30'000};  // ForwarderOptions::confirm_timeout
   bool accept_unproven_confirmations = false;  // ForwarderOptions::accept_unproven_confirmations
+  std::chrono::milliseconds min_epoch_interval{3'600'000};  // ForwarderOptions::min_epoch_interval
   // ForwarderOptions::batch: most events per MQTT message (1: one per message,
   // the CloudEvents MQTT binding as it is), most bytes of a batch's payload,
   // how long the oldest event may wait for a fuller batch, and compression

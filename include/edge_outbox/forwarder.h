@@ -43,6 +43,18 @@
 // wire::StreamStatus, so that the server knows the floor it confirms from
 // and sees events missing at the stream's tail.
 //
+// Sessions and epochs (docs/confirmation.md, "Sessions and forks"): before
+// its first status each run writes a session to the file (Queue::
+// begin_session, synchronous) that every status carries. In server mode
+// the forwarder subscribes to every confirm topic of the device
+// ("<device_topic>/confirm/+", or confirm_topic when set) and reads the
+// current stream's: a fork notice there that names this device starts an
+// epoch once nothing is in flight (Queue::start_epoch: a new stream id,
+// session and confirm topic, the held events sent again under it with
+// their sequences and ids; ForwarderStats::epochs_started), at most one
+// per min_epoch_interval; others are ignored and counted
+// (ForwarderStats::fork_notices_ignored).
+//
 // A silent broker: a broker that is frozen (stopped, hung, or a dead link
 // that still looks open) takes publishes without acknowledging them, and the
 // MQTT keepalive may take up to 1.5 keepalive intervals to notice (Paho
@@ -197,6 +209,15 @@ struct ForwarderOptions {
   // until the ingest is upgraded. For a transition only
   // (docs/confirmation.md, "Versions and compatibility").
   bool accept_unproven_confirmations = false;
+  // Server confirmation: the shortest time between two epochs. A fork
+  // notice from the ingest that names this device (its session, or an
+  // event it holds) moves it to a new stream (Queue::start_epoch:
+  // docs/confirmation.md, "Epochs (device)"); one within this time of the
+  // last epoch (wall time, kept in the file; a wall clock behind it counts
+  // as no record) is ignored and counted (ForwarderStats::
+  // fork_notices_ignored), so forged notices move a device at most this
+  // often. Requires: >= 0.
+  std::chrono::milliseconds min_epoch_interval{3'600'000};
   // With device_topic set: publish the stream's status (wire::StreamStatus:
   // floor, committed, pending, unconfirmed, ...) retained with QoS 1 on
   // wire::stream_status_topic(device_topic, stream id), after each connect,
@@ -277,6 +298,15 @@ struct ForwarderStats {
   // Events sent again because a confirmation's resend hints said the server
   // misses them (wire::Confirmation::missing), since start.
   std::uint64_t hinted_resends = 0;
+  // Epochs started since start: fork notices that named this device, which
+  // then moved to a new stream id (docs/confirmation.md, "Sessions and
+  // forks").
+  std::uint64_t epochs_started = 0;
+  // Fork notices for this device's stream that started no epoch, since
+  // start: they name another session or an event it does not hold (the
+  // other branch of the fork moves), or came within min_epoch_interval of
+  // the last epoch.
+  std::uint64_t fork_notices_ignored = 0;
   std::string last_error;
   std::int64_t last_publish_wall_ms = 0;  // last acknowledgement; 0: none yet
   // Rounds of the worker thread's loop, since start. It goes round at least

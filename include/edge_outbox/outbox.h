@@ -107,7 +107,11 @@ class Outbox {
   std::string enqueue(Event event);
 
   OutboxStats stats() const;
-  // Random id made when the database was created; travels with every event.
+  // The file's stream id as read when this Outbox opened it: random, made
+  // when the database was created. A forwarder's epoch (Queue::start_epoch,
+  // after a fork: docs/confirmation.md) gives the file a new one, which
+  // this Outbox does not see; events carry no stream id in the file: the
+  // forwarder stamps the id it uses at the time it sends them.
   std::string stream_id() const;
   const std::filesystem::path& path() const noexcept;
   // OutboxOptions::dropped_event_topic: where the outbox.dropped reports go

@@ -7,7 +7,8 @@
 // Durability: every method that writes (mark_published, mark_acked,
 // confirm_through, resend_unconfirmed, record_failure, expire_due) commits
 // before it returns, with the connection's synchronous mode;
-// record_sent_through commits with synchronous=FULL whatever the durability.
+// record_sent_through, begin_session and start_epoch commit with
+// synchronous=FULL whatever the durability.
 //
 // Confirmation. In broker mode an event is settled when the broker
 // acknowledges it (mark_published). In server mode the acknowledged event
@@ -46,6 +47,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -107,6 +109,24 @@ struct StreamPosition {
   std::int64_t confirmed_through = 0;  // the highest through confirm_through was given (0: none)
   std::int64_t sent_through = 0;       // the highest sequence record_sent_through recorded (0: none)
   friend bool operator==(const StreamPosition&, const StreamPosition&) = default;
+};
+
+// One run of the forwarder on the file (docs/confirmation.md, "Sessions
+// and forks"), kept in outbox_meta (session_n, session_id,
+// session_prev_id). n = 0: the file has had no session yet.
+struct OutboxSession {
+  std::int64_t n = 0;   // one above the file's previous session; the first is 1
+  std::string id;       // a new random UUID
+  std::string prev_id;  // the previous session's id; empty for the first
+  friend bool operator==(const OutboxSession&, const OutboxSession&) = default;
+};
+
+// What Queue::start_epoch did.
+struct OutboxEpoch {
+  std::string old_stream_id;
+  std::string stream_id;  // the new one: Queue::stream_id() from now on
+  OutboxSession session;  // the session written with it
+  std::size_t unsent = 0; // sent events (unconfirmed) made unsent again
 };
 
 class Queue {
@@ -247,7 +267,34 @@ class Queue {
 
   // Whether any event is pending, unconfirmed ones included.
   bool has_pending();
+  // The file's stream id: the one read at open, or the one the last
+  // start_epoch of this Queue wrote.
   std::string stream_id() const;
+
+  // Sessions and epochs (docs/confirmation.md, "Sessions and forks").
+  //
+  // A new session, written before the forwarder's first status: n one
+  // above the file's last (1 for the first), a new random UUID id, prev_id
+  // the last session's id; in one transaction committed with
+  // synchronous=FULL (as record_sent_through), so a restart after a power
+  // cut continues the file's own history. Returns it.
+  OutboxSession begin_session();
+  // The file's current session as last written (n = 0: none yet).
+  OutboxSession session();
+  // A new epoch, after a fork notice that names this file: in one
+  // transaction committed with synchronous=FULL, a new stream id (random,
+  // as a new file's), a new session (n one above, prev_id the current id),
+  // every unconfirmed event unsent again (acked_at = NULL: next_batch reads
+  // it again; restart the cursor at 0), and the epoch's time
+  // (last_epoch_wall_ms, the clock's wall ms). Events keep their sequences
+  // and ids. stream_id() returns the new id from then on; other
+  // connections (an Outbox) keep the id they read at open.
+  OutboxEpoch start_epoch();
+  // When the file's last epoch began (wall ms); nullopt: never.
+  std::optional<std::int64_t> last_epoch_wall_ms();
+  // Whether the file holds an event with this id at this sequence
+  // (pending, kept for retention, or dead-lettered).
+  bool holds_event(std::int64_t sequence, std::string_view event_id);
 
  private:
   struct Impl;

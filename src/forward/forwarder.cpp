@@ -23,9 +23,11 @@
 #include "forward/confirmation_check.h"
 #include "forward/confirmation_wait.h"
 #include "forward/event_wire.h"
+#include "forward/fork_notice_check.h"
 #include "forward/resend_hints.h"
 #include "forward/send_window.h"
 #include "forward/status_schedule.h"
+#include "forward/stream_state.h"
 #include "storage/validate.h"
 
 namespace edge_outbox {
@@ -37,6 +39,7 @@ using detail::ResendHints;
 using detail::SendAction;
 using detail::SendWindow;
 using detail::StatusSchedule;
+using detail::StreamState;
 
 // How often the stream's position is read (the status, the unconfirmed count).
 constexpr std::chrono::milliseconds kPositionInterval{1000};
@@ -102,6 +105,10 @@ void validate(const ForwarderOptions& o) {
       throw Error(ErrorKind::invalid_argument,
                   "server confirmation needs ForwarderOptions::device_topic (\"<prefix>/<device-id>\") or confirm_topic");
     }
+    if (o.min_epoch_interval.count() < 0) {
+      throw Error(ErrorKind::invalid_argument,
+                  "ForwarderOptions::min_epoch_interval must be 0 or a positive time such as 1 h");
+    }
     if (o.confirm_timeout.count() <= 0) {
       throw Error(ErrorKind::invalid_argument, "ForwarderOptions::confirm_timeout must be positive, such as 30 s");
     }
@@ -158,18 +165,16 @@ struct StepEnd {
 
 struct Forwarder::Impl {
   Impl(std::unique_ptr<Queue> q, std::unique_ptr<Publisher> p, ForwarderOptions o)
-      : options(std::move(o)), queue(std::move(q)), publisher(std::move(p)), stream_id(queue->stream_id()),
+      : options(std::move(o)), queue(std::move(q)), publisher(std::move(p)),
         clock(options.clock ? options.clock : system_clock()),
         server_mode(options.confirmation == ForwarderOptions::Confirmation::server),
-        confirm_topic(!server_mode                       ? std::string()
-                      : !options.confirm_topic.empty() ? options.confirm_topic
-                                                       : wire::confirm_topic(options.device_topic, stream_id)),
-        status_topic(options.publish_stream_status && !options.device_topic.empty()
-                         ? wire::stream_status_topic(options.device_topic, stream_id)
-                         : std::string()),
+        stream(detail::new_stream_state(options, queue->stream_id())),
         confirm_wait(options.confirm_timeout.count() > 0 ? options.confirm_timeout : std::chrono::milliseconds(1), 0,
                      clock->monotonic_ms()),
-        status_schedule(kPositionInterval, clock->monotonic_ms()) {}
+        status_schedule(kPositionInterval, clock->monotonic_ms()) {
+    listening_topic = stream.confirm_topic;
+    listening_stream = stream.stream_id;
+  }
 
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
@@ -209,29 +214,55 @@ struct Forwarder::Impl {
   }
 
   // Server mode: before the publisher starts (Publisher::subscribe's rule).
+  // Every confirm topic of the device, so that an epoch's new stream is
+  // heard without subscribing anew (detail::confirmations_filter).
   void subscribe_confirmations() {
     if (!server_mode) return;
-    publisher->subscribe(confirm_topic, [this](const IncomingMessage& m) { on_message(m); });
+    publisher->subscribe(detail::confirmations_filter(options), [this](const IncomingMessage& m) { on_message(m); });
   }
 
-  // A message on the confirm topic (the publisher's thread): keep the
-  // highest through for the forwarder thread.
+  // A message on a confirm topic (the publisher's thread): for the current
+  // stream's topic, a confirmation or a notice (refused, fork) for the
+  // forwarder thread; other streams' topics are left unread.
   void on_message(const IncomingMessage& m) EXCLUDES(mutex) {
-    if (m.topic != confirm_topic) return;
+    std::string stream_now;
+    {
+      MutexLock lock(mutex);
+      if (m.topic != listening_topic) return;
+      stream_now = listening_stream;
+    }
     auto c = wire::decode_confirmation(m.payload);
     if (!c) {
-      log(LogLevel::warning, "forwarder: ignoring an unreadable confirmation on " + m.topic);
+      on_notice(m);
       return;
     }
-    if (c->streamid != stream_id) {
+    if (c->streamid != stream_now) {
       log(LogLevel::warning, "forwarder: ignoring a confirmation for stream " + c->streamid + " on " + m.topic +
-                                 " (this outbox's stream is " + stream_id + ")");
+                                 " (this outbox's stream is " + stream_now + ")");
       return;
     }
     MutexLock lock(mutex);
     // Each is judged against what was sent and what is held (a forged one
     // must not hide a good one): the thread takes them all.
     received.push_back(std::move(*c));
+    cv.notify_all();
+  }
+
+  // Not a confirmation: a refusal of the stream is logged (its events
+  // wait); a fork notice goes to the forwarder thread.
+  void on_notice(const IncomingMessage& m) EXCLUDES(mutex) {
+    auto n = wire::decode_stream_notice(m.payload);
+    if (!n) {
+      log(LogLevel::warning, "forwarder: ignoring an unreadable confirmation on " + m.topic);
+      return;
+    }
+    if (n->kind == wire::StreamNotice::Kind::refused) {
+      log(LogLevel::warning, "forwarder: the server refused stream " + n->streamid + " (" + n->reason +
+                                 "); its events wait in the outbox");
+      return;
+    }
+    MutexLock lock(mutex);
+    notices.push_back(std::move(*n));
     cv.notify_all();
   }
 
@@ -247,16 +278,13 @@ struct Forwarder::Impl {
 
   std::int64_t sent_through(const SendWindow& window) const { return std::max(recorded_sent_through, window.sent_through()); }
 
-  // Once, before anything else: what earlier runs left in the file.
+  // Once, before anything else: this run's session (before any status
+  // carries it), and what earlier runs left in the file.
   void load_position(std::int64_t now_ms) EXCLUDES(mutex) {
+    if (!session && (server_mode || !stream.status_topic.empty())) session = queue->begin_session();
     auto pos = queue->position();
     recorded_sent_through = pos.sent_through;
-    confirm_wait = ConfirmationWait(options.confirm_timeout.count() > 0 ? options.confirm_timeout
-                                                                          : std::chrono::milliseconds(1),
-                                    pos.confirmed_through, now_ms);
-    unconfirmed = static_cast<std::size_t>(pos.unconfirmed);
-    confirm_wait.unconfirmed(unconfirmed, now_ms);
-    confirm_check = ConfirmationCheck(options.accept_unproven_confirmations, pos.confirmed_through, pos.floor);
+    start_confirmations(pos, now_ms);
     position_loaded = true;
     // A run may have ended between an acknowledgement and the confirmation
     // that covered it.
@@ -264,6 +292,17 @@ struct Forwarder::Impl {
     MutexLock lock(mutex);
     shared_stats.unconfirmed = unconfirmed;
     shared_stats.confirmed_through = confirm_wait.highest();
+  }
+
+  // The confirmation state of the stream written now, from the file's
+  // position: at start, and after an epoch.
+  void start_confirmations(const StreamPosition& pos, std::int64_t now_ms) {
+    confirm_wait = ConfirmationWait(options.confirm_timeout.count() > 0 ? options.confirm_timeout
+                                                                          : std::chrono::milliseconds(1),
+                                    pos.confirmed_through, now_ms);
+    unconfirmed = static_cast<std::size_t>(pos.unconfirmed);
+    confirm_wait.unconfirmed(unconfirmed, now_ms);
+    stream.confirm_check = ConfirmationCheck(options.accept_unproven_confirmations, pos.confirmed_through, pos.floor);
   }
 
   // Events acknowledged and waiting, up to through, leave the outbox.
@@ -285,8 +324,11 @@ struct Forwarder::Impl {
   // Server mode, before a step: confirmations that arrived, a new
   // connection, the confirm timeout.
   void follow_confirmations(SendWindow& window, const std::vector<wire::Confirmation>& confirmations,
-                            bool new_connection, bool is_connected, std::int64_t now_ms) EXCLUDES(mutex) {
+                            const std::vector<wire::StreamNotice>& fork_notices, bool new_connection,
+                            bool is_connected, std::int64_t now_ms) EXCLUDES(mutex) {
+    for (const auto& n : fork_notices) judge_fork(window, n);
     for (const auto& c : confirmations) {
+      if (c.streamid != stream.stream_id) continue;  // taken before an epoch
       judge(c, sent_through(window), now_ms);
       follow_hints(window, c, now_ms);
     }
@@ -332,14 +374,14 @@ struct Forwarder::Impl {
       queue->for_each_held(from, through, [&d](std::int64_t sequence, std::string_view id) { d.add(sequence, id); });
       return d;
     };
-    const auto decision = confirm_check.check(c, queue->floor(), sent, held);
+    const auto decision = stream.confirm_check.check(c, queue->floor(), sent, held);
     switch (decision.verdict) {
       case ConfirmationCheck::Verdict::stale:
         return;
       case ConfirmationCheck::Verdict::settle:
         confirm_wait.received(decision.through, sent, now_ms);
         confirm(decision.through, now_ms);
-        confirm_check.settled(decision);
+        stream.confirm_check.settled(decision);
         return;
       default:
         break;
@@ -348,8 +390,8 @@ struct Forwarder::Impl {
       MutexLock lock(mutex);
       ++shared_stats.confirmations_refused;
     }
-    if (!refusals_logged.insert(decision.verdict).second) return;
-    log(LogLevel::warning, "forwarder: refused a confirmation of stream " + stream_id + " (from " +
+    if (!stream.refusals_logged.insert(decision.verdict).second) return;
+    log(LogLevel::warning, "forwarder: refused a confirmation of stream " + stream.stream_id + " (from " +
                                std::to_string(c.from) + " through " + std::to_string(c.through) +
                                ") and deleted nothing: " + std::string(ConfirmationCheck::describe(decision.verdict)) +
                                "; further refusals for this reason are counted, not logged");
@@ -359,13 +401,73 @@ struct Forwarder::Impl {
   // acknowledged in the ranges the server misses, each range at most once
   // per ResendHints::kMinIntervalMs, nothing else.
   void follow_hints(SendWindow& window, const wire::Confirmation& c, std::int64_t now_ms) EXCLUDES(mutex) {
-    if (c.missing.empty() || c.streamid != stream_id) return;
+    if (c.missing.empty() || c.streamid != stream.stream_id) return;
     std::size_t n = 0;
-    for (const auto& r : resend_hints.due(c.missing, now_ms)) n += send_again(window, r.first, r.last, now_ms);
+    for (const auto& r : stream.resend_hints.due(c.missing, now_ms)) n += send_again(window, r.first, r.last, now_ms);
     if (n == 0) return;
     log(LogLevel::debug, "forwarder: the server misses " + std::to_string(n) + " events it was sent; sending them again");
     MutexLock lock(mutex);
     shared_stats.hinted_resends += n;
+  }
+
+  // A fork notice for the stream written now: when it names this device,
+  // an epoch starts once nothing is in flight (the window's resend, which
+  // marks what was acknowledged first); else it is ignored (counted, logged
+  // once per reason).
+  void judge_fork(SendWindow& window, const wire::StreamNotice& n) EXCLUDES(mutex) {
+    if (n.streamid != stream.stream_id || epoch_due) return;  // an old stream's, or one decided already
+    detail::ForkFacts facts;
+    facts.stream_id = stream.stream_id;
+    facts.session_id = session ? std::string_view(session->id) : std::string_view();
+    facts.last_epoch_wall_ms = queue->last_epoch_wall_ms();
+    facts.now_wall_ms = clock->wall_ms();
+    facts.min_epoch_interval = options.min_epoch_interval;
+    const auto verdict = detail::check_fork_notice(
+        n, facts, [this](std::int64_t sequence, std::string_view id) { return queue->holds_event(sequence, id); });
+    if (verdict == detail::ForkVerdict::start_epoch) {
+      epoch_due = true;
+      window.resend_unconfirmed();
+      log(LogLevel::info, "forwarder: the server found stream " + stream.stream_id +
+                              " forked and names this device; a new epoch starts once nothing is in flight");
+      return;
+    }
+    {
+      MutexLock lock(mutex);
+      ++shared_stats.fork_notices_ignored;
+    }
+    if (!stream.fork_ignores_logged.insert(verdict).second) return;
+    log(LogLevel::warning, "forwarder: ignoring a fork notice for stream " + stream.stream_id + ": " +
+                               std::string(detail::describe_ignored_fork(n, verdict)) +
+                               "; further ones for this reason are counted, not logged");
+  }
+
+  // The epoch (nothing in flight, acknowledgements marked): the file gets a
+  // new stream id and session, its sent events are unsent again, and the
+  // forwarder writes the new stream from its floor, with the same
+  // sequences and ids. The old stream's retained status is left alone (the
+  // other branch of the fork may still write it).
+  void start_epoch(SendWindow& window, std::int64_t now_ms) EXCLUDES(mutex) {
+    const auto epoch = queue->start_epoch();
+    epoch_due = false;
+    session = epoch.session;
+    stream = detail::new_stream_state(options, epoch.stream_id);
+    resend_on_connect = false;
+    window.resent();
+    status_schedule.connected(now_ms);  // the new stream's status at once
+    {
+      MutexLock lock(mutex);
+      listening_topic = stream.confirm_topic;
+      listening_stream = stream.stream_id;
+      ++shared_stats.epochs_started;
+    }
+    log(LogLevel::warning, "forwarder: new epoch: the server found stream " + epoch.old_stream_id +
+                               " forked (a restored or cloned file); this outbox now writes stream " +
+                               epoch.stream_id + " (session " + std::to_string(epoch.session.n) +
+                               ") and sends every event it holds there again, " + std::to_string(epoch.unsent) +
+                               " of them sent before");
+    start_confirmations(queue->position(), now_ms);
+    MutexLock lock(mutex);
+    shared_stats.unconfirmed = unconfirmed;
   }
 
   // The unconfirmed events in [first, last] become unsent again; the window
@@ -397,7 +499,8 @@ struct Forwarder::Impl {
     }
     wire::StreamStatus st;
     st.source = options.source;
-    st.streamid = stream_id;
+    st.streamid = stream.stream_id;
+    if (session) st.session = wire::Session{session->n, session->id, session->prev_id};
     st.floor = pos.floor;
     st.committed = pos.committed;
     st.pending = pos.pending;
@@ -420,7 +523,7 @@ struct Forwarder::Impl {
       log(LogLevel::error, std::string("forwarder: cannot encode the stream status: ") + e.what());
       return;
     }
-    msg.topic = status_topic;
+    msg.topic = stream.status_topic;
     msg.content_type = "application/json";
     msg.retained = true;
     msg.encoded_for = v;
@@ -434,14 +537,14 @@ struct Forwarder::Impl {
   // Every kPositionInterval: reads the position (the unconfirmed count) and
   // publishes the status when it changed, or after a connect.
   void follow_position(std::int64_t now_ms, bool is_connected, MqttVersion v) EXCLUDES(mutex) {
-    if (!server_mode && status_topic.empty()) return;
+    if (!server_mode && stream.status_topic.empty()) return;
     if (!status_schedule.check_due(now_ms)) return;
     auto st = read_status(now_ms);
     {
       MutexLock lock(mutex);
       shared_stats.unconfirmed = unconfirmed;
     }
-    if (status_topic.empty()) {
+    if (stream.status_topic.empty()) {
       status_schedule.checked(false, now_ms);
       return;
     }
@@ -456,20 +559,20 @@ struct Forwarder::Impl {
       resends_now = shared_stats.resends;
       outstanding = status_outstanding;
     }
-    bool changed = !last_status || key != *last_status || resends_now != last_status_resends;
+    bool changed = !stream.last_status || key != *stream.last_status || resends_now != stream.last_status_resends;
     if (!status_schedule.checked(changed, now_ms)) return;
     if (!is_connected || outstanding) {
       status_schedule.not_published();
       return;
     }
     publish_status(st, v);
-    last_status = key;
-    last_status_resends = resends_now;
+    stream.last_status = key;
+    stream.last_status_resends = resends_now;
   }
 
   // At stop: the last word, whatever the schedule says.
   void publish_final_status() EXCLUDES(mutex) {
-    if (status_topic.empty() || !publisher->connected()) return;
+    if (stream.status_topic.empty() || !publisher->connected()) return;
     MqttVersion v;
     {
       MutexLock lock(mutex);
@@ -582,7 +685,7 @@ struct Forwarder::Impl {
       elements.reserve(events.size());
       for (const auto& ev : events) {
         try {
-          elements.push_back(detail::to_batch_element(ev, options.source, stream_id));
+          elements.push_back(detail::to_batch_element(ev, options.source, stream.stream_id));
         } catch (const std::exception&) {
           elements.emplace_back();
         }
@@ -610,7 +713,7 @@ struct Forwarder::Impl {
     OutgoingMessage msg;
     try {
       note_wire_mode(v);
-      msg = detail::to_message(ev, options.source, stream_id, v, options.wire_mode == WireMode::structured);
+      msg = detail::to_message(ev, options.source, stream.stream_id, v, options.wire_mode == WireMode::structured);
     } catch (const std::exception& e) {
       // The event cannot be encoded: no broker will ever take it.
       bool dead = queue->record_failure(seq, std::string("cannot encode: ") + e.what(), true);
@@ -643,7 +746,8 @@ struct Forwarder::Impl {
     probe.payload = "{}";
     probe.created_at_ms = clock->wall_ms();
     try {
-      auto msg = detail::to_message(probe, options.source, stream_id, v, options.wire_mode == WireMode::structured);
+      auto msg =
+          detail::to_message(probe, options.source, stream.stream_id, v, options.wire_mode == WireMode::structured);
       return wire::publish_packet_bytes(msg, v) - probe.payload.size();
     } catch (const std::exception&) {
       return 0;
@@ -779,6 +883,10 @@ struct Forwarder::Impl {
           window.sent_through_recorded(a.sequence);
           break;
         case SendAction::Kind::resend: {
+          if (epoch_due) {
+            start_epoch(window, now_ms);
+            break;
+          }
           std::size_t n = queue->resend_unconfirmed();
           unconfirmed = 0;
           confirm_wait.unconfirmed(0, now_ms);
@@ -825,6 +933,7 @@ struct Forwarder::Impl {
     SendWindow window(window_options(options), clock->monotonic_ms());
     std::vector<Completion> done;
     std::vector<wire::Confirmation> confirmations;
+    std::vector<wire::StreamNotice> fork_notices;
     std::uint64_t connects_seen = 0;
     MutexLock lock(mutex);
     while (true) {
@@ -837,6 +946,8 @@ struct Forwarder::Impl {
       if (new_connection) connects_seen = connects;
       confirmations.clear();
       confirmations.swap(received);
+      fork_notices.clear();
+      fork_notices.swap(notices);
       MqttVersion v = version;
       bool draining = stopping;
       auto deadline = drain_deadline_ms;
@@ -854,7 +965,8 @@ struct Forwarder::Impl {
         if (!position_loaded) load_position(now_ms);
         if (new_connection) status_schedule.connected(now_ms);
         handle(window, done, now_ms);
-        if (server_mode) follow_confirmations(window, confirmations, new_connection, link_up, now_ms);
+        if (server_mode)
+          follow_confirmations(window, confirmations, fork_notices, new_connection, link_up, now_ms);
         if (draining && now_ms >= deadline) end.drained = true;
         else end = step(window, now_ms, link_up, v, draining);
         follow_position(now_ms, link_up, v);
@@ -867,6 +979,7 @@ struct Forwarder::Impl {
         // Perhaps not taken yet: judge them again in the next round (taking
         // one twice does no harm).
         received.insert(received.begin(), confirmations.begin(), confirmations.end());
+        notices.insert(notices.begin(), fork_notices.begin(), fork_notices.end());
       }
       // Back to the first delay once a write went through: a pass that
       // wrote nothing (the link down, nothing due) says nothing of the file.
@@ -882,14 +995,14 @@ struct Forwarder::Impl {
         window.queue_changed();
         continue;
       }
-      if (!completions.empty() || wake || !received.empty()) continue;
+      if (!completions.empty() || wake || !received.empty() || !notices.empty()) continue;
       std::int64_t wake_at = end.wake_at_ms;
       if (position_loaded) {
         if (server_mode && link_up) {
           if (auto due = confirm_wait.deadline()) wake_at = std::min(wake_at, std::max(*due, now_ms + 1));
           if (resend_on_connect) wake_at = std::min(wake_at, std::max(connect_resend_at_ms, now_ms + 1));
         }
-        if (server_mode || !status_topic.empty()) wake_at = std::min(wake_at, status_schedule.next_check_ms());
+        if (server_mode || !stream.status_topic.empty()) wake_at = std::min(wake_at, status_schedule.next_check_ms());
       }
       if (stopping) wake_at = std::min(wake_at, drain_deadline_ms);
       std::int64_t wait_ms = wake_at - clock->monotonic_ms();
@@ -931,13 +1044,13 @@ struct Forwarder::Impl {
   const ForwarderOptions options;
   const std::unique_ptr<Queue> queue;  // the forwarder thread's
   const std::unique_ptr<Publisher> publisher;
-  const std::string stream_id;
   const std::shared_ptr<const Clock> clock;
   const bool server_mode;
-  const std::string confirm_topic;  // server mode only
-  const std::string status_topic;   // empty: no stream status
 
   // The forwarder thread's.
+  StreamState stream;  // the stream written now; an epoch assigns a new one
+  std::optional<OutboxSession> session;  // this run's, once written (Queue::begin_session)
+  bool epoch_due = false;  // a fork notice named this device: the epoch starts once nothing is in flight
   bool position_loaded = false;
   std::int64_t recorded_sent_through = 0;  // in the file when the thread started
   std::size_t unconfirmed = 0;
@@ -945,13 +1058,8 @@ struct Forwarder::Impl {
   bool resend_on_connect = false;      // a connection came up: resend once the link is seen up
   std::int64_t connect_resend_at_ms = 0;  // ... and the retained confirmation came, or at this time
   std::int64_t connect_resend_through = 0;  // ... the unconfirmed events up to here
-  ResendHints resend_hints;
   ConfirmationWait confirm_wait;
-  ConfirmationCheck confirm_check{false, 0, 1};  // made anew by load_position
-  std::set<ConfirmationCheck::Verdict> refusals_logged;  // reasons already logged
   StatusSchedule status_schedule;
-  std::optional<wire::StreamStatus> last_status;  // the last published, waiting_ms left out
-  std::uint64_t last_status_resends = 0;
   bool binary_fallback_logged = false;
   bool report_too_large_logged = false;
   bool report_limit_known = false;  // report_limit and report_limit_version were given to the Queue
@@ -974,6 +1082,10 @@ struct Forwarder::Impl {
   std::uint64_t connection_events GUARDED_BY(mutex) = 0;  // wakes the thread on every change
   std::uint64_t connects GUARDED_BY(mutex) = 0;           // connections made
   std::vector<wire::Confirmation> received GUARDED_BY(mutex);  // confirmations not yet taken
+  std::vector<wire::StreamNotice> notices GUARDED_BY(mutex);   // fork notices not yet taken
+  // The current stream's confirm topic and id, for the publisher's thread.
+  std::string listening_topic GUARDED_BY(mutex);
+  std::string listening_stream GUARDED_BY(mutex);
   bool status_outstanding GUARDED_BY(mutex) = false;
   MqttVersion version GUARDED_BY(mutex) = MqttVersion::v5;
   ForwarderStats shared_stats GUARDED_BY(mutex);

@@ -99,6 +99,8 @@ INSERT OR REPLACE INTO outbox_meta(key, value) VALUES ('schema_revision', 2);
   throw Error(kind, path.string() + ": " + why);
 }
 
+}  // namespace
+
 std::string random_stream_id() {
   std::random_device rd;
   static constexpr char hex[] = "0123456789abcdef";
@@ -110,6 +112,8 @@ std::string random_stream_id() {
   }
   return id;
 }
+
+namespace {
 
 // SQLite's locks are POSIX advisory locks, which belong to the process:
 // closing ANY descriptor of the database file drops every lock this process

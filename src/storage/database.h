@@ -127,6 +127,10 @@ class WriteTransaction {
   SQLite::Transaction tx_;
 };
 
+// A new random stream id (32 lowercase hex digits from std::random_device):
+// what a new file gets, and what Queue::start_epoch gives it anew.
+std::string random_stream_id();
+
 // Bytes the database file takes: page_count * page_size.
 std::uint64_t file_bytes(SQLite::Database& db);
 

@@ -13,6 +13,7 @@
 #include "storage/dropped_events.h"
 #include "storage/outbox_tables.h"
 #include "storage/sqlite_errors.h"
+#include "storage/stream_sessions.h"
 #include "storage/uuid.h"
 #include "storage/validate.h"
 
@@ -77,6 +78,31 @@ struct Queue::Impl {
 
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
+  }
+
+  // Runs write inside a write transaction committed with synchronous=FULL
+  // whatever the durability (restored afterwards). `what` names the work
+  // in an error.
+  template <typename Write>
+  void commit_synchronously(const char* what, Write&& write) {
+    const bool switch_mode = options.durability != Durability::full;
+    try {
+      // The synchronous mode may change only outside a transaction; it is
+      // put back whatever happens to the commit.
+      if (switch_mode) connection.db->exec("PRAGMA synchronous = FULL");
+      struct Restore {
+        SQLite::Database* db;
+        ~Restore() {
+          if (db) db->tryExec("PRAGMA synchronous = NORMAL");
+        }
+      } restore{switch_mode ? connection.db.get() : nullptr};
+      WriteTransaction tx(connection);
+      write();
+      tx.commit();
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(e, connection.path, what);
+    }
+    connection.limit_wal();
   }
 
   // Inside a write transaction: moves the pending event to outbox_dead and
@@ -261,24 +287,58 @@ std::size_t Queue::resend_unconfirmed_in(std::int64_t first, std::int64_t last) 
 
 void Queue::record_sent_through(std::int64_t sequence) {
   auto& d = *impl_;
-  const bool switch_mode = d.options.durability != Durability::full;
+  d.commit_synchronously("recording the sent-through sequence", [&] { d.tables.raise_sent_through(sequence); });
+}
+
+OutboxSession Queue::begin_session() {
+  auto& d = *impl_;
+  OutboxSession s;
+  d.commit_synchronously("writing the forwarder's session",
+                         [&] { s = write_next_session(*d.connection.db, d.ids, d.options.clock->wall_ms()); });
+  return s;
+}
+
+OutboxSession Queue::session() {
+  auto& d = *impl_;
   try {
-    // The synchronous mode may change only outside a transaction; it is put
-    // back whatever happens to the commit.
-    if (switch_mode) d.connection.db->exec("PRAGMA synchronous = FULL");
-    struct Restore {
-      SQLite::Database* db;
-      ~Restore() {
-        if (db) db->tryExec("PRAGMA synchronous = NORMAL");
-      }
-    } restore{switch_mode ? d.connection.db.get() : nullptr};
-    WriteTransaction tx(d.connection);
-    d.tables.raise_sent_through(sequence);
-    tx.commit();
+    return read_session(*d.connection.db);
   } catch (const SQLite::Exception& e) {
-    throw sqlite_error(e, d.connection.path, "recording the sent-through sequence");
+    throw sqlite_error(e, d.connection.path, "reading the forwarder's session");
   }
-  d.connection.limit_wal();
+}
+
+OutboxEpoch Queue::start_epoch() {
+  auto& d = *impl_;
+  OutboxEpoch epoch;
+  epoch.old_stream_id = d.connection.stream_id;
+  epoch.stream_id = random_stream_id();
+  d.commit_synchronously("starting a new epoch (a new stream id)", [&] {
+    auto& db = *d.connection.db;
+    write_stream_id(db, epoch.stream_id);
+    epoch.session = write_next_session(db, d.ids, d.options.clock->wall_ms());
+    epoch.unsent = static_cast<std::size_t>(d.tables.clear_acks());
+    write_last_epoch_wall_ms(db, d.options.clock->wall_ms());
+  });
+  d.connection.stream_id = epoch.stream_id;
+  return epoch;
+}
+
+std::optional<std::int64_t> Queue::last_epoch_wall_ms() {
+  auto& d = *impl_;
+  try {
+    return read_last_epoch_wall_ms(*d.connection.db);
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "reading the time of the last epoch");
+  }
+}
+
+bool Queue::holds_event(std::int64_t sequence, std::string_view event_id) {
+  auto& d = *impl_;
+  try {
+    return holds_event_at(*d.connection.db, sequence, event_id);
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "looking for an event");
+  }
 }
 
 StreamPosition Queue::position() {
