@@ -169,6 +169,17 @@ TEST_CASE("--confirm: broker or server, and a positive --confirm-timeout") {
   CHECK(c.confirm_timeout == 10s);
 }
 
+TEST_CASE("--min-epoch-interval: a duration, 1h by default, at most 1d") {
+  CHECK(parse({"--db", "x.db"}).min_epoch_interval == 1h);
+  CHECK(parse({"--db", "x.db", "--min-epoch-interval", "10m"}).min_epoch_interval == 10min);
+  CHECK(parse({"--db", "x.db", "--min-epoch-interval", "0"}).min_epoch_interval == 0ms);
+  CHECK(error_of([] { parse({"--db", "x.db", "--min-epoch-interval", "2d"}); }).find("--min-epoch-interval") !=
+        std::string::npos);
+  sim::SimConfig c;
+  sim::apply_json(c, json{{"min-epoch-interval", "30m"}});
+  CHECK(c.min_epoch_interval == 30min);
+}
+
 TEST_CASE("the JSON config: same keys as the flags, flags override it") {
   test::TempDir dir;
   auto file = dir / "sim.json";
