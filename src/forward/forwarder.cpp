@@ -172,6 +172,7 @@ struct Forwarder::Impl {
         confirm_wait(options.confirm_timeout.count() > 0 ? options.confirm_timeout : std::chrono::milliseconds(1), 0,
                      clock->monotonic_ms()),
         status_schedule(kPositionInterval, clock->monotonic_ms()) {
+    MutexLock lock(mutex);
     listening_topic = stream.confirm_topic;
     listening_stream = stream.stream_id;
   }
