@@ -5,7 +5,6 @@
 #include <limits>
 #include <optional>
 #include <span>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>

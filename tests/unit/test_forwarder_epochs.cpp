@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <SQLiteCpp/SQLiteCpp.h>
+
 #include <edge_outbox/error.h>
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/outbox.h>
@@ -166,6 +168,31 @@ TEST_CASE("every status carries the run's session, written before it; the next r
   CHECK(st.session->prev_id == first.id);
   CHECK(st.session->id == d.session().id);
   again.stop();
+}
+
+TEST_CASE("a session that cannot be written is retried after the storage backoff; no status goes out without it") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue(outbox, 3);
+  test::FakeBroker broker;
+  OutboxOptions queue_options;
+  queue_options.busy_timeout = 50ms;
+  Forwarder forwarder(outbox, queue_options, broker.publisher(), server_options());
+  // Another process holds the file's write lock.
+  SQLite::Database other((dir / "app.db").string(), SQLite::OPEN_READWRITE);
+  other.exec("BEGIN IMMEDIATE");
+  forwarder.start();
+  REQUIRE(eventually([&] { return !forwarder.stats().last_error.empty(); }));
+  CHECK(statuses(broker, outbox.stream_id()).empty());
+  CHECK(event_publishes(broker) == 0);
+  other.exec("ROLLBACK");
+  REQUIRE(eventually([&] { return !statuses(broker, outbox.stream_id()).empty(); }));
+  for (const auto& st : statuses(broker, outbox.stream_id())) {
+    REQUIRE(st.session.has_value());
+    CHECK(st.session->n == 1);
+  }
+  MESSAGE("first pass failed with: " << forwarder.stats().last_error);
+  forwarder.stop();
 }
 
 TEST_CASE("a fork notice naming this session: a new stream, its events sent there again with their sequences and ids") {
