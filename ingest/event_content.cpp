@@ -63,7 +63,7 @@ bool same_content(const EventRow& a, const EventRow& b) {
 }
 
 bool moved_content(const EventRow& a, const EventRow& b) {
-  if (a.streamid == b.streamid && a.sequence == b.sequence) return false;
+  if (!a.sequence || !b.sequence || a.streamid.empty() || b.streamid.empty() || a.streamid == b.streamid) return false;
   EventRow at_a = b;
   at_a.streamid = a.streamid;
   at_a.sequence = a.sequence;

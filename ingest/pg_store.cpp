@@ -1050,7 +1050,7 @@ class PgStore final : public Store {
     std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
       static const std::string sql = "SELECT sequence::text FROM (" +
                                      stream_events_sql("$1", "$2", "sequence >= $3::bigint") +
-                                     ") t ORDER BY sequence LIMIT $4::bigint";
+                                     ") t ORDER BY t.sequence LIMIT $4::bigint";
       return sequences(sql.c_str(), from, limit);
     }
     std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {

@@ -332,7 +332,7 @@ TEST_CASE("SQLite store with a newer schema version is refused, untouched") {
   }
   CHECK_THROWS_WITH_AS(open_store("sqlite:" + path), doctest::Contains("schema version 7, newer than"),
                        StoreError);
-  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta") == "6");
+  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta") == "7");
   {
     SQLite::Database d(path, SQLite::OPEN_READWRITE);
     d.exec("UPDATE ingest_meta SET value = 'two' WHERE key = 'schema_version'");
@@ -377,7 +377,7 @@ TEST_CASE("PostgreSQL store made by the first release (schema version 1): migrat
   CHECK(pg.query(indexes) == pg.query(indexes, "fresh"));
   pg.query("UPDATE ingest_meta SET value = '7'");
   CHECK_THROWS_WITH_AS(open_store(pg.uri()), doctest::Contains("schema version 7, newer than"), StoreError);
-  CHECK(pg.query("SELECT value FROM ingest_meta") == "6");
+  CHECK(pg.query("SELECT value FROM ingest_meta") == "7");
   CHECK(migrated.find("events|time_original|text|YES|") != std::string::npos);
   CHECK(migrated.find("rejected|properties|text|NO|'{}'::text") != std::string::npos);
 }
