@@ -425,7 +425,20 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
   }
 }
 
+void Confirmer::subscribed() {
+  MutexLock lock(mutex_);
+  retell_forks_ = true;
+}
+
 bool Confirmer::forked(const StreamKey& key, const std::string& device_topic) {
+  {
+    MutexLock lock(mutex_);
+    if (retell_forks_) {
+      forks_told_.clear();
+      fork_bound_logged_.clear();
+    }
+    retell_forks_ = false;
+  }
   std::optional<ForkRow> fork;
   try {
     fork = store_->unresolved_fork(key.source, key.streamid);

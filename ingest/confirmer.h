@@ -50,8 +50,8 @@
 // lookup, so a fork another pool member found, and an operator's
 // resolution, count from the next lookup) gets no confirmation: its fork
 // notice (fork_notice, wire/stream_notice.h) is published instead, once
-// per run and notice, at most fork_notices_per_device per device topic
-// and run, and the stream is looked up again every
+// per subscription and notice, at most fork_notices_per_device per device
+// topic and subscription, and the stream is looked up again every
 // ConfirmScheduleOptions::hint_recheck, so a resolution is seen without
 // a new status (docs/confirmation.md "Forks (ingest)").
 //
@@ -134,6 +134,10 @@ class Confirmer {
   void status_received(std::string device_topic, wire::StreamStatus status) EXCLUDES(mutex_);
   // A message on a status topic was not a valid status.
   void status_invalid() EXCLUDES(mutex_);
+  // The ingest's subscription was granted (a connection, a reconnection):
+  // the fork notices of the streams looked up from now on are published
+  // again.
+  void subscribed() EXCLUDES(mutex_);
   // A commit stored, rejected or explained something of these streams.
   void committed(const std::vector<StreamKey>& streams) EXCLUDES(mutex_);
   ConfirmerCounters counters() const EXCLUDES(mutex_);
@@ -199,6 +203,7 @@ class Confirmer {
   CondVar cv_;
   bool stopping_ GUARDED_BY(mutex_) = false;
   bool wake_ GUARDED_BY(mutex_) = false;  // something was queued or touched
+  bool retell_forks_ GUARDED_BY(mutex_) = false;  // subscribed since the last lookup: forks_told_ goes
   ConfirmSchedule schedule_ GUARDED_BY(mutex_);
   std::map<StreamKey, PendingStatus> statuses_ GUARDED_BY(mutex_);  // to record
   std::map<std::string, std::size_t> queued_per_device_ GUARDED_BY(mutex_);  // streams in statuses_

@@ -272,3 +272,39 @@ TEST_CASE("a clone forks its stream at a sequence; the clone's resend under its 
                                      << counters["moved_duplicates"].get<int>() << ", the new stream's digest count "
                                      << moved.digest.count << ", the old stream's " << old.digest.count);
 }
+
+TEST_CASE("an unresolved fork's notice is published again at the next run's subscription") {
+  Mosquitto broker;
+  TempDir dir;
+  const std::string store = "sqlite:" + (dir / "events.db").string();
+  const std::string topic = "devices/gw-c/confirm/s4";
+  TestPublisher pub(broker.uri());
+  {
+    IngestProcess ingest(dir.path(), "first", {"--broker", broker.uri(), "--store", store, "--client-id", "forks"});
+    ingest.wait_subscribed();
+    INFO(ingest.log());
+    publish_status(pub, "gw-c", "s4", status_json("gw-c", "s4", 1, 0, wire::Session{5, "x", "w"}));
+    REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM stream_sessions WHERE streamid = 's4'", 2));
+    publish_status(pub, "gw-c", "s4", status_json("gw-c", "s4", 1, 0, wire::Session{5, "y", "w"}));  // a clone
+    REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM forks WHERE streamid = 's4'", 1));
+    Subscriber first(broker.uri(), {topic});
+    REQUIRE(wait_notice(first, topic));
+    ingest.kill(SIGTERM);
+    REQUIRE(ingest.wait() == 0);
+  }
+  // The retained notice cleared (as an operator or a broker restart might):
+  // the next run tells it again when its subscription brings the status.
+  pub.publish_raw(mqtt::make_message(topic, "", 1, true));
+  pub.flush();
+  IngestProcess ingest(dir.path(), "second", {"--broker", broker.uri(), "--store", store, "--client-id", "forks"});
+  ingest.wait_subscribed();
+  INFO(ingest.log());
+  Subscriber again(broker.uri(), {topic});
+  const auto notice = wait_notice(again, topic);
+  REQUIRE(notice);
+  CHECK(notice->session == "y");
+  ingest.kill(SIGTERM);
+  REQUIRE(ingest.wait() == 0);
+  CHECK(ingest.counters()["forks_detected"] == 0);  // told again, not detected again
+  MESSAGE("the fork notice of session " << notice->session << " published again by the next run");
+}
