@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ingest/fork_records.h"
 
+#include <map>
+#include <tuple>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "ingest/stream_sessions.h"
 
@@ -154,6 +158,43 @@ bool record_sequence_fork(SqlRunner& sql, const EventRow& event, std::int64_t no
   row.event_id = event.event_id;
   record_fork(sql, row, now_ms);
   return true;
+}
+
+std::uint64_t record_sequence_forks_pg(SqlRunner& sql, const std::vector<const EventRow*>& events,
+                                       std::int64_t now_ms) {
+  nlohmann::json keys = nlohmann::json::array();
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const EventRow& e = *events[i];
+    if (!e.sequence || e.streamid.empty()) continue;
+    keys.push_back({{"i", i}, {"source", e.source}, {"streamid", e.streamid}, {"sequence", *e.sequence},
+                    {"event_id", e.event_id}});
+  }
+  if (keys.empty()) return 0;
+  const auto found = sql.run(
+      "SELECT k.i FROM json_to_recordset($1::json) AS k(i bigint, source text, streamid text, sequence bigint, "
+      "event_id text) WHERE EXISTS (SELECT 1 FROM events e WHERE e.source = k.source AND e.streamid = k.streamid "
+      "AND e.sequence = k.sequence AND e.event_id <> k.event_id AND NOT EXISTS (SELECT 1 FROM moved m WHERE "
+      "m.source = e.source AND m.event_id = e.event_id)) OR EXISTS (SELECT 1 FROM moved mv WHERE mv.source = "
+      "k.source AND mv.streamid = k.streamid AND mv.sequence = k.sequence AND mv.event_id <> k.event_id) "
+      "ORDER BY k.i",
+      {keys.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
+  // One detection per position: the last of the batch's events found there
+  // (the one that came second when both are new).
+  std::map<std::tuple<std::string, std::string, std::int64_t>, const EventRow*> positions;
+  for (const auto& r : found) {
+    const EventRow* e = events[static_cast<std::size_t>(number(r[0]))];
+    positions[{e->source, e->streamid, *e->sequence}] = e;
+  }
+  for (const auto& [position, e] : positions) {
+    ForkRow row;
+    row.source = e->source;
+    row.streamid = e->streamid;
+    row.kind = "sequence";
+    row.sequence = *e->sequence;
+    row.event_id = e->event_id;
+    record_fork(sql, row, now_ms);
+  }
+  return positions.size();
 }
 
 MoveResult record_moved(SqlRunner& sql, const EventRow& event, std::int64_t now_ms) {

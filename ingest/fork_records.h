@@ -82,6 +82,14 @@ bool record_session(SqlRunner& sql, const wire::StreamStatus& status, std::int64
 // or a streamid: false.
 bool record_sequence_fork(SqlRunner& sql, const EventRow& event, std::int64_t now_ms);
 
+// PostgreSQL: record_sequence_fork for many events stored new in one
+// transaction, in one statement (the events as one JSON parameter read by
+// json_to_recordset), then a detection for each position found; two new
+// ids at one position in `events` name the later one. How many forks it
+// recorded.
+std::uint64_t record_sequence_forks_pg(SqlRunner& sql, const std::vector<const EventRow*>& events,
+                                       std::int64_t now_ms);
+
 enum class MoveResult { moved, already_there };
 // `event`'s (source, event_id) is stored at another position with the same
 // content (moved_content): records (or updates) its `moved` row at the

@@ -899,13 +899,15 @@ class PgStore final : public Store {
       }
     }
     if (!found_stored.empty()) resolve_stored(rows, found_stored, written);
+    std::vector<const EventRow*> stored_new;
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t row = index[start + k];
       const auto& e = std::get<EventRow>(rows[row]);
       if (written[row] != CommitResult::written) continue;
       if (e.type == wire::dropped_report_type) explain(e);
-      if (record_sequence_fork(runner_, e, wall_ms())) ++uncommitted_forks_;
+      stored_new.push_back(&e);
     }
+    uncommitted_forks_ += record_sequence_forks_pg(runner_, stored_new, wall_ms());
   }
 
   // After a permanent error of a multi-row statement: which row it was.

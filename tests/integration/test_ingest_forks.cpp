@@ -20,7 +20,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 
+#include "support/confirm_topics.h"
 #include "support/ingest.h"
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
@@ -61,38 +63,6 @@ void publish_event(TestPublisher& pub, const std::string& device, const std::str
   pub.flush();
 }
 
-bool wait_db(const TempDir& dir, const std::string& sql, std::int64_t value) {
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      if (sqlite_scalar(dir / "events.db", sql) == value) return true;
-    } catch (const std::exception&) {
-      // the table or the row is not there yet
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
-
-std::vector<wire::Confirmation> confirmations(const Subscriber& sub, const std::string& topic) {
-  std::vector<wire::Confirmation> out;
-  for (const auto& m : sub.messages())
-    if (m.topic == topic)
-      if (auto c = wire::decode_confirmation(m.payload)) out.push_back(*c);
-  return out;
-}
-
-bool wait_through(Subscriber& sub, const std::string& topic, std::int64_t through) {
-  return sub.wait_for(
-      [&](const std::vector<ReceivedMessage>& ms) {
-        return std::any_of(ms.begin(), ms.end(), [&](const ReceivedMessage& m) {
-          auto c = wire::decode_confirmation(m.payload);
-          return m.topic == topic && c && c->through == through;
-        });
-      },
-      20s);
-}
-
 std::optional<wire::StreamNotice> wait_notice(Subscriber& sub, const std::string& topic) {
   std::optional<wire::StreamNotice> found;
   sub.wait_for(
@@ -106,6 +76,18 @@ std::optional<wire::StreamNotice> wait_notice(Subscriber& sub, const std::string
       20s);
   return found;
 }
+
+// A mosquitto, an ingest on a SQLite store in a temporary directory, a
+// subscriber to every confirm topic and a publisher playing the devices.
+struct Rig {
+  Mosquitto broker;
+  TempDir dir;
+  std::string store = "sqlite:" + (dir / "events.db").string();
+  IngestProcess ingest{dir.path(), "ingest", {"--broker", broker.uri(), "--store", store, "--client-id", "forks"}};
+  Subscriber confirms{(ingest.wait_subscribed(), broker.uri()), {"devices/+/confirm/#"}};
+  TestPublisher pub{broker.uri()};
+  auto parts() { return std::tie(broker, dir, store, ingest, confirms, pub); }
+};
 
 // Runs `edge-outbox-ingest <args>`; its exit code, its stdout in `out`.
 int run_command(const TempDir& dir, std::vector<std::string> args, std::string& out) {
@@ -122,21 +104,15 @@ int run_command(const TempDir& dir, std::vector<std::string> args, std::string& 
 
 TEST_CASE("a restore forks its stream: told, not confirmed, resolved by the operator; retained, out-of-order and "
           "old statuses fire no fork") {
-  Mosquitto broker;
-  TempDir dir;
-  const std::string store = "sqlite:" + (dir / "events.db").string();
-  IngestProcess ingest(dir.path(), "ingest", {"--broker", broker.uri(), "--store", store, "--client-id", "forks"});
-  ingest.wait_subscribed();
-  INFO(ingest.log());
-  Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
-  REQUIRE(confirms.wait_for_subscriptions(1, 10s));
-  TestPublisher pub(broker.uri());
+  Rig rig;
+  INFO(rig.ingest.log());
+  auto [broker, dir, store, ingest, confirms, pub] = rig.parts();
   const std::string topic = "devices/gw-a/confirm/s1";
   const auto id = [](std::int64_t s) { return "gw-a-s1-" + std::to_string(s); };
 
   // Sessions 1 and 2, each confirmed.
   publish_status(pub, "gw-a", "s1", status_json("gw-a", "s1", 1, 5, wire::Session{1, "a1", ""}));
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM streams WHERE streamid = 's1'", 1));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM streams WHERE streamid = 's1'", 1));
   for (std::int64_t s = 1; s <= 5; ++s) publish_event(pub, "gw-a", "s1", s, id(s));
   REQUIRE(wait_through(confirms, topic, 5));
   publish_status(pub, "gw-a", "s1", status_json("gw-a", "s1", 6, 8, wire::Session{2, "a2", "a1"}));
@@ -149,10 +125,10 @@ TEST_CASE("a restore forks its stream: told, not confirmed, resolved by the oper
   publish_status(pub, "gw-a", "s1", status_json("gw-a", "s1", 9, 8, wire::Session{3, "a3", "a2"}));
   publish_status(pub, "gw-a", "s1", status_json("gw-a", "s1", 1, 5, wire::Session{1, "a1", ""}));
   publish_status(pub, "gw-a", "s1", status_json("gw-a", "s1", 9, 8, wire::Session{4, "a4", "a3"}));
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM stream_sessions WHERE streamid = 's1'", 4));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM stream_sessions WHERE streamid = 's1'", 4));
   // The restore: the file of session 2 starts as session 3 with a new id.
   publish_status(pub, "gw-a", "s1", status_json("gw-a", "s1", 9, 10, wire::Session{3, "restored", "a2"}));
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM forks WHERE streamid = 's1' AND resolved_at IS NULL", 1));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM forks WHERE streamid = 's1' AND resolved_at IS NULL", 1));
   const auto notice = wait_notice(confirms, topic);
   REQUIRE(notice);
   CHECK(notice->session == "restored");
@@ -168,10 +144,10 @@ TEST_CASE("a restore forks its stream: told, not confirmed, resolved by the oper
   // Events of the restored branch: stored, not confirmed.
   publish_event(pub, "gw-a", "s1", 9, "restored-9");
   publish_event(pub, "gw-a", "s1", 10, "restored-10");
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM events WHERE streamid = 's1'", 10));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM events WHERE streamid = 's1'", 10));
   // A marker stream confirmed after all of that was handled.
   publish_status(pub, "gw-m", "m1", status_json("gw-m", "m1", 1, 1, wire::Session{1, "m", ""}));
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM streams WHERE streamid = 'm1'", 1));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM streams WHERE streamid = 'm1'", 1));
   publish_event(pub, "gw-m", "m1", 1, "gw-m-m1-1");
   REQUIRE(wait_through(confirms, "devices/gw-m/confirm/m1", 1));
   const auto before = confirmations(confirms, topic);
@@ -209,26 +185,20 @@ TEST_CASE("a restore forks its stream: told, not confirmed, resolved by the oper
 }
 
 TEST_CASE("a clone forks its stream at a sequence; the clone's resend under its new stream is a moved duplicate") {
-  Mosquitto broker;
-  TempDir dir;
-  const std::string store = "sqlite:" + (dir / "events.db").string();
-  IngestProcess ingest(dir.path(), "ingest", {"--broker", broker.uri(), "--store", store, "--client-id", "forks"});
-  ingest.wait_subscribed();
-  INFO(ingest.log());
-  Subscriber confirms(broker.uri(), {"devices/+/confirm/#"});
-  REQUIRE(confirms.wait_for_subscriptions(1, 10s));
-  TestPublisher pub(broker.uri());
+  Rig rig;
+  INFO(rig.ingest.log());
+  auto [broker, dir, store, ingest, confirms, pub] = rig.parts();
   const std::string old_topic = "devices/gw-b/confirm/s2", new_topic = "devices/gw-b/confirm/s3";
 
   publish_status(pub, "gw-b", "s2", status_json("gw-b", "s2", 1, 2, std::nullopt));
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM streams WHERE streamid = 's2'", 1));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM streams WHERE streamid = 's2'", 1));
   publish_event(pub, "gw-b", "s2", 1, "b-1");
   publish_event(pub, "gw-b", "s2", 2, "b-2");
   REQUIRE(wait_through(confirms, old_topic, 2));
   // The clone sends its own 3 first, then the original its 3.
   publish_event(pub, "gw-b", "s2", 3, "clone-3");
   publish_event(pub, "gw-b", "s2", 3, "b-3");
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM forks WHERE streamid = 's2' AND kind = 'sequence'", 1));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM forks WHERE streamid = 's2' AND kind = 'sequence'", 1));
   const auto notice = wait_notice(confirms, old_topic);
   REQUIRE(notice);
   CHECK(notice->sequence == 3);
@@ -237,7 +207,7 @@ TEST_CASE("a clone forks its stream at a sequence; the clone's resend under its 
   // The device the notice names (the one holding b-3) starts an epoch:
   // stream s3 from its floor 3, b-3 sent again there.
   publish_status(pub, "gw-b", "s3", status_json("gw-b", "s3", 3, 3, std::nullopt));
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM streams WHERE streamid = 's3'", 1));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM streams WHERE streamid = 's3'", 1));
   publish_event(pub, "gw-b", "s3", 3, "b-3");
   REQUIRE(wait_through(confirms, new_topic, 3));
   const auto moved = confirmations(confirms, new_topic).back();
@@ -284,9 +254,9 @@ TEST_CASE("an unresolved fork's notice is published again at the next run's subs
     ingest.wait_subscribed();
     INFO(ingest.log());
     publish_status(pub, "gw-c", "s4", status_json("gw-c", "s4", 1, 0, wire::Session{5, "x", "w"}));
-    REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM stream_sessions WHERE streamid = 's4'", 2));
+    REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM stream_sessions WHERE streamid = 's4'", 2));
     publish_status(pub, "gw-c", "s4", status_json("gw-c", "s4", 1, 0, wire::Session{5, "y", "w"}));  // a clone
-    REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM forks WHERE streamid = 's4'", 1));
+    REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM forks WHERE streamid = 's4'", 1));
     Subscriber first(broker.uri(), {topic});
     REQUIRE(wait_notice(first, topic));
     ingest.kill(SIGTERM);

@@ -15,10 +15,12 @@
 
 #include "ingest/store.h"
 #include "support/postgres.h"
+#include "support/sqlite_text.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox::ingest;
 using edge_outbox::test::PostgresServer;
+using edge_outbox::test::sqlite_text;
 using edge_outbox::test::TempDir;
 using edge_outbox::wire::Session;
 using edge_outbox::wire::StreamStatus;
@@ -127,6 +129,12 @@ void check_sequence_forks_and_resolve(const Open& open, const Query& query) {
   CHECK(fork->sequence == 1);
   CHECK(fork->detections == 1);
   CHECK(fork->note.empty());
+  // Two new ids at one sequence in one transaction: one detection, naming the later.
+  store->commit({event("s5", 1, "p1"), event("s5", 1, "q1")});
+  fork = store->unresolved_fork("gw", "s5");
+  REQUIRE(fork);
+  CHECK(fork->event_id == "q1");
+  CHECK(fork->detections == 1);
 }
 
 void check_moved(const Open& open, const Query& query) {
@@ -172,17 +180,6 @@ void check_all(const Open& open, const Query& query) {
   SUBCASE("sessions") { check_sessions(open, query); }
   SUBCASE("sequence forks and resolve") { check_sequence_forks_and_resolve(open, query); }
   SUBCASE("moved duplicates") { check_moved(open, query); }
-}
-
-std::string sqlite_text(const std::string& path, const std::string& sql) {
-  SQLite::Database d(path, SQLite::OPEN_READONLY);
-  SQLite::Statement st(d, sql);
-  std::string out;
-  while (st.executeStep()) {
-    if (!out.empty()) out += '\n';
-    for (int c = 0; c < st.getColumnCount(); ++c) out += (c ? "|" : "") + st.getColumn(c).getString();
-  }
-  return out;
 }
 
 // Schema version 6's tables removed and the version set back: a store of

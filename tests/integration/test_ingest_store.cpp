@@ -11,12 +11,14 @@
 #include <thread>
 
 #include "support/postgres.h"
+#include "support/sqlite_text.h"
 #include "ingest/reprocess.h"
 #include "ingest/store.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox::ingest;
 using edge_outbox::test::PostgresServer;
+using edge_outbox::test::sqlite_text;
 using edge_outbox::test::TempDir;
 
 namespace {
@@ -261,17 +263,6 @@ RejectedRow rejection(const std::string& payload, const std::string& properties 
   r.payload_size = payload.size();
   r.properties = properties;
   return r;
-}
-
-std::string sqlite_text(const std::string& path, const std::string& sql) {
-  SQLite::Database d(path, SQLite::OPEN_READONLY);
-  SQLite::Statement st(d, sql);
-  std::string out;
-  while (st.executeStep()) {
-    if (!out.empty()) out += '\n';
-    for (int c = 0; c < st.getColumnCount(); ++c) out += (c ? "|" : "") + st.getColumn(c).getString();
-  }
-  return out;
 }
 
 // Column names and types of the three tables, for comparing a migrated store with a new one.

@@ -19,10 +19,12 @@
 #include "ingest/reprocess.h"
 #include "ingest/store.h"
 #include "support/postgres.h"
+#include "support/sqlite_text.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox::ingest;
 using edge_outbox::test::PostgresServer;
+using edge_outbox::test::sqlite_text;
 using edge_outbox::test::TempDir;
 using edge_outbox::wire::StreamStatus;
 
@@ -79,17 +81,6 @@ StreamStatus status(const std::string& source, const std::string& streamid, std:
   s.unconfirmed = pending;
   s.confirmation = StreamStatus::Mode::server;
   return s;
-}
-
-std::string sqlite_text(const std::string& path, const std::string& sql) {
-  SQLite::Database d(path, SQLite::OPEN_READONLY);
-  SQLite::Statement st(d, sql);
-  std::string out;
-  while (st.executeStep()) {
-    if (!out.empty()) out += '\n';
-    for (int c = 0; c < st.getColumnCount(); ++c) out += (c ? "|" : "") + st.getColumn(c).getString();
-  }
-  return out;
 }
 
 // What both stores must do with statuses, reports and rejections.
