@@ -374,7 +374,8 @@ class PgStore final : public Store {
         "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
         "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
         "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
-        "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) "
+        "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
+        "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
         "ORDER BY s.device_topic, s.source, s.streamid",
         none, 1, PGRES_TUPLES_OK, "select idle streams");
     std::vector<IdleStream> out;
@@ -390,7 +391,8 @@ class PgStore final : public Store {
     Result r = exec_params(
         "SELECT EXISTS (SELECT 1 FROM events WHERE source = $1 AND streamid = $2) OR "
         "EXISTS (SELECT 1 FROM rejected WHERE source = $1 AND streamid = $2) OR "
-        "EXISTS (SELECT 1 FROM explained WHERE source = $1 AND streamid = $2)",
+        "EXISTS (SELECT 1 FROM explained WHERE source = $1 AND streamid = $2) OR "
+        "EXISTS (SELECT 1 FROM moved WHERE source = $1 AND streamid = $2)",
         p, 0, PGRES_TUPLES_OK, "look up a stream's outcomes");
     return PQgetvalue(r.get(), 0, 0)[0] == 't';
   }

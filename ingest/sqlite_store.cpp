@@ -127,12 +127,14 @@ constexpr const char* idle_streams_sql =
     "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
     "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
     "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
-    "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) "
+    "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
+    "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
     "ORDER BY s.device_topic, s.source, s.streamid";
 constexpr const char* stream_has_outcome_sql =
     "SELECT EXISTS (SELECT 1 FROM events WHERE source = ?1 AND streamid = ?2) OR "
     "EXISTS (SELECT 1 FROM rejected WHERE source = ?1 AND streamid = ?2) OR "
-    "EXISTS (SELECT 1 FROM explained WHERE source = ?1 AND streamid = ?2)";
+    "EXISTS (SELECT 1 FROM explained WHERE source = ?1 AND streamid = ?2) OR "
+    "EXISTS (SELECT 1 FROM moved WHERE source = ?1 AND streamid = ?2)";
 
 // Every stored event's stream position, a moved one at its new position
 // (fork_records.h), for `gaps`.

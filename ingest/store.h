@@ -142,8 +142,9 @@ struct StatusToRecord {
   wire::StreamStatus status;
 };
 
-// A stream with a recorded status and no outcome: no stored event, no
-// rejection that names its position, no explained range (Store::idle_streams).
+// A stream with a recorded status and no outcome: no stored event (nor one
+// moved to it), no rejection that names its position, no explained range
+// (Store::idle_streams).
 struct IdleStream {
   std::string device_topic;
   std::string source;
@@ -187,8 +188,9 @@ class Store {
   // Every stream whose row has no outcome yet (see IdleStream), ordered by
   // device topic. The default: none.
   virtual std::vector<IdleStream> idle_streams() { return {}; }
-  // Whether the stream has an outcome: a stored event with its streamid, a
-  // rejection naming its position, or an explained range. The default: false.
+  // Whether the stream has an outcome: a stored event with its streamid (or
+  // moved to it: a `moved` row), a rejection naming its position, or an
+  // explained range. The default: false.
   virtual bool stream_has_outcome(const std::string& /*source*/, const std::string& /*streamid*/) { return false; }
   // What opening the store repaired or found amiss, one line each, for the
   // caller's log: e.g. an index the stream walk and `gaps` rely on that an

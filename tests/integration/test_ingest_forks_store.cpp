@@ -151,6 +151,8 @@ void check_moved(const Open& open, const Query& query) {
   CHECK(query("SELECT count(*) FROM events") == "4");  // not stored twice
   CHECK(query("SELECT count(*) FROM conflicts") == "0");
   CHECK(query("SELECT streamid, sequence, event_id FROM moved ORDER BY event_id") == "new|3|m3\nnew|4|m4");
+  CHECK(store->stream_has_outcome("gw", "new"));  // its events moved to it: not idle
+  CHECK(store->idle_streams().empty());
   // Again (a redelivery): a duplicate, not counted twice.
   store->commit({event("new", 4, "m4")});
   CHECK(store->moved_duplicates() == 2);
