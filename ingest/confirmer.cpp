@@ -24,6 +24,8 @@ constexpr std::size_t statuses_per_transaction = 256;
 // past that, refusals are counted and were logged, not published (a flood
 // of new streamids must not become a flood of retained messages).
 constexpr std::size_t refusals_told_per_device = 256;
+// Fork notices published per device topic and run, for the same reason.
+constexpr std::size_t fork_notices_per_device = 256;
 
 }  // namespace
 
@@ -205,6 +207,7 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
     const auto now = SteadyClock::now();
     MutexLock lock(mutex_);
     counters_.statuses += rows.size();
+    counters_.forks_detected = store_->forks_detected();
     if (options_.publish)
       for (std::size_t i = 0; i < rows.size(); ++i) {
         if (rows[i].status.confirmation == wire::StreamStatus::Mode::server)
@@ -350,6 +353,10 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
       continue;
     }
     if (!status->server) continue;  // a device in broker mode does not listen
+    if (forked(key, status->device_topic)) {
+      unhanded_.erase(key);  // decided before the fork was seen: it goes no more
+      continue;
+    }
     if (auto held = unhanded_.find(key); held != unhanded_.end()) {
       if (!hand_over(key, held->second.first, held->second.second)) continue;
       unhanded_.erase(held);
@@ -416,6 +423,67 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
     const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
     if (!hand_over(key, topic, confirmation)) unhanded_.insert_or_assign(key, std::pair(topic, confirmation));
   }
+}
+
+void Confirmer::subscribed() {
+  MutexLock lock(mutex_);
+  retell_forks_ = true;
+}
+
+bool Confirmer::forked(const StreamKey& key, const std::string& device_topic) {
+  {
+    MutexLock lock(mutex_);
+    if (retell_forks_) {
+      forks_told_.clear();
+      fork_bound_logged_.clear();
+    }
+    retell_forks_ = false;
+  }
+  std::optional<ForkRow> fork;
+  try {
+    fork = store_->unresolved_fork(key.source, key.streamid);
+  } catch (const std::exception& e) {
+    log_failure("looking up the forks of stream '" + printable(key.streamid) + "' of '" + printable(key.source) + "'",
+                e);
+    MutexLock lock(mutex_);
+    schedule_.retry_later(key, SteadyClock::now());
+    return true;
+  }
+  auto& told = forks_told_[device_topic];
+  if (!fork) {
+    told.erase(key.streamid);
+    return false;
+  }
+  {
+    MutexLock lock(mutex_);
+    schedule_.recheck(key, SteadyClock::now());  // so a resolution is seen without a new status
+  }
+  const std::string notice = wire::encode_stream_notice(fork_notice(*fork));
+  const auto it = told.find(key.streamid);
+  if (it != told.end() && it->second == notice) return true;
+  if (it == told.end() && told.size() >= fork_notices_per_device) {
+    if (log_ && fork_bound_logged_.insert(device_topic).second)
+      log_("warn", "device topic '" + printable(device_topic) + "' has " + std::to_string(fork_notices_per_device) +
+                       " forked streams told this run; further fork notices are not published (see "
+                       "`edge-outbox-ingest forks`)");
+    return true;
+  }
+  const std::string topic = wire::confirm_topic(device_topic, key.streamid);
+  bool handed = false;
+  try {
+    handed = publish_(topic, notice);
+  } catch (const std::exception& e) {
+    log_failure("publishing on '" + printable(topic) + "'", e);
+  }
+  if (!handed) return true;  // the recheck tries again
+  told[key.streamid] = notice;
+  if (log_)
+    log_("warn", "stream '" + printable(key.streamid) + "' of '" + printable(key.source) + "' forked (" + fork->kind +
+                     (fork->kind == "session" ? " " + printable(fork->session_id)
+                                              : " at sequence " + std::to_string(fork->sequence) + ", id " +
+                                                    printable(fork->event_id)) +
+                     "): not confirmed until `edge-outbox-ingest forks resolve`; told on '" + printable(topic) + "'");
+  return true;
 }
 
 std::vector<wire::SequenceRange> Confirmer::resend_hints(const StreamKey& key, std::int64_t through,

@@ -46,6 +46,15 @@
 // broker mode (nobody listens, its walk floor is unset), nor one whose walk
 // reaches nothing past its walk floor (nothing to confirm).
 //
+// A stream with an unresolved fork (Store::unresolved_fork, read at each
+// lookup, so a fork another pool member found, and an operator's
+// resolution, count from the next lookup) gets no confirmation: its fork
+// notice (fork_notice, wire/stream_notice.h) is published instead, once
+// per subscription and notice, at most fork_notices_per_device per device
+// topic and subscription, and the stream is looked up again every
+// ConfirmScheduleOptions::hint_recheck, so a resolution is seen without
+// a new status (docs/confirmation.md "Forks (ingest)").
+//
 // refused_stream_notice(streamid): the message that tells a device its
 // stream was refused, {"v":2,"streamid":"...","refused":"..."}.
 //
@@ -103,6 +112,7 @@ struct ConfirmerCounters {
   std::uint64_t statuses_invalid = 0;  // messages on a status topic that were not a valid status, ignored
   std::uint64_t confirmations = 0;     // confirmations handed to the MQTT client
   std::uint64_t source_conflicts = 0;  // statuses not recorded: their source is bound to another device topic
+  std::uint64_t forks_detected = 0;    // statuses whose session forked their stream (fork_records.h)
 };
 
 // Hands a message to the MQTT client (QoS 1, retained) without waiting for
@@ -124,6 +134,10 @@ class Confirmer {
   void status_received(std::string device_topic, wire::StreamStatus status) EXCLUDES(mutex_);
   // A message on a status topic was not a valid status.
   void status_invalid() EXCLUDES(mutex_);
+  // The ingest's subscription was granted (a connection, a reconnection):
+  // the fork notices of the streams looked up from now on are published
+  // again.
+  void subscribed() EXCLUDES(mutex_);
   // A commit stored, rejected or explained something of these streams.
   void committed(const std::vector<StreamKey>& streams) EXCLUDES(mutex_);
   ConfirmerCounters counters() const EXCLUDES(mutex_);
@@ -173,6 +187,11 @@ class Confirmer {
   // nullptr when unknown; then `read_recently` says whether the store was
   // read too recently to read it now (try again later).
   const Known* known(const StreamKey& stream, bool& read_recently);
+  // The stream's fork, looked up: true when it has an unresolved one (its
+  // notice then told, unless told already this run or past the bound).
+  // A failed lookup counts as a fork (retried later): nothing is confirmed
+  // on a lookup that failed.
+  bool forked(const StreamKey& key, const std::string& device_topic);
   void log_failure(const std::string& what, const std::exception& e);
 
   std::unique_ptr<Store> store_;  // the thread's only
@@ -184,6 +203,7 @@ class Confirmer {
   CondVar cv_;
   bool stopping_ GUARDED_BY(mutex_) = false;
   bool wake_ GUARDED_BY(mutex_) = false;  // something was queued or touched
+  bool retell_forks_ GUARDED_BY(mutex_) = false;  // subscribed since the last lookup: forks_told_ goes
   ConfirmSchedule schedule_ GUARDED_BY(mutex_);
   std::map<StreamKey, PendingStatus> statuses_ GUARDED_BY(mutex_);  // to record
   std::map<std::string, std::size_t> queued_per_device_ GUARDED_BY(mutex_);  // streams in statuses_
@@ -204,6 +224,8 @@ class Confirmer {
   std::set<std::string> refused_logged_;                      // device topics
   std::set<std::string> queue_full_logged_;                   // device topics
   std::map<std::string, std::set<std::string>> refused_told_;  // streamids told, per device topic
+  std::map<std::string, std::map<std::string, std::string>> forks_told_;  // streamid -> notice told, per device topic
+  std::set<std::string> fork_bound_logged_;  // device topics past fork_notices_per_device
   std::thread thread_;
 };
 

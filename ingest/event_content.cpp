@@ -62,4 +62,12 @@ bool same_content(const EventRow& a, const EventRow& b) {
   return canonical_content(a) == canonical_content(b);
 }
 
+bool moved_content(const EventRow& a, const EventRow& b) {
+  if (!a.sequence || !b.sequence || a.streamid.empty() || b.streamid.empty() || a.streamid == b.streamid) return false;
+  EventRow at_a = b;
+  at_a.streamid = a.streamid;
+  at_a.sequence = a.sequence;
+  return same_content(a, at_a);
+}
+
 }  // namespace edge_outbox::ingest

@@ -32,4 +32,11 @@ std::string canonical_content(const EventRow& event);
 // canonical_content(a) == canonical_content(b).
 bool same_content(const EventRow& a, const EventRow& b);
 
+// Whether b is a at a position in another stream: both have a streamid and
+// a sequence, b's streamid is another, and the content is the same once
+// b's streamid and sequence are a's (a device that started a new epoch
+// sends its events again under its new stream id; docs/confirmation.md
+// "Moved duplicates"). Another sequence in the same stream is no move.
+bool moved_content(const EventRow& a, const EventRow& b);
+
 }  // namespace edge_outbox::ingest

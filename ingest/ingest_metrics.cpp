@@ -54,6 +54,13 @@ std::string ingest_metrics_text(const IngestSnapshot& s) {
   text.counter("edge_outbox_ingest_source_conflicts_total",
                "Statuses, events and rejected positions refused: their source is bound to another device topic.",
                as_value(c.source_conflicts + s.confirmer.source_conflicts));
+  text.counter("edge_outbox_ingest_forks_detected_total",
+               "Forks detected: a status whose session the stream's history cannot place, or an event stored at a "
+               "sequence that holds another id.",
+               as_value(c.forks_detected + s.confirmer.forks_detected));
+  text.counter("edge_outbox_ingest_moved_duplicates_total",
+               "Events stored before under another stream position, recorded at their new one (moved duplicates).",
+               as_value(c.moved_duplicates));
   text.gauge("edge_outbox_ingest_pending_rows", "Rows received and not yet committed.",
              static_cast<double>(s.pending_rows));
   text.gauge("edge_outbox_ingest_connected", "1 while connected to the broker, else 0.", s.connected ? 1 : 0);

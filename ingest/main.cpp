@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // edge-outbox-ingest: subscribes to device events over MQTT and stores each
 // (source, id) once (SQLite or PostgreSQL); `gaps` reports missing sequences;
-// `reprocess` classifies rejected messages again.
+// `reprocess` classifies rejected messages again; `forks` lists the streams'
+// forks and `forks resolve` records the operator's resolution of one.
 //
 // Every error is one line on stderr ("<time> edge-outbox-ingest error: what
 // failed and what to do", see host/log_sink.h), then the exit code
@@ -16,6 +17,10 @@
 //              unexplained gaps (inside a stream, or at its tail); 3 the
 //              store cannot be read (missing, not an ingest store,
 //              unreachable, failing): no report.
+//              An unresolved fork also makes it exit 1.
+//   forks:     0 the list printed; 3 the store cannot be read.
+//   forks resolve: 0 resolved; 2 the stream has no unresolved fork; 3 the
+//              store cannot be read.
 //   reprocess: 0 nothing left rejected; 1 some messages still rejected;
 //              3 the store cannot be opened or failed: what was reprocessed
 //                so far stays, run it again.
@@ -49,6 +54,7 @@
 #include "host/termination_signals.h"
 #include "host/watchdog_pacer.h"
 #include "ingest/confirmer.h"
+#include "ingest/forks.h"
 #include "ingest/gaps.h"
 #include "ingest/ingest_metrics.h"
 #include "ingest/reprocess.h"
@@ -98,7 +104,9 @@ std::string counters_json(const ingest::Counters& c, const ingest::ConfirmerCoun
                         {"statuses_invalid", confirm.statuses_invalid},
                         {"statuses_refused", confirm.statuses_refused},
                         {"confirmations", confirm.confirmations},
-                        {"source_conflicts", c.source_conflicts + confirm.source_conflicts}}
+                        {"source_conflicts", c.source_conflicts + confirm.source_conflicts},
+                        {"forks_detected", c.forks_detected + confirm.forks_detected},
+                        {"moved_duplicates", c.moved_duplicates}}
       .dump();
 }
 
@@ -138,10 +146,58 @@ int run_gaps(const std::string& store_spec, bool json) {
     if (stream.walk_floor) tracker.add_walk_floor(stream.status.source, stream.status.streamid, *stream.walk_floor);
   }
   const auto report = tracker.finish();
-  if (json) std::cout << ingest::gaps_to_json(report).dump() << '\n';
-  else std::cout << ingest::gaps_to_text(report);
+  const auto forks = store->forks(true);
+  if (json) {
+    auto document = ingest::gaps_to_json(report);
+    if (!forks.empty()) {  // a key only when there are forks: the document stays as it was otherwise
+      auto& listed = document["forks"] = nlohmann::json::array();
+      for (const auto& f : forks)
+        listed.push_back({{"source", f.source},
+                          {"streamid", f.streamid},
+                          {"kind", f.kind},
+                          {"session", f.session_id.empty() ? nlohmann::json() : nlohmann::json(f.session_id)},
+                          {"sequence", f.kind == "sequence" ? nlohmann::json(f.sequence) : nlohmann::json()},
+                          {"id", f.event_id.empty() ? nlohmann::json() : nlohmann::json(f.event_id)},
+                          {"detected_at_ms", f.detected_at_ms},
+                          {"detections", f.detections},
+                          {"resolved_at_ms", f.resolved_at_ms ? nlohmann::json(*f.resolved_at_ms) : nlohmann::json()},
+                          {"note", f.note}});
+    }
+    std::cout << document.dump() << '\n';
+  } else {
+    std::cout << ingest::gaps_to_text(report) << ingest::forks_gaps_text(forks);
+  }
   std::cout.flush();
-  return report.has_unexplained() ? kExitGapsUnexplained : 0;
+  return report.has_unexplained() || ingest::any_unresolved(forks) ? kExitGapsUnexplained : 0;
+}
+
+// `forks`: the list. Throws when the store cannot be read.
+int run_forks(const std::string& store_spec, bool all) {
+  require_existing_sqlite_file(store_spec);
+  auto store = ingest::open_store(store_spec);
+  for (const auto& notice : store->open_notices()) std::cerr << notice << '\n';
+  std::cout << ingest::forks_text(store->forks(all), all);
+  std::cout.flush();
+  return 0;
+}
+
+// `forks resolve`: 0 resolved, 2 no unresolved fork. Throws when the store
+// cannot be read.
+int run_resolve(const std::string& store_spec, const std::string& source, const std::string& streamid,
+                const std::string& note) {
+  require_existing_sqlite_file(store_spec);
+  auto store = ingest::open_store(store_spec);
+  for (const auto& notice : store->open_notices()) std::cerr << notice << '\n';
+  if (!store->resolve_fork(source, streamid, note)) {
+    std::fprintf(stderr,
+                 "edge-outbox-ingest: stream '%s' of '%s' has no unresolved fork (`edge-outbox-ingest forks --all` "
+                 "lists them)\n",
+                 streamid.c_str(), source.c_str());
+    return host::exit_code::usage;
+  }
+  std::cout << "resolved the fork of stream " << streamid << " of " << source
+            << ": its confirmations resume at the ingest's next lookup\n";
+  return 0;
 }
 
 int run_reprocess(const std::string& store_spec, const ingest::ClassifyOptions& classify, const ingest::Logger& log) {
@@ -326,6 +382,21 @@ int main(int argc, char** argv) {
   gaps_cmd->add_option("--store", gaps_store, "sqlite:PATH or postgresql://...")->capture_default_str();
   gaps_cmd->add_flag("--json", gaps_json, "One JSON document instead of text");
 
+  auto* forks_cmd = app.add_subcommand("forks", "List the streams' unresolved forks (--all: the resolved ones too)");
+  forks_cmd->footer("Exit codes: 0 listed; 3 the store cannot be read.");
+  std::string forks_store = store_spec;
+  bool forks_all = false;
+  forks_cmd->add_option("--store", forks_store, "sqlite:PATH or postgresql://...")->capture_default_str();
+  forks_cmd->add_flag("--all", forks_all, "Also the resolved forks, with their resolution");
+  auto* resolve_cmd = forks_cmd->add_subcommand(
+      "resolve", "Record the resolution of a stream's fork: its confirmations resume");
+  resolve_cmd->footer("Exit codes: 0 resolved; 2 the stream has no unresolved fork; 3 the store cannot be read.");
+  std::string resolve_store, resolve_source, resolve_streamid, resolve_note;
+  resolve_cmd->add_option("--store", resolve_store, "sqlite:PATH or postgresql://... (default: forks')");
+  resolve_cmd->add_option("SOURCE", resolve_source, "The stream's source")->required();
+  resolve_cmd->add_option("STREAMID", resolve_streamid, "The stream's id")->required();
+  resolve_cmd->add_option("--note", resolve_note, "Why, for the record");
+
   auto* reprocess_cmd = app.add_subcommand(
       "reprocess", "Classify the rejected messages again (after a configuration fix); store those that now decode");
   std::string reprocess_store = store_spec;
@@ -341,6 +412,7 @@ int main(int argc, char** argv) {
   // An option given before a subcommand is applied to it or refused, never
   // ignored: `--store X gaps` reads X.
   auto refusal = check_given_before(app, gaps_cmd, {"--store"}, {});
+  if (!refusal) refusal = check_given_before(app, forks_cmd, {"--store"}, {});
   if (!refusal)
     refusal = check_given_before(app, reprocess_cmd, {"--store", "--max-payload-bytes", "--require-source-match"},
                                  {"--max-batch"});
@@ -350,7 +422,8 @@ int main(int argc, char** argv) {
     return host::exit_code::usage;
   }
   const auto given = [&app](const char* flag) { return app.get_option(flag)->count() > 0; };
-  if (given("--store")) gaps_store = reprocess_store = store_spec;
+  if (given("--store")) gaps_store = reprocess_store = forks_store = store_spec;
+  if (resolve_store.empty()) resolve_store = forks_store;
   if (given("--max-payload-bytes")) reprocess_classify.max_payload_bytes = classify.max_payload_bytes;
   if (given("--require-source-match")) reprocess_classify.require_source_match = true;
   if (given("--max-batch")) reprocess_classify.max_batch_events = max_batch;
@@ -377,6 +450,16 @@ int main(int argc, char** argv) {
   if (gaps_cmd->parsed()) {
     try {
       return run_gaps(gaps_store, gaps_json);
+    } catch (const std::exception& e) {
+      log("error", e.what());
+      return kExitGapsUnreadable;
+    }
+  }
+
+  if (forks_cmd->parsed()) {
+    try {
+      if (resolve_cmd->parsed()) return run_resolve(resolve_store, resolve_source, resolve_streamid, resolve_note);
+      return run_forks(forks_store, forks_all);
     } catch (const std::exception& e) {
       log("error", e.what());
       return kExitGapsUnreadable;

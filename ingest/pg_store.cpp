@@ -27,6 +27,7 @@
 #include "ingest/coverage.h"
 #include "ingest/event_content.h"
 #include "ingest/explained.h"
+#include "ingest/fork_records.h"
 #include "ingest/store.h"
 #include "ingest/stream_rows.h"
 #include "ingest/stream_walk.h"
@@ -34,7 +35,7 @@
 namespace edge_outbox::ingest {
 namespace {
 
-// Schema version 5 (see store_schema_version); see sqlite_store.cpp for what
+// Schema version 6 (see store_schema_version); see sqlite_store.cpp for what
 // versions 1 to 4 lack and for the tables of versions 4 and 5. New columns go at the end, so a migrated store and a
 // new one have the same tables.
 constexpr const char* schema = R"sql(
@@ -283,6 +284,7 @@ class PgStore final : public Store {
     std::int64_t added = 0;
     try {
       exec("BEGIN");
+      uncommitted_forks_ = uncommitted_moved_ = 0;
       std::vector<std::size_t> event_rows, rejected_rows;
       for (std::size_t i = 0; i < rows.size(); ++i) {
         if (std::holds_alternative<EventRow>(rows[i])) {
@@ -306,6 +308,8 @@ class PgStore final : public Store {
         insert_events(rows, event_rows, start, end, written);
       }
       exec("COMMIT");
+      forks_detected_ += uncommitted_forks_;
+      moved_ += uncommitted_moved_;
     } catch (const StoreError& e) {
       Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
       if (!e.permanent() || e.row()) throw;
@@ -322,9 +326,11 @@ class PgStore final : public Store {
   void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn)
       override {
     ensure_connected();
+    // A moved event at its new position (fork_records.h).
     Result r = exec(
-        "SELECT source, COALESCE(streamid, ''), sequence FROM events WHERE sequence IS NOT NULL "
-        "ORDER BY source, COALESCE(streamid, ''), sequence");
+        "SELECT e.source, COALESCE(e.streamid, ''), e.sequence FROM events e WHERE e.sequence IS NOT NULL AND NOT "
+        "EXISTS (SELECT 1 FROM moved m WHERE m.source = e.source AND m.event_id = e.event_id) "
+        "UNION ALL SELECT source, streamid, sequence FROM moved ORDER BY 1, 2, 3");
     for (int i = 0; i < PQntuples(r.get()); ++i)
       fn(PQgetvalue(r.get(), i, 0), PQgetvalue(r.get(), i, 1), std::stoll(PQgetvalue(r.get(), i, 2)));
   }
@@ -348,8 +354,13 @@ class PgStore final : public Store {
     ensure_connected();
     try {
       exec("BEGIN");
-      for (const auto& s : statuses) upsert_stream_status(s.device_topic, s.status);
+      std::uint64_t forks = 0;
+      for (const auto& s : statuses) {
+        upsert_stream_status(s.device_topic, s.status);
+        if (record_session(runner_, s.status, wall_ms())) ++forks;
+      }
       exec("COMMIT");
+      forks_detected_ += forks;
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
       throw;
@@ -363,7 +374,8 @@ class PgStore final : public Store {
         "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
         "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
         "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
-        "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) "
+        "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
+        "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
         "ORDER BY s.device_topic, s.source, s.streamid",
         none, 1, PGRES_TUPLES_OK, "select idle streams");
     std::vector<IdleStream> out;
@@ -379,12 +391,28 @@ class PgStore final : public Store {
     Result r = exec_params(
         "SELECT EXISTS (SELECT 1 FROM events WHERE source = $1 AND streamid = $2) OR "
         "EXISTS (SELECT 1 FROM rejected WHERE source = $1 AND streamid = $2) OR "
-        "EXISTS (SELECT 1 FROM explained WHERE source = $1 AND streamid = $2)",
+        "EXISTS (SELECT 1 FROM explained WHERE source = $1 AND streamid = $2) OR "
+        "EXISTS (SELECT 1 FROM moved WHERE source = $1 AND streamid = $2)",
         p, 0, PGRES_TUPLES_OK, "look up a stream's outcomes");
     return PQgetvalue(r.get(), 0, 0)[0] == 't';
   }
 
   std::vector<std::string> open_notices() const override { return notices_; }
+
+  std::optional<ForkRow> unresolved_fork(const std::string& source, const std::string& streamid) override {
+    ensure_connected();
+    return ingest::unresolved_fork(runner_, source, streamid);
+  }
+  std::vector<ForkRow> forks(bool all) override {
+    ensure_connected();
+    return list_forks(runner_, all);
+  }
+  bool resolve_fork(const std::string& source, const std::string& streamid, const std::string& note) override {
+    ensure_connected();
+    return ingest::resolve_fork(runner_, source, streamid, note, wall_ms());
+  }
+  std::uint64_t forks_detected() const override { return forks_detected_; }
+  std::uint64_t moved_duplicates() const override { return moved_; }
 
   std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
     ensure_connected();
@@ -401,11 +429,12 @@ class PgStore final : public Store {
     if (c.through < c.from) return c;
     p.number(c.from);
     p.number(c.through);
-    Result pairs = exec_params(
-        "SELECT sequence::text, event_id FROM events WHERE source = $1 AND streamid = $2 AND sequence BETWEEN "
-        "$3::bigint AND $4::bigint UNION SELECT sequence::text, event_id FROM rejected WHERE source = $1 AND "
-        "streamid = $2 AND sequence BETWEEN $3::bigint AND $4::bigint AND event_id IS NOT NULL",
-        p, 1, PGRES_TUPLES_OK, "select outcomes");
+    static const std::string outcomes_sql =
+        "SELECT sequence::text, event_id FROM (" +
+        stream_events_sql("$1", "$2", "sequence BETWEEN $3::bigint AND $4::bigint") +
+        " UNION SELECT sequence, event_id FROM rejected WHERE source = $1 AND streamid = $2 AND sequence BETWEEN "
+        "$3::bigint AND $4::bigint AND event_id IS NOT NULL) t";
+    Result pairs = exec_params(outcomes_sql.c_str(), p, 1, PGRES_TUPLES_OK, "select outcomes");
     std::vector<std::pair<std::int64_t, std::string>> outcomes;
     outcomes.reserve(static_cast<std::size_t>(PQntuples(pairs.get())));
     for (int i = 0; i < PQntuples(pairs.get()); ++i) outcomes.emplace_back(std::stoll(value(pairs, i, 0)), value(pairs, i, 1));
@@ -704,6 +733,7 @@ class PgStore final : public Store {
       if (version < 4) exec(stream_tables);
       if (version >= 1 && version < 4) explain_stored_reports();
       if (version < 5) exec(version_5_additions);
+      if (version < 6) exec(version_6_additions);
       exec("COMMIT");
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));
@@ -871,11 +901,15 @@ class PgStore final : public Store {
       }
     }
     if (!found_stored.empty()) resolve_stored(rows, found_stored, written);
+    std::vector<const EventRow*> stored_new;
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t row = index[start + k];
       const auto& e = std::get<EventRow>(rows[row]);
-      if (written[row] == CommitResult::written && e.type == wire::dropped_report_type) explain(e);
+      if (written[row] != CommitResult::written) continue;
+      if (e.type == wire::dropped_report_type) explain(e);
+      stored_new.push_back(&e);
     }
+    uncommitted_forks_ += record_sequence_forks_pg(runner_, stored_new, wall_ms());
   }
 
   // After a permanent error of a multi-row statement: which row it was.
@@ -1018,10 +1052,10 @@ class PgStore final : public Store {
       return std::stoll(value(r, 0, 0));
     }
     std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(
-          "SELECT sequence::text FROM events WHERE source = $1 AND streamid = $2 AND sequence >= $3::bigint "
-          "ORDER BY events.sequence LIMIT $4::bigint",
-          from, limit);
+      static const std::string sql = "SELECT sequence::text FROM (" +
+                                     stream_events_sql("$1", "$2", "sequence >= $3::bigint") +
+                                     ") t ORDER BY t.sequence LIMIT $4::bigint";
+      return sequences(sql.c_str(), from, limit);
     }
     std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
       return sequences(
@@ -1080,7 +1114,14 @@ class PgStore final : public Store {
       if (it == stored.end())
         throw StoreError(StoreError::Kind::transient, "",
                          "PostgreSQL " + described_ + ": a stored event vanished while a batch was compared with it");
-      written[row] = same_content(it->second, e) ? CommitResult::duplicate : keep_conflict(e);
+      if (same_content(it->second, e)) {
+        written[row] = CommitResult::duplicate;
+      } else if (moved_content(it->second, e)) {  // a moved duplicate (fork_records.h)
+        if (record_moved(runner_, e, wall_ms()) == MoveResult::moved) ++uncommitted_moved_;
+        written[row] = CommitResult::duplicate;
+      } else {
+        written[row] = keep_conflict(e);
+      }
     }
   }
 
@@ -1128,6 +1169,31 @@ class PgStore final : public Store {
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;
   std::vector<std::string> notices_;  // what opening repaired (open_notices)
+
+  // fork_records.h's statements: text parameters and results.
+  class Runner final : public SqlRunner {
+   public:
+    explicit Runner(PgStore& store) : store_(store) {}
+    Rows run(const char* sql, const std::vector<Value>& params) override {
+      std::vector<const char*> values;
+      for (const auto& v : params) values.push_back(v ? v->c_str() : nullptr);
+      Result r(PQexecParams(store_.conn_.get(), sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                            nullptr, 0));
+      const ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+      if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw store_.failure(r, "a fork bookkeeping statement");
+      Rows rows(static_cast<std::size_t>(PQntuples(r.get())));
+      for (int i = 0; i < PQntuples(r.get()); ++i)
+        for (int c = 0; c < PQnfields(r.get()); ++c)
+          rows[static_cast<std::size_t>(i)].push_back(PQgetisnull(r.get(), i, c) ? Value{} : Value{value(r, i, c)});
+      return rows;
+    }
+
+   private:
+    PgStore& store_;
+  };
+  Runner runner_{*this};
+  std::uint64_t forks_detected_ = 0, moved_ = 0;                   // committed
+  std::uint64_t uncommitted_forks_ = 0, uncommitted_moved_ = 0;  // the open commit()'s
 };
 
 }  // namespace

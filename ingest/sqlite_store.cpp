@@ -16,6 +16,8 @@
 #include "ingest/coverage.h"
 #include "ingest/event_content.h"
 #include "ingest/explained.h"
+#include "ingest/fork_records.h"
+#include "ingest/sqlite_runner.h"
 #include "ingest/store.h"
 #include "ingest/stream_rows.h"
 #include "ingest/stream_walk.h"
@@ -23,12 +25,13 @@
 namespace edge_outbox::ingest {
 namespace {
 
-// Schema version 5 (see store_schema_version). A store made by version 1
+// Schema version 6 (see store_schema_version). A store made by version 1
 // has the same tables without events.time_original, rejected.properties,
 // ingest_meta, conflicts, streams, explained and the rejected stream
 // columns, and events keyed by event_id alone; version 2 lacks conflicts
 // and what version 4 adds, and has that key; version 3 lacks what version
-// 4 adds; version 4 lacks what version 5 adds (version_5_additions).
+// 4 adds; version 4 lacks what version 5 adds (version_5_additions), version 5
+// what version 6 adds (version_6_additions, fork_records.h).
 // open_schema() migrates them all. New columns go at the end, so a
 // migrated store and a new one have the same tables. `conflicts` has the
 // columns of `events` (the new version in full; received_at is when it
@@ -124,12 +127,21 @@ constexpr const char* idle_streams_sql =
     "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
     "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
     "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
-    "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) "
+    "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
+    "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
     "ORDER BY s.device_topic, s.source, s.streamid";
 constexpr const char* stream_has_outcome_sql =
     "SELECT EXISTS (SELECT 1 FROM events WHERE source = ?1 AND streamid = ?2) OR "
     "EXISTS (SELECT 1 FROM rejected WHERE source = ?1 AND streamid = ?2) OR "
-    "EXISTS (SELECT 1 FROM explained WHERE source = ?1 AND streamid = ?2)";
+    "EXISTS (SELECT 1 FROM explained WHERE source = ?1 AND streamid = ?2) OR "
+    "EXISTS (SELECT 1 FROM moved WHERE source = ?1 AND streamid = ?2)";
+
+// Every stored event's stream position, a moved one at its new position
+// (fork_records.h), for `gaps`.
+constexpr const char* stored_positions_sql =
+    "SELECT e.source, COALESCE(e.streamid, ''), e.sequence FROM events e WHERE e.sequence IS NOT NULL AND NOT EXISTS "
+    "(SELECT 1 FROM moved m WHERE m.source = e.source AND m.event_id = e.event_id) "
+    "UNION ALL SELECT source, streamid, sequence FROM moved ORDER BY 1, 2, 3";
 
 // The indexes the stream walk (coverage.h) and `gaps` read by: checked at
 // every open, recreated when an operator dropped one.
@@ -292,7 +304,8 @@ class SqliteStore final : public Store {
     explained_after_ = std::make_unique<SQLite::Statement>(
         db_, "SELECT MIN(first) FROM explained WHERE source = ? AND streamid = ? AND first > ?");
     event_sequences_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT sequence FROM events WHERE source = ? AND streamid = ? AND sequence >= ? ORDER BY sequence LIMIT ?");
+        db_, "SELECT sequence FROM (" + stream_events_sql("?1", "?2", "sequence >= ?3") +
+                 ") ORDER BY sequence LIMIT ?4");
     rejected_sequences_ = std::make_unique<SQLite::Statement>(
         db_,
         "SELECT sequence FROM rejected WHERE source = ? AND streamid = ? AND sequence >= ? AND event_id IS NOT NULL "
@@ -312,8 +325,8 @@ class SqliteStore final : public Store {
         db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ? AND walk_floor = ?");
     outcome_pairs_ = std::make_unique<SQLite::Statement>(
         db_,
-        "SELECT sequence, event_id FROM events WHERE source = ?1 AND streamid = ?2 AND sequence BETWEEN ?3 AND ?4 "
-        "UNION SELECT sequence, event_id FROM rejected WHERE source = ?1 AND streamid = ?2 AND sequence BETWEEN ?3 "
+        stream_events_sql("?1", "?2", "sequence BETWEEN ?3 AND ?4") +
+            " UNION SELECT sequence, event_id FROM rejected WHERE source = ?1 AND streamid = ?2 AND sequence BETWEEN ?3 "
         "AND ?4 AND event_id IS NOT NULL");
     explained_spans_ = std::make_unique<SQLite::Statement>(
         db_, "SELECT first, last FROM explained WHERE source = ? AND streamid = ? AND last >= ? AND first <= ?");
@@ -325,12 +338,13 @@ class SqliteStore final : public Store {
     written.reserve(rows.size());
     std::int64_t added = 0;
     std::optional<std::size_t> at;  // the row being inserted
+    std::uint64_t forks = 0, moved = 0;
     try {
       SQLite::Transaction tx(db_);
       for (const auto& row : rows) {
         at = written.size();
         if (const auto* e = std::get_if<EventRow>(&row)) {
-          written.push_back(insert_event(*e));
+          written.push_back(insert_event(*e, forks, moved));
         } else {
           const auto& r = std::get<RejectedRow>(row);
           insert_rejected(r);
@@ -340,6 +354,8 @@ class SqliteStore final : public Store {
       }
       at.reset();
       tx.commit();
+      forks_detected_ += forks;
+      moved_ += moved;
     } catch (const SQLite::Exception& e) {
       reset_statements();
       const StoreError error = sqlite_error(path_, e);
@@ -354,9 +370,7 @@ class SqliteStore final : public Store {
   void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn)
       override {
     try {
-      SQLite::Statement st(db_,
-                           "SELECT source, COALESCE(streamid, ''), sequence FROM events WHERE sequence IS NOT NULL "
-                           "ORDER BY source, COALESCE(streamid, ''), sequence");
+      SQLite::Statement st(db_, stored_positions_sql);
       while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
     } catch (const SQLite::Exception& e) {
       throw sqlite_error(path_, e);
@@ -382,13 +396,30 @@ class SqliteStore final : public Store {
   void record_stream_statuses(const std::vector<StatusToRecord>& statuses) override {
     try {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-      for (const auto& s : statuses) upsert_stream_status(s.device_topic, s.status);
+      std::uint64_t forks = 0;
+      for (const auto& s : statuses) {
+        upsert_stream_status(s.device_topic, s.status);
+        if (record_session(runner_, s.status, wall_ms())) ++forks;
+      }
       tx.commit();
+      forks_detected_ += forks;
     } catch (const SQLite::Exception& e) {
       reset_statements();
       throw sqlite_error(path_, e);
     }
   }
+
+  std::optional<ForkRow> unresolved_fork(const std::string& source, const std::string& streamid) override {
+    return guarded([&] { return ingest::unresolved_fork(runner_, source, streamid); });
+  }
+  std::vector<ForkRow> forks(bool all) override {
+    return guarded([&] { return list_forks(runner_, all); });
+  }
+  bool resolve_fork(const std::string& source, const std::string& streamid, const std::string& note) override {
+    return guarded([&] { return ingest::resolve_fork(runner_, source, streamid, note, wall_ms()); });
+  }
+  std::uint64_t forks_detected() const override { return forks_detected_; }
+  std::uint64_t moved_duplicates() const override { return moved_; }
 
   std::vector<IdleStream> idle_streams() override {
     try {
@@ -604,11 +635,14 @@ class SqliteStore final : public Store {
   CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event) override {
     try {
       SQLite::Transaction tx(db_);
-      const CommitResult written = insert_event(event);
+      std::uint64_t forks = 0, moved = 0;
+      const CommitResult written = insert_event(event, forks, moved);
       SQLite::Statement del(db_, "DELETE FROM rejected WHERE id = ?");
       del.bind(1, static_cast<std::int64_t>(id));
       del.exec();
       tx.commit();
+      forks_detected_ += forks;
+      moved_ += moved;
       return written;
     } catch (const SQLite::Exception& e) {
       reset_statements();
@@ -733,6 +767,7 @@ class SqliteStore final : public Store {
     if (version < 4) db_.exec(stream_tables);
     if (version >= 1 && version < 4) explain_stored_reports();
     if (version < 5) db_.exec(version_5_additions);
+    if (version < 6) db_.exec(version_6_additions);
     tx.commit();
   }
 
@@ -769,6 +804,7 @@ class SqliteStore final : public Store {
                      upsert_stream_.get(), update_walk_floor_.get(), raise_walk_floor_.get(), outcome_pairs_.get(),
                      explained_spans_.get()})
       st->tryReset();
+    runner_.reset();
   }
 
   // One stream's rows for the confirmed_through walk (coverage.h).
@@ -881,10 +917,13 @@ class SqliteStore final : public Store {
 
   // Inserts the event; when its key is stored, tells a duplicate from a
   // conflict and keeps a conflict (see store.h).
-  CommitResult insert_event(const EventRow& e) {
+  // A new event at a sequence that holds another id counts in `forks`, a
+  // moved duplicate in `moved` (fork_records.h).
+  CommitResult insert_event(const EventRow& e, std::uint64_t& forks, std::uint64_t& moved) {
     if (bind_event(*insert_event_, e).exec() == 1) {
       insert_event_->tryReset();
       if (e.type == wire::dropped_report_type) explain(e);
+      if (record_sequence_fork(runner_, e, wall_ms())) ++forks;
       return CommitResult::written;
     }
     insert_event_->tryReset();
@@ -892,6 +931,10 @@ class SqliteStore final : public Store {
     // Absent only if the row went between the insert and this read, which the
     // write transaction excludes: then it is not a duplicate either.
     if (stored && same_content(*stored, e)) return CommitResult::duplicate;
+    if (stored && moved_content(*stored, e)) {
+      if (record_moved(runner_, e, wall_ms()) == MoveResult::moved) ++moved;
+      return CommitResult::duplicate;
+    }
     auto& kept = *select_conflicts_;
     kept.tryReset();
     kept.clearBindings();
@@ -1030,6 +1073,20 @@ class SqliteStore final : public Store {
   std::uint64_t pruned_ = 0;
   std::vector<std::string> notices_;  // what opening repaired (open_notices)
   std::unique_ptr<SQLite::Statement> has_outcome_;  // stream_has_outcome's, prepared at first use
+  SqliteRunner runner_{db_};  // fork_records.h's statements
+  std::uint64_t forks_detected_ = 0;  // committed
+  std::uint64_t moved_ = 0;           // committed
+
+  // Runs fn, its SQLite errors as StoreError.
+  template <typename Fn>
+  auto guarded(Fn&& fn) -> decltype(fn()) {
+    try {
+      return fn();
+    } catch (const SQLite::Exception& e) {
+      runner_.reset();
+      throw sqlite_error(path_, e);
+    }
+  }
 };
 
 }  // namespace

@@ -10,7 +10,9 @@
 // outbox.dropped reports), table `streams` (each device stream's latest
 // status and its walk floor, where confirmations start: stream_walk.h),
 // table `sources` (which device topic each event source is bound to: the
-// first pairing seen) and table `ingest_meta` (the schema version).
+// first pairing seen), tables `stream_sessions`, `forks` and `moved` (the
+// streams' sessions, their forks and the events that moved to a new
+// stream: fork_records.h) and table `ingest_meta` (the schema version).
 // open_store() creates the schema on first use and migrates a store made by
 // an earlier release (see store_schema_version) in one transaction; it
 // refuses a newer one.
@@ -21,8 +23,13 @@
 // the new event is compared with the stored one (same_content, see
 // event_content.h) and is a duplicate when the content is the same (or the
 // same as a version already in `conflicts`), else a conflict, kept in
-// `conflicts` in the same transaction. An outbox.dropped event stored as
-// new fills `explained` in the same transaction (see explained.h).
+// `conflicts` in the same transaction; an event stored at another stream
+// position with the same content otherwise (moved_content) is a moved
+// duplicate: a `moved` row at its new position, a duplicate for the
+// caller. An outbox.dropped event stored as new fills `explained` in the
+// same transaction (see explained.h); an event stored new at a sequence
+// that holds another id records a fork of kind sequence, and a status
+// whose session forks one of kind session, in the same transaction.
 //
 // Errors: every failure, opening included, is a StoreError (std::bad_alloc
 // aside), transient (the database is unreachable, busy, full, being
@@ -48,6 +55,7 @@
 
 #include <edge_outbox/wire/stream_status.h>
 
+#include "ingest/fork_records.h"
 #include "ingest/rows.h"
 
 namespace edge_outbox::ingest {
@@ -59,8 +67,9 @@ namespace edge_outbox::ingest {
 // explained (filled from the outbox.dropped events already stored when
 // migrating), rejected.source, rejected.streamid, rejected.sequence; 5:
 // streams.walk_floor (NULL until the stream's next server-mode status),
-// rejected.event_id, table sources.
-inline constexpr int store_schema_version = 5;
+// rejected.event_id, table sources; 6: tables stream_sessions, forks and
+// moved (fork_records.h).
+inline constexpr int store_schema_version = 6;
 
 // What a commit did with one row.
 //   written:   a new event stored in `events`, or a rejection kept
@@ -133,8 +142,9 @@ struct StatusToRecord {
   wire::StreamStatus status;
 };
 
-// A stream with a recorded status and no outcome: no stored event, no
-// rejection that names its position, no explained range (Store::idle_streams).
+// A stream with a recorded status and no outcome: no stored event (nor one
+// moved to it), no rejection that names its position, no explained range
+// (Store::idle_streams).
 struct IdleStream {
   std::string device_topic;
   std::string source;
@@ -178,8 +188,9 @@ class Store {
   // Every stream whose row has no outcome yet (see IdleStream), ordered by
   // device topic. The default: none.
   virtual std::vector<IdleStream> idle_streams() { return {}; }
-  // Whether the stream has an outcome: a stored event with its streamid, a
-  // rejection naming its position, or an explained range. The default: false.
+  // Whether the stream has an outcome: a stored event with its streamid (or
+  // moved to it: a `moved` row), a rejection naming its position, or an
+  // explained range. The default: false.
   virtual bool stream_has_outcome(const std::string& /*source*/, const std::string& /*streamid*/) { return false; }
   // What opening the store repaired or found amiss, one line each, for the
   // caller's log: e.g. an index the stream walk and `gaps` rely on that an
@@ -223,6 +234,24 @@ class Store {
   // so ingests sharing the store agree). Commits before it returns. This
   // base class keeps no bindings: it answers `bound`.
   virtual SourceBinding bind_source(const std::string& source, const std::string& device_topic);
+  // The stream's unresolved fork (table forks), if any; the Confirmer
+  // publishes no confirmation of a stream that has one. The default: none.
+  virtual std::optional<ForkRow> unresolved_fork(const std::string& /*source*/, const std::string& /*streamid*/) {
+    return std::nullopt;
+  }
+  // The forks table, unresolved rows only unless `all`, ordered by source,
+  // then streamid. The default: none.
+  virtual std::vector<ForkRow> forks(bool /*all*/) { return {}; }
+  // Records the operator's resolution of the stream's unresolved fork (now,
+  // with `note`); false when it has none. The default: false.
+  virtual bool resolve_fork(const std::string& /*source*/, const std::string& /*streamid*/,
+                            const std::string& /*note*/) {
+    return false;
+  }
+  // Forks detected and moved duplicates recorded by this connection's
+  // committed transactions since open.
+  virtual std::uint64_t forks_detected() const { return 0; }
+  virtual std::uint64_t moved_duplicates() const { return 0; }
   // Every recorded stream status, ordered by source, then streamid.
   virtual std::vector<StreamRow> streams() = 0;
   // Every rejected (source, streamid, sequence), ordered by source,

@@ -15,10 +15,12 @@
 
 namespace edge_outbox::ingest {
 
-// Logs the SUBACK (tests and operators wait for "subscribed").
+// Logs the SUBACK (tests and operators wait for "subscribed") and tells
+// the Confirmer, if any (fork notices are told again at each subscription).
 class SubscribeListener final : public mqtt::iaction_listener {
  public:
-  SubscribeListener(std::string id, Logger log) : id_(std::move(id)), log_(std::move(log)) {}
+  SubscribeListener(std::string id, Logger log, Confirmer* confirmer)
+      : id_(std::move(id)), log_(std::move(log)), confirmer_(confirmer) {}
   void on_success(const mqtt::token& tok) override {
     // A broker may grant some filters and refuse others (an ACL that lets
     // the ingest read events but not statuses).
@@ -33,6 +35,7 @@ class SubscribeListener final : public mqtt::iaction_listener {
     } catch (const std::exception&) {
       // no per-filter codes: nothing to add
     }
+    if (confirmer_) confirmer_->subscribed();
     if (log_) log_("info", id_ + " subscribed");
   }
   void on_failure(const mqtt::token& tok) override {
@@ -42,6 +45,7 @@ class SubscribeListener final : public mqtt::iaction_listener {
  private:
   std::string id_;
   Logger log_;
+  Confirmer* confirmer_;
 };
 
 struct Subscriber::Connection {
@@ -88,7 +92,7 @@ Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writ
   }
   auto c = std::make_unique<Connection>();
   c->id = options_.client_id;
-  c->subscribed = std::make_unique<SubscribeListener>(c->id, log_);
+  c->subscribed = std::make_unique<SubscribeListener>(c->id, log_, confirmer_);
   c->attempt = wire::first_version(options_.mqtt_version);
   make_client(*c, c->attempt);
   connection_ = std::move(c);

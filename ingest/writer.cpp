@@ -389,6 +389,8 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
                            " oldest rejected messages to keep the rejected table under --rejected-max-bytes");
         counters_.rejected_pruned = pruned;
       }
+      counters_.forks_detected = store_.forks_detected();
+      counters_.moved_duplicates = store_.moved_duplicates();
       continue;
     }
 

@@ -91,6 +91,8 @@ struct Counters {
   std::uint64_t rejected_pruned = 0;   // oldest rejected rows deleted to stay under --rejected-max-bytes
   std::uint64_t retained_ignored = 0;  // retained deliveries ignored (see subscriber.h)
   std::uint64_t source_conflicts = 0;  // rows whose source is bound to another device topic (see below)
+  std::uint64_t forks_detected = 0;    // events stored new at a sequence that held another id (fork_records.h)
+  std::uint64_t moved_duplicates = 0;  // events stored before at another stream position (counted in duplicates too)
   // `rejected` by kind, indexed by RejectionReason (see rejection_reason.h).
   std::array<std::uint64_t, rejection_reason_count> rejected_by_reason{};
 };

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "support/confirm_topics.h"
 #include "support/ingest.h"
 #include "support/mosquitto.h"
 #include "support/subscriber.h"
@@ -65,38 +66,6 @@ void publish_events(TestPublisher& pub, const std::string& device, std::int64_t 
   pub.flush();
 }
 
-bool wait_db(const TempDir& dir, const std::string& sql, std::int64_t value) {
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      if (sqlite_scalar(dir / "events.db", sql) == value) return true;
-    } catch (const std::exception&) {
-      // the table or the row is not there yet
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
-
-std::vector<wire::Confirmation> confirmations(const Subscriber& sub, const std::string& topic) {
-  std::vector<wire::Confirmation> out;
-  for (const auto& m : sub.messages())
-    if (m.topic == topic)
-      if (auto c = wire::decode_confirmation(m.payload)) out.push_back(*c);
-  return out;
-}
-
-bool wait_through(Subscriber& sub, const std::string& topic, std::int64_t through) {
-  return sub.wait_for(
-      [&](const std::vector<ReceivedMessage>& ms) {
-        return std::any_of(ms.begin(), ms.end(), [&](const ReceivedMessage& m) {
-          auto c = wire::decode_confirmation(m.payload);
-          return m.topic == topic && c && c->through == through;
-        });
-      },
-      20s);
-}
-
 }  // namespace
 
 TEST_CASE("a forged floor confirms nothing the store lacks; another device's topic cannot speak for gw-b") {
@@ -116,19 +85,19 @@ TEST_CASE("a forged floor confirms nothing the store lacks; another device's top
 
   // gw-b's genuine status (its first binds gw-b to devices/gw-b), then 21..40.
   publish_status(pub, "devices/gw-b", status_json("gw-b", 1, 40, 40, std::nullopt));
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM sources WHERE source = 'gw-b' AND device_topic = 'devices/gw-b'", 1));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM sources WHERE source = 'gw-b' AND device_topic = 'devices/gw-b'", 1));
   publish_events(pub, "gw-b", 21, 40);
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM events WHERE source = 'gw-b'", 20));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM events WHERE source = 'gw-b'", 20));
 
   // (a) Forged on gw-b's own topic: floor 22 of committed 1021 (no
   // confirmation settled), then floor 1022 (everything settled, nothing
   // pending): each ranks first for gaps.
   publish_status(pub, "devices/gw-b", status_json("gw-b", 22, 1021, 1000, std::nullopt));
-  REQUIRE(wait_db(dir, "SELECT floor FROM streams WHERE source = 'gw-b'", 22));
+  REQUIRE(wait_db(dir / "events.db", "SELECT floor FROM streams WHERE source = 'gw-b'", 22));
   publish_status(pub, "devices/gw-b", status_json("gw-b", 1022, 1021, 0, 1021));
-  REQUIRE(wait_db(dir, "SELECT floor FROM streams WHERE source = 'gw-b'", 1022));
+  REQUIRE(wait_db(dir / "events.db", "SELECT floor FROM streams WHERE source = 'gw-b'", 1022));
   publish_events(pub, "gw-b", 41, 41);  // a commit of the stream: a confirmation is looked up again
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM events WHERE source = 'gw-b'", 21));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM events WHERE source = 'gw-b'", 21));
   CHECK(sqlite_scalar(dir / "events.db", "SELECT walk_floor FROM streams WHERE source = 'gw-b'") == 1);
 
   // (b) gw-x's topics naming gw-b: a status, an event, a rejected message with gw-b's position.
@@ -138,12 +107,12 @@ TEST_CASE("a forged floor confirms nothing the store lacks; another device's top
                              {"type", "sensor.reading"}, {"streamid", stream}, {"sequence", "1"}};
   pub.publish_raw(mqtt::make_message("devices/gw-x/events/r", rejected.dump(), 1, false));
   pub.flush();
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM rejected", 2));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM rejected", 2));
 
   // A marker stream, gw-c, confirmed after all of the above was handled:
   // whatever gw-b's statuses and commits made due has been decided by then.
   publish_status(pub, "devices/gw-c", status_json("gw-c", 1, 3, 3, std::nullopt));
-  REQUIRE(wait_db(dir, "SELECT COUNT(*) FROM streams WHERE source = 'gw-c'", 1));
+  REQUIRE(wait_db(dir / "events.db", "SELECT COUNT(*) FROM streams WHERE source = 'gw-c'", 1));
   publish_events(pub, "gw-c", 1, 3);
   REQUIRE(wait_through(confirms, gw_c, 3));
 

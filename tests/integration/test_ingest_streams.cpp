@@ -19,10 +19,12 @@
 #include "ingest/reprocess.h"
 #include "ingest/store.h"
 #include "support/postgres.h"
+#include "support/sqlite_text.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox::ingest;
 using edge_outbox::test::PostgresServer;
+using edge_outbox::test::sqlite_text;
 using edge_outbox::test::TempDir;
 using edge_outbox::wire::StreamStatus;
 
@@ -79,17 +81,6 @@ StreamStatus status(const std::string& source, const std::string& streamid, std:
   s.unconfirmed = pending;
   s.confirmation = StreamStatus::Mode::server;
   return s;
-}
-
-std::string sqlite_text(const std::string& path, const std::string& sql) {
-  SQLite::Database d(path, SQLite::OPEN_READONLY);
-  SQLite::Statement st(d, sql);
-  std::string out;
-  while (st.executeStep()) {
-    if (!out.empty()) out += '\n';
-    for (int c = 0; c < st.getColumnCount(); ++c) out += (c ? "|" : "") + st.getColumn(c).getString();
-  }
-  return out;
 }
 
 // What both stores must do with statuses, reports and rejections.
@@ -591,7 +582,7 @@ VALUES (1796000000002, 'devices/gw/events/r', 'not JSON', 'hello', 5, '{"content
 )sql";
 
 void check_migrated_v3(Store& store, const Query& query) {
-  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "5");
+  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
   CHECK(query("SELECT count(*) FROM events") == "7");
   // The stored reports explained: 4 superseded (its report is in the store), 5..6 evicted.
   CHECK(query("SELECT source, streamid, first, last, reason FROM explained ORDER BY first, last, reason") ==
@@ -709,7 +700,7 @@ std::string v4_additions(const std::string& integer) {
 }
 
 void check_migrated_v4(Store& store, const Query& query) {
-  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "5");
+  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
   CHECK(query("SELECT source, streamid, floor, committed, COALESCE(walk_floor, -1) FROM streams") ==
         "gw|s1|1|8|-1");
   CHECK(query("SELECT count(*) FROM sources") == "0");
