@@ -89,15 +89,11 @@ struct Rig {
   auto parts() { return std::tie(broker, dir, store, ingest, confirms, pub); }
 };
 
-// Runs `edge-outbox-ingest <args>`; its exit code, its stdout in `out`.
+// Runs `edge-outbox-ingest <args>`; its exit code, its stdout and stderr in `out`.
 int run_command(const TempDir& dir, std::vector<std::string> args, std::string& out) {
-  static int n = 0;
-  const auto name = "command-" + std::to_string(++n);
-  auto child = Child::spawn(binary_dir() / "ingest" / "edge-outbox-ingest", std::move(args), dir / (name + ".out"),
-                            dir / (name + ".err"));
-  const int code = child.wait(std::chrono::seconds(60));
-  out = read_text(dir / (name + ".out")) + read_text(dir / (name + ".err"));
-  return code;
+  const auto r = run_ingest_command(dir.path(), std::move(args));
+  out = r.out + r.err;
+  return r.status;
 }
 
 }  // namespace

@@ -93,6 +93,23 @@ class IngestProcess {
   Child child_;
 };
 
+// What `edge-outbox-ingest ARGS...` run to its end (at most 60 s) did.
+struct IngestCommand {
+  int status = -1;  // the exit status; -1: still running after 60 s
+  std::string out, err;
+};
+inline IngestCommand run_ingest_command(const std::filesystem::path& dir, std::vector<std::string> args) {
+  static int runs = 0;
+  const auto name = "ingest-command-" + std::to_string(++runs);
+  auto child = Child::spawn(binary_dir() / "ingest" / "edge-outbox-ingest", std::move(args), dir / (name + ".out"),
+                            dir / (name + ".err"));
+  IngestCommand r;
+  r.status = child.wait(std::chrono::seconds(60));
+  r.out = read_text(dir / (name + ".out"));
+  r.err = read_text(dir / (name + ".err"));
+  return r;
+}
+
 // A QoS 1 publisher with a bounded window of outstanding publishes.
 class TestPublisher {
  public:
