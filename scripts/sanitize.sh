@@ -6,6 +6,7 @@
 #   address: build-asan with AddressSanitizer + UndefinedBehaviorSanitizer
 #            (leaks included), the unit and integration tests.
 #   thread:  build-tsan with ThreadSanitizer, the forwarder tests (-R forwarder).
+# EDGE_OUTBOX_TEST_JOBS: tests run at once (default: the cores).
 # ctest arguments given replace the default selection. The build directory
 # may be overridden with EDGE_OUTBOX_BUILD_DIR, CMake arguments added with
 # EDGE_OUTBOX_CMAKE_ARGS, the debug information with EDGE_OUTBOX_DEBUG_INFO
@@ -62,4 +63,4 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp}
-ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$jobs" "${ctest_args[@]}"
+ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "${EDGE_OUTBOX_TEST_JOBS:-$jobs}" "${ctest_args[@]}"
