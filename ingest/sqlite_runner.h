@@ -29,7 +29,8 @@ class SqliteRunner final : public SqlRunner {
     st.tryReset();
     st.clearBindings();
     for (std::size_t i = 0; i < params.size(); ++i) {
-      const std::string name = "$" + std::to_string(i + 1);
+      std::string name = "$";
+      name += std::to_string(i + 1);
       if (params[i]) st.bind(name.c_str(), *params[i]);
       else st.bind(name.c_str());
     }

@@ -186,7 +186,7 @@ TEST_CASE("a stream status carries the forwarder's session") {
 
 TEST_CASE("a stream status with a malformed session is refused, not read without it") {
   const std::string head = R"({"source":"a","streamid":"b","floor":1,"committed":0,"pending":0,"session":)";
-  for (const std::string session : std::vector<std::string>{R"("x")", R"({"n":0,"id":"a"})", R"({"n":1})", R"({"n":1,"id":""})",
+  for (const auto& session : std::vector<std::string>{R"("x")", R"({"n":0,"id":"a"})", R"({"n":1})", R"({"n":1,"id":""})",
                                     R"({"n":1,"id":"a","prev_id":5})", R"({"n":"1","id":"a"})",
                                     R"({"n":1,"id":")" + std::string(65, 'x') + R"("})"}) {
     CAPTURE(session);
@@ -213,7 +213,7 @@ TEST_CASE("stream notices: refused and fork, and back; none of them reads as a c
 }
 
 TEST_CASE("a malformed stream notice, or a confirmation, is no notice") {
-  for (const std::string p : std::vector<std::string>{"", "[]", R"({"streamid":"s1","fork":{"session":"a"}})", R"({"v":1,"streamid":"s1","fork":{"session":"a"}})",
+  for (const auto& p : std::vector<std::string>{"", "[]", R"({"streamid":"s1","fork":{"session":"a"}})", R"({"v":1,"streamid":"s1","fork":{"session":"a"}})",
         R"({"v":2,"fork":{"session":"a"}})", R"({"v":2,"streamid":"s1","fork":{}})",
         R"({"v":2,"streamid":"s1","fork":{"sequence":0,"id":"e"}})", R"({"v":2,"streamid":"s1","fork":{"sequence":3}})",
         R"({"v":2,"streamid":"s1","fork":"a"})", R"({"v":2,"streamid":"s1","refused":""})",

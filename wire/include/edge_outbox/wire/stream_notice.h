@@ -33,14 +33,14 @@ struct StreamNotice {
   enum class Kind { refused, fork };
 
   Kind kind = Kind::refused;
-  std::string streamid;
+  std::string streamid{};
   // refused: why, for the device's log.
-  std::string reason;
+  std::string reason{};
   // fork: the forking session's id, or (empty session) the sequence and the
   // event id that came second there.
-  std::string session;
+  std::string session{};
   std::int64_t sequence = 0;
-  std::string event_id;
+  std::string event_id{};
   friend bool operator==(const StreamNotice&, const StreamNotice&) = default;
 };
 

@@ -129,8 +129,8 @@ inline constexpr std::size_t max_session_id_bytes = 64;
 // restart (docs/confirmation.md, "Sessions and forks").
 struct Session {
   std::int64_t n = 1;   // >= 1
-  std::string id;       // non-empty, at most max_session_id_bytes
-  std::string prev_id;  // empty: none; else at most max_session_id_bytes
+  std::string id{};     // non-empty, at most max_session_id_bytes
+  std::string prev_id{};  // empty: none; else at most max_session_id_bytes
   friend bool operator==(const Session&, const Session&) = default;
 };
 
@@ -148,16 +148,16 @@ struct StreamStatus {
   std::int64_t unconfirmed = 0;  // of those: acknowledged by the broker, waiting for confirmation
   Mode confirmation = Mode::broker;
   // Server mode: the highest `through` received.
-  std::optional<std::int64_t> confirmed_through;
+  std::optional<std::int64_t> confirmed_through = std::nullopt;
   // Server mode: events wait and no confirmation advanced for this long.
-  std::optional<std::int64_t> waiting_ms;
+  std::optional<std::int64_t> waiting_ms = std::nullopt;
   // Confirmations the device refused in this run (they proved nothing it
   // could check, docs/confirmation.md); 0 when absent.
   std::int64_t refused = 0;
   // "v": 1 for a payload without it.
   int version = confirmation_protocol_version;
   // The forwarder run that wrote the status; absent from older devices.
-  std::optional<Session> session;
+  std::optional<Session> session = std::nullopt;
   friend bool operator==(const StreamStatus&, const StreamStatus&) = default;
 };
 
