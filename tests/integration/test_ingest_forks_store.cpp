@@ -13,7 +13,7 @@
 #include <edge_outbox/wire/outcome_digest.h>
 #include <edge_outbox/wire/stream_status.h>
 
-#include "ingest/store.h"
+#include "ingest/store/store.h"
 #include "support/postgres.h"
 #include "support/sqlite_text.h"
 #include "support/temp_dir.h"

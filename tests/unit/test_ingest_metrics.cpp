@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "host/histogram.h"
-#include "ingest/classify.h"
-#include "ingest/classify_message.h"
-#include "ingest/ingest_metrics.h"
-#include "ingest/rejection_reason.h"
+#include "ingest/intake/classify.h"
+#include "ingest/intake/classify_message.h"
+#include "ingest/service/ingest_metrics.h"
+#include "ingest/model/rejection_reason.h"
 
 namespace ce = edge_outbox::cloudevents;
 namespace ingest = edge_outbox::ingest;

@@ -4,7 +4,7 @@
 // and a restore and a clone judged a fork.
 #include <doctest/doctest.h>
 
-#include "ingest/stream_sessions.h"
+#include "ingest/store/stream_sessions.h"
 
 using namespace edge_outbox::ingest;
 using edge_outbox::wire::Session;
