@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ingest/intake/classify.h"
+#include "ingest/model/topics.h"
 
 namespace edge_outbox::ingest {
 

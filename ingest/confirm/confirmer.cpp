@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ingest/intake/classify.h"
+#include "ingest/model/topics.h"
 #include "ingest/store/stream_walk.h"
 
 namespace edge_outbox::ingest {

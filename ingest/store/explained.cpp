@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ingest/store/explained.h"
 
-#include "ingest/intake/classify.h"
+#include "ingest/model/topics.h"
 
 #include <algorithm>
 #include <map>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ingest/store/source_bindings.h"
 
-#include "ingest/intake/classify.h"
+#include "ingest/model/topics.h"
 
 namespace edge_outbox::ingest {
 
