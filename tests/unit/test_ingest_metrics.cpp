@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// ingest/rejection_reason.h and ingest/ingest_metrics.h: each rejection the
+// ingest/model/rejection_reason.h and ingest/service/ingest_metrics.h: each rejection the
 // classifier really makes gets its reason label; the exposition carries
 // every counter with its value; /healthz's verdict and reasons.
 #include <doctest/doctest.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// judge_session (ingest/stream_sessions.h): every row of
+// judge_session (ingest/store/stream_sessions.h): every row of
 // docs/confirmation.md "What does not fire a fork" judged known or new,
 // and a restore and a clone judged a fork.
 #include <doctest/doctest.h>
