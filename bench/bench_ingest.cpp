@@ -33,9 +33,9 @@
 #include <edge_outbox/event.h>
 
 #include "bench_util.h"
-#include "ingest/store.h"
-#include "ingest/subscriber.h"
-#include "ingest/writer.h"
+#include "ingest/store/store.h"
+#include "ingest/intake/subscriber.h"
+#include "ingest/commit/writer.h"
 
 namespace eo = edge_outbox;
 namespace b = edge_outbox::bench;

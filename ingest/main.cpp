@@ -53,14 +53,14 @@
 #include "host/service_notify.h"
 #include "host/termination_signals.h"
 #include "host/watchdog_pacer.h"
-#include "ingest/confirmer.h"
-#include "ingest/forks.h"
-#include "ingest/gaps.h"
-#include "ingest/ingest_metrics.h"
-#include "ingest/reprocess.h"
-#include "ingest/store.h"
-#include "ingest/subscriber.h"
-#include "ingest/writer.h"
+#include "ingest/confirm/confirmer.h"
+#include "ingest/tools/forks.h"
+#include "ingest/tools/gaps.h"
+#include "ingest/service/ingest_metrics.h"
+#include "ingest/tools/reprocess.h"
+#include "ingest/store/store.h"
+#include "ingest/intake/subscriber.h"
+#include "ingest/commit/writer.h"
 
 namespace host = edge_outbox::host;
 namespace ingest = edge_outbox::ingest;

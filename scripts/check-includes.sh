@@ -20,11 +20,25 @@
 #                (and <edge_outbox/cloudevents.h>, the old forwarding path)
 #   ingest/      includes only <edge_outbox/wire/...>, "ingest/...", "host/...",
 #                "common/mutex.h", "common/backoff.h"
+#   ingest/'s rooms: every file of ingest/ lives in a room, ingest/<room>/<name>
+#                (model, store, commit, confirm, intake, tools, service),
+#                ingest/main.cpp alone above them; the ingest's headers are
+#                included as "ingest/<room>/<name>.h" everywhere (ingest/,
+#                tests/, bench/, fuzz/); a room includes of the ingest only
+#                  model/    model/
+#                  store/    model/, store/
+#                  commit/   model/, store/, commit/
+#                  confirm/  model/, store/, commit/, confirm/
+#                  intake/   model/, store/, commit/, confirm/, intake/
+#                  tools/    model/, store/, commit/, intake/, tools/
+#                  service/  every room; ingest/main.cpp too
+#                so nothing below includes service/ or tools/
 #   host/        includes only "host/...", "common/mutex.h", "common/backoff.h"
 #   tests/support (the testkit, which the benchmarks link) includes no doctest
 #                but in doctest_main.cpp and error_checks.h
 #   bench/       includes no doctest nor "support/error_checks.h", and the
-#                ingest's headers as "ingest/<name>.h", never by bare name
+#                ingest's headers as "ingest/<room>/<name>.h", never by bare
+#                name
 # Link rules (configure runs in a scratch directory; --no-link skips them):
 #   a device-only build (-DEDGE_OUTBOX_DEVICE_ONLY=ON) has no ingest target;
 #   the ingest links neither edge_outbox::core nor edge_outbox::mqtt (nor the
@@ -51,7 +65,8 @@ violation() {  # FILE:LINE RULE
 includes() {
   local f
   while IFS= read -r -d '' f; do
-    grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"][^>"]+[>"]' "$f" |
+    # A file without an include is no failure (it would end the listing).
+    { grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"][^>"]+[>"]' "$f" || true; } |
       sed -E 's/^([0-9]+):[[:space:]]*#[[:space:]]*include[[:space:]]*([<"])([^>"]+)[>"].*/\1\t\2\t\3/' |
       while IFS=$'\t' read -r line open path; do
         [ "$open" = '"' ] && kind=q || kind=a
@@ -167,6 +182,62 @@ for side in ingest host; do
   done < <(includes "$side")
 done
 
+# ingest/'s rooms (docs/design.md "The ingest's rooms").
+ingest_rooms="model store commit confirm intake tools service"
+# ingest_may_include ROOM: the rooms whose headers ROOM's files may include
+# (main: ingest/main.cpp); nothing for a folder that is no room.
+ingest_may_include() {
+  case "$1" in
+    model) echo "model" ;;
+    store) echo "model store" ;;
+    commit) echo "model store commit" ;;
+    confirm) echo "model store commit confirm" ;;
+    intake) echo "model store commit confirm intake" ;;
+    tools) echo "model store commit intake tools" ;;
+    service | main) echo "$ingest_rooms" ;;
+  esac
+}
+if [ -d ingest ]; then
+  while IFS= read -r -d '' file; do
+    case "$file" in
+      ingest/main.cpp | ingest/CMakeLists.txt) continue ;;
+    esac
+    room=${file#ingest/}
+    room=${room%%/*}
+    if [[ $file != ingest/*/* || $file == ingest/*/*/* ]] || [ -z "$(ingest_may_include "$room")" ] ||
+       [ "$room" = main ]; then
+      violation "$file:1" "every file of ingest/ lives in a room, ingest/<room>/<name> (${ingest_rooms// /, }), ingest/main.cpp alone above them"
+    fi
+  done < <(find ingest -type f -print0 | sort -z)
+  ingest_includers=()
+  for dir in ingest tests bench fuzz; do
+    [ -d "$dir" ] && ingest_includers+=("$dir")
+  done
+  while IFS=$'\t' read -r file line kind path; do
+    [ "$kind" = q ] && [[ $path == ingest/* ]] || continue
+    where="$file:$line"
+    to=${path#ingest/}
+    to=${to%%/*}
+    if [[ $path != ingest/*/* || $path == ingest/*/*/* ]] || [ "$to" = main ] ||
+       [ -z "$(ingest_may_include "$to")" ] || [ ! -f "$path" ]; then
+      violation "$where" "the ingest's headers are included as \"ingest/<room>/<name>.h\", of a room: ${ingest_rooms// /, } (\"$path\")"
+      continue
+    fi
+    [[ $file == ingest/* ]] || continue
+    if [ "$file" = ingest/main.cpp ]; then
+      from=main
+    else
+      from=${file#ingest/}
+      from=${from%%/*}
+    fi
+    allowed=$(ingest_may_include "$from")
+    [ -n "$allowed" ] || continue  # a file outside the rooms: reported above
+    if [[ " $allowed " != *" $to "* ]]; then
+      violation "$where" "ingest/$from/ includes of the ingest only ${allowed// /, } (\"$path\")"
+    fi
+  done < <(includes "${ingest_includers[@]}")
+fi
+
 # tests/support: the testkit has no doctest but in these two files.
 if [ -d tests/support ]; then
   while IFS=$'\t' read -r file line kind path; do
@@ -186,8 +257,13 @@ if [ -d bench ]; then
     where="$file:$line"
     if [[ $path == doctest/* || $path == doctest.h || $path == support/error_checks.h ]]; then
       violation "$where" "bench/ includes no doctest, nor support/error_checks.h ($path)"
-    elif [[ $path != */* ]] && [ -f "ingest/$path" ] && [ ! -f "bench/$path" ]; then
-      violation "$where" "bench/ includes the ingest's headers as \"ingest/$path\" (\"$path\")"
+    elif [[ $path != ingest/* ]] && [ ! -f "bench/$path" ]; then
+      for header in ingest/"$path" ingest/*/"$path"; do
+        if [ -f "$header" ]; then
+          violation "$where" "bench/ includes the ingest's headers as \"$header\" (\"$path\")"
+          break
+        fi
+      done
     fi
   done < <(includes bench)
 fi

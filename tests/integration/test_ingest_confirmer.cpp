@@ -21,8 +21,8 @@
 #include <future>
 #include <mutex>
 
-#include "ingest/confirmer.h"
-#include "ingest/store.h"
+#include "ingest/confirm/confirmer.h"
+#include "ingest/store/store.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox::ingest;

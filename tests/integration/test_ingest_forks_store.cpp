@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Store schema 6 (ingest/fork_records.h), on SQLite and, where the machine
+// Store schema 6 (ingest/store/fork_records.h), on SQLite and, where the machine
 // has it, PostgreSQL: statuses' sessions recorded and judged in their
 // transaction (a restore forks, a retained status and out-of-order
 // statuses do not), a second id at one sequence forks, a moved duplicate
@@ -13,7 +13,7 @@
 #include <edge_outbox/wire/outcome_digest.h>
 #include <edge_outbox/wire/stream_status.h>
 
-#include "ingest/store.h"
+#include "ingest/store/store.h"
 #include "support/postgres.h"
 #include "support/sqlite_text.h"
 #include "support/temp_dir.h"

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "ingest/store.h"
+#include "ingest/store/store.h"
 #include "support/ingest.h"
 #include "support/mosquitto.h"
 #include "support/postgres.h"

@@ -12,8 +12,8 @@
 
 #include "support/postgres.h"
 #include "support/sqlite_text.h"
-#include "ingest/reprocess.h"
-#include "ingest/store.h"
+#include "ingest/tools/reprocess.h"
+#include "ingest/store/store.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox::ingest;

@@ -15,9 +15,9 @@
 #include <edge_outbox/wire/cloudevents.h>
 #include <edge_outbox/wire/stream_status.h>
 
-#include "ingest/classify.h"
-#include "ingest/reprocess.h"
-#include "ingest/store.h"
+#include "ingest/intake/classify.h"
+#include "ingest/tools/reprocess.h"
+#include "ingest/store/store.h"
 #include "support/postgres.h"
 #include "support/sqlite_text.h"
 #include "support/temp_dir.h"

@@ -14,10 +14,10 @@
 #include <edge_outbox/wire/cloudevents.h>
 
 #include "support/postgres.h"
-#include "ingest/classify.h"
-#include "ingest/store.h"
+#include "ingest/intake/classify.h"
+#include "ingest/store/store.h"
 #include "support/temp_dir.h"
-#include "ingest/writer.h"
+#include "ingest/commit/writer.h"
 
 using namespace edge_outbox::ingest;
 using edge_outbox::test::PostgresServer;

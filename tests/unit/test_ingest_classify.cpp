@@ -9,8 +9,8 @@
 
 #include <edge_outbox/wire/batch.h>
 
-#include "ingest/classify.h"
-#include "ingest/classify_message.h"
+#include "ingest/intake/classify.h"
+#include "ingest/intake/classify_message.h"
 
 namespace ce = edge_outbox::cloudevents;
 using namespace edge_outbox::ingest;

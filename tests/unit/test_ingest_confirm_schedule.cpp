@@ -5,7 +5,7 @@
 // moved (or when the device lost it), retries after a failed publish or lookup.
 #include <doctest/doctest.h>
 
-#include "ingest/confirm_schedule.h"
+#include "ingest/confirm/confirm_schedule.h"
 
 using namespace edge_outbox::ingest;
 using namespace std::chrono_literals;

@@ -8,8 +8,8 @@
 #include <limits>
 #include <set>
 
-#include "ingest/coverage.h"
-#include "ingest/explained.h"
+#include "ingest/store/coverage.h"
+#include "ingest/store/explained.h"
 
 using namespace edge_outbox::ingest;
 

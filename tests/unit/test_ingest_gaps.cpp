@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ingest/gaps.h"
+#include "ingest/tools/gaps.h"
 
 using namespace edge_outbox::ingest;
 using Ranges = std::vector<SeqRange>;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// ingest/rejection_reason.h and ingest/ingest_metrics.h: each rejection the
+// ingest/model/rejection_reason.h and ingest/service/ingest_metrics.h: each rejection the
 // classifier really makes gets its reason label; the exposition carries
 // every counter with its value; /healthz's verdict and reasons.
 #include <doctest/doctest.h>
@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "host/histogram.h"
-#include "ingest/classify.h"
-#include "ingest/classify_message.h"
-#include "ingest/ingest_metrics.h"
-#include "ingest/rejection_reason.h"
+#include "ingest/intake/classify.h"
+#include "ingest/intake/classify_message.h"
+#include "ingest/service/ingest_metrics.h"
+#include "ingest/model/rejection_reason.h"
 
 namespace ce = edge_outbox::cloudevents;
 namespace ingest = edge_outbox::ingest;

@@ -4,7 +4,7 @@
 // a hole start young; at most max_ranges are named, the lowest.
 #include <doctest/doctest.h>
 
-#include "ingest/resend_hints.h"
+#include "ingest/confirm/resend_hints.h"
 
 using namespace edge_outbox::ingest;
 using namespace std::chrono_literals;

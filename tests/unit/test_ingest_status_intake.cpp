@@ -6,8 +6,8 @@
 
 #include <vector>
 
-#include "ingest/idle_streams.h"
-#include "ingest/stream_walk.h"
+#include "ingest/confirm/idle_streams.h"
+#include "ingest/store/stream_walk.h"
 
 using namespace edge_outbox::ingest;
 using edge_outbox::wire::StreamStatus;

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// judge_session (ingest/stream_sessions.h): every row of
+// judge_session (ingest/store/stream_sessions.h): every row of
 // docs/confirmation.md "What does not fire a fork" judged known or new,
 // and a restore and a clone judged a fork.
 #include <doctest/doctest.h>
 
-#include "ingest/stream_sessions.h"
+#include "ingest/store/stream_sessions.h"
 
 using namespace edge_outbox::ingest;
 using edge_outbox::wire::Session;

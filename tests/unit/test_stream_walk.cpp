@@ -21,8 +21,8 @@
 #include <set>
 #include <vector>
 
-#include "ingest/coverage.h"
-#include "ingest/stream_walk.h"
+#include "ingest/store/coverage.h"
+#include "ingest/store/stream_walk.h"
 
 using namespace edge_outbox::ingest;
 using edge_outbox::wire::StreamStatus;

@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ingest/commit/writer.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "ingest/model/topics.h"
+
+namespace edge_outbox::ingest {
+
+namespace {
+
+constexpr std::chrono::milliseconds first_backoff{100};
+
+// A rejection made from a row the store refused, when the submitter gave
+// no better one: an event's data stands for the payload.
+RejectedRow rejection_from_row(const Row& row, const std::string& reason) {
+  RejectedRow r;
+  r.reason = printable(reason, 2000);
+  if (const auto* e = std::get_if<EventRow>(&row)) {
+    r.received_at_ms = e->received_at_ms;
+    r.topic = e->topic;
+    r.payload = e->payload;
+    r.payload_size = e->payload.size();
+    nlohmann::json props = {{"content_type", e->content_type},
+                            {"user_properties", nlohmann::json::array()},
+                            {"retained", false}};
+    r.properties = props.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    const auto& old = std::get<RejectedRow>(row);
+    r.received_at_ms = old.received_at_ms;
+    r.topic = printable(old.topic, 1000);
+    r.payload_size = old.payload_size;
+  }
+  return r;
+}
+
+const std::string& topic_of(const Row& row) {
+  if (const auto* e = std::get_if<EventRow>(&row)) return e->topic;
+  return std::get<RejectedRow>(row).topic;
+}
+
+}  // namespace
+
+std::vector<StreamKey> streams_of(const std::vector<Row>& rows) {
+  std::vector<StreamKey> out;
+  for (const auto& row : rows) {
+    StreamKey key;
+    if (const auto* e = std::get_if<EventRow>(&row)) {
+      if (e->streamid.empty() || !e->sequence) continue;
+      key = StreamKey{e->source, e->streamid};
+    } else {
+      const auto& r = std::get<RejectedRow>(row);
+      if (r.source.empty() || r.streamid.empty() || !r.sequence) continue;
+      key = StreamKey{r.source, r.streamid};
+    }
+    if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(std::move(key));
+  }
+  return out;
+}
+
+Writer::Writer(Store& store, std::size_t max_batch, Logger log, std::chrono::milliseconds max_backoff)
+    : store_(store),
+      max_batch_(std::max<std::size_t>(1, max_batch)),
+      log_(std::move(log)),
+      max_backoff_(std::max(max_backoff, first_backoff)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+Writer::~Writer() { stop(); }
+
+void Writer::request_stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Writer::stop() {
+  request_stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+Outcome Writer::submit(Row row, const RejectFn& as_rejected) {
+  std::vector<Row> rows;
+  rows.push_back(std::move(row));
+  if (!as_rejected) return submit_group(std::move(rows)).front();
+  const RejectRowFn by_index = [&as_rejected](std::size_t, const std::string& reason) { return as_rejected(reason); };
+  return submit_group(std::move(rows), by_index).front();
+}
+
+std::vector<Outcome> Writer::submit_group(std::vector<Row> rows, const RejectRowFn& as_rejected) {
+  const std::size_t n = rows.size();
+  Slot slot;
+  slot.rows = std::move(rows);
+  slot.as_rejected = as_rejected ? &as_rejected : nullptr;
+  std::unique_lock lock(mutex_);
+  ++counters_.messages;
+  counters_.received += n;
+  last_submit_ = std::chrono::steady_clock::now();
+  if (finished_ || n == 0) {
+    if (n > 0) ++abandoned_;
+    return std::vector<Outcome>(n, Outcome::not_committed);
+  }
+  queue_.push_back(&slot);
+  queued_rows_ += n;
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return slot.done; });
+  if (slot.outcomes.size() != n) slot.outcomes.assign(n, Outcome::not_committed);
+  return std::move(slot.outcomes);
+}
+
+Counters Writer::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+host::HistogramSnapshot Writer::commit_latency() const {
+  std::lock_guard lock(mutex_);
+  return commit_latency_.snapshot();
+}
+
+std::size_t Writer::pending() const {
+  std::lock_guard lock(mutex_);
+  return queued_rows_ + in_commit_;
+}
+
+bool Writer::wait_finished(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, timeout, [&] { return finished_; });
+}
+
+std::size_t Writer::abandoned() const {
+  std::lock_guard lock(mutex_);
+  return abandoned_;
+}
+
+std::uint64_t Writer::worker_passes() const {
+  std::lock_guard lock(mutex_);
+  return worker_passes_;
+}
+
+bool Writer::failing() const {
+  std::lock_guard lock(mutex_);
+  return failing_;
+}
+
+std::optional<std::chrono::steady_clock::time_point> Writer::commit_pending_since() const {
+  std::lock_guard lock(mutex_);
+  return commit_pending_since_;
+}
+
+std::chrono::steady_clock::time_point Writer::last_submit() const {
+  std::lock_guard lock(mutex_);
+  return last_submit_;
+}
+
+void Writer::add_retained_ignored() {
+  std::lock_guard lock(mutex_);
+  ++counters_.retained_ignored;
+}
+
+void Writer::set_commit_observer(CommitObserver observer) {
+  std::lock_guard lock(mutex_);
+  observer_ = std::move(observer);
+}
+
+void Writer::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    ++worker_passes_;
+    // Wakes every second even when idle, so that worker_passes() moves.
+    if (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || !queue_.empty(); })) continue;
+    if (queue_.empty()) {  // stopping with nothing left
+      finished_ = true;
+      cv_.notify_all();
+      return;
+    }
+    // Whole messages up to max_batch_ rows; a larger one alone.
+    std::vector<Slot*> batch;
+    std::size_t rows = 0;
+    while (!queue_.empty() && (batch.empty() || rows + queue_.front()->rows.size() <= max_batch_)) {
+      rows += queue_.front()->rows.size();
+      queued_rows_ -= queue_.front()->rows.size();
+      batch.push_back(queue_.front());
+      queue_.pop_front();
+    }
+    in_commit_ = rows;
+    commit_pending_since_ = std::chrono::steady_clock::now();
+
+    const bool committed = commit_batch(lock, batch);
+    in_commit_ = 0;
+    commit_pending_since_.reset();
+    if (!committed) {
+      // Stopped while the store fails: these messages stay unacknowledged.
+      for (auto* s : batch)
+        if (!s->done) {
+          s->done = true;
+          ++abandoned_;
+        }
+      for (auto* s : queue_) s->done = true;
+      abandoned_ += queue_.size();
+      queue_.clear();
+      queued_rows_ = 0;
+      finished_ = true;
+      cv_.notify_all();
+      return;
+    }
+    cv_.notify_all();
+  }
+}
+
+bool Writer::back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds& backoff,
+                      const std::string& error) {
+  if (log_) log_("error", "store commit failed, retrying in " + std::to_string(backoff.count()) + " ms: " + error);
+  // In slices of at most a second, each a round of worker_passes().
+  const auto until = std::chrono::steady_clock::now() + backoff;
+  while (std::chrono::steady_clock::now() < until) {
+    ++worker_passes_;
+    const auto slice = std::min<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now(),
+                                                                     std::chrono::seconds(1));
+    if (cv_.wait_for(lock, slice, [&] { return stopping_; })) return false;
+  }
+  backoff = std::min(backoff * 2, max_backoff_);
+  return true;
+}
+
+Outcome Writer::finish(const Row& row, CommitResult result, bool refused) {
+  if (const auto* rejection = std::get_if<RejectedRow>(&row)) {
+    ++counters_.rejected;
+    if (refused) ++counters_.store_refused;
+    const auto reason = refused ? RejectionReason::store_refused : rejection_reason_of(rejection->reason);
+    ++counters_.rejected_by_reason[static_cast<std::size_t>(reason)];
+    return Outcome::rejected;
+  }
+  if (result == CommitResult::written) {
+    ++counters_.stored;
+    if (!std::get<EventRow>(row).time_original.empty()) ++counters_.invalid_time;
+    return Outcome::stored;
+  }
+  if (result == CommitResult::duplicate) {
+    ++counters_.duplicates;
+    return Outcome::duplicate;
+  }
+  ++counters_.conflicts;
+  const auto& e = std::get<EventRow>(row);
+  if (log_)
+    log_("warn", "event id '" + printable(e.event_id) + "' from source '" + printable(e.source) + "' (topic '" +
+                     printable(e.topic) + "') arrived with other content than the stored one: kept in the conflicts table");
+  return Outcome::conflict;
+}
+
+std::uint64_t Writer::refuse_bound_elsewhere(std::vector<Row>& rows, const std::vector<std::size_t>& begin,
+                                             const std::vector<Slot*>& batch) {
+  std::uint64_t refused = 0;
+  for (std::size_t k = 0; k < batch.size(); ++k) {
+    for (std::size_t i = begin[k]; i < begin[k + 1]; ++i) {
+      auto* event = std::get_if<EventRow>(&rows[i]);
+      auto* rejection = std::get_if<RejectedRow>(&rows[i]);
+      if (rejection && (rejection->source.empty() || !rejection->sequence)) continue;  // names no stream
+      const std::string& source = event ? event->source : rejection->source;
+      const std::string device_topic(topic_device_prefix(topic_of(rows[i])));
+      if (device_topic.empty()) continue;
+      std::optional<std::string> bound_to;
+      try {
+        bound_to = bindings_.bound_elsewhere(store_, source, device_topic);
+      } catch (const StoreError& e) {
+        if (e.permanent()) continue;  // this source cannot be bound; the commit says what is wrong with it
+        throw;
+      }
+      if (!bound_to) continue;
+      const std::string reason = source_binding_refusal(source, *bound_to, device_topic);
+      if (log_ && conflicts_logged_.emplace(source, device_topic).second)
+        log_("warn", "refused a row on '" + printable(topic_of(rows[i])) + "': " + reason +
+                         " (logged once per source and device topic)");
+      RejectedRow kept = rejection ? std::move(*rejection)
+                         : batch[k]->as_rejected ? (*batch[k]->as_rejected)(i - begin[k], reason)
+                                                 : rejection_from_row(rows[i], reason);
+      kept.source.clear();
+      kept.streamid.clear();
+      kept.sequence.reset();
+      kept.event_id.clear();
+      rows[i] = std::move(kept);
+      ++refused;
+    }
+  }
+  return refused;
+}
+
+bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch) {
+  // The messages' rows in one vector; message k has rows [begin[k], begin[k + 1]).
+  std::vector<Row> rows;
+  std::vector<std::size_t> begin;
+  for (auto* s : batch) {
+    begin.push_back(rows.size());
+    for (auto& row : s->rows) rows.push_back(std::move(row));
+  }
+  begin.push_back(rows.size());
+  // stage: 0 the row as submitted; 1 its rejection (the store refused it);
+  // 2 a rejection without payload (the store refused the rejection too).
+  std::vector<int> stage(rows.size(), 0);
+  // All messages together, or (after a refusal that names no row) one
+  // message per transaction from `next`.
+  bool one_at_a_time = false;
+  bool bindings_checked = false;
+  std::uint64_t source_conflicts = 0;
+  std::size_t next = 0;
+  std::chrono::milliseconds backoff = first_backoff;
+  // Replaces row i (of message k) by its rejection for `reason`; false when
+  // it is a payload-less rejection already.
+  const auto escalate = [&](std::size_t k, std::size_t i, const std::string& reason) {
+    if (stage[i] >= 2) return false;
+    const bool was_event = std::holds_alternative<EventRow>(rows[i]);
+    if (stage[i] == 0 && batch[k]->as_rejected && was_event) {
+      rows[i] = (*batch[k]->as_rejected)(i - begin[k], reason);
+      stage[i] = 1;
+    } else {
+      // An event without the message it came from, or a rejection the
+      // store refused: keep what can be kept.
+      rows[i] = rejection_from_row(rows[i], reason);
+      stage[i] = (stage[i] == 0 && was_event) ? 1 : 2;
+    }
+    return true;
+  };
+  for (;;) {
+    if (next == batch.size()) return true;
+    const std::size_t k_end = one_at_a_time ? next + 1 : batch.size();
+    const std::size_t lo = begin[next], hi = begin[k_end];
+
+    const CommitObserver observer = observer_;
+    lock.unlock();
+    std::vector<CommitResult> written;
+    std::vector<Row> part;
+    std::string error;
+    bool permanent = false;
+    std::optional<std::size_t> refused_row;
+    const auto commit_start = std::chrono::steady_clock::now();
+    try {
+      if (!bindings_checked) {
+        source_conflicts = refuse_bound_elsewhere(rows, begin, batch);
+        bindings_checked = true;
+      }
+      if (lo == 0 && hi == rows.size()) {
+        written = store_.commit(rows);
+      } else {
+        part.assign(rows.begin() + static_cast<std::ptrdiff_t>(lo), rows.begin() + static_cast<std::ptrdiff_t>(hi));
+        written = store_.commit(part);
+      }
+    } catch (const StoreError& e) {
+      error = e.what();
+      permanent = e.permanent();
+      if (e.row() && *e.row() < hi - lo) refused_row = lo + *e.row();
+    } catch (const std::exception& e) {  // bad_alloc and the like: retry
+      error = e.what();
+    }
+    const double commit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - commit_start).count();
+    if (error.empty() && observer) {
+      try {
+        observer(part.empty() ? streams_of(rows) : streams_of(part));
+      } catch (const std::exception& e) {  // bad_alloc: the confirmation waits for the next commit
+        if (log_) log_("warn", std::string("after a commit: ") + e.what());
+      }
+    }
+    lock.lock();
+
+    if (error.empty()) {
+      ++counters_.commits;
+      counters_.source_conflicts += std::exchange(source_conflicts, 0);
+      commit_latency_.observe(commit_seconds);
+      failing_ = false;
+      backoff = first_backoff;
+      for (std::size_t k = next; k < k_end; ++k) {
+        auto& slot = *batch[k];
+        slot.outcomes.clear();
+        for (std::size_t i = begin[k]; i < begin[k + 1]; ++i)
+          slot.outcomes.push_back(finish(rows[i], written.at(i - lo), stage[i] > 0));
+        slot.done = true;
+      }
+      next = k_end;
+      cv_.notify_all();  // submitters whose rows are done go on
+      const std::uint64_t pruned = store_.rejected_pruned();
+      if (pruned > counters_.rejected_pruned) {
+        if (log_)
+          log_("warn", "deleted the " + std::to_string(pruned - counters_.rejected_pruned) +
+                           " oldest rejected messages to keep the rejected table under --rejected-max-bytes");
+        counters_.rejected_pruned = pruned;
+      }
+      counters_.forks_detected = store_.forks_detected();
+      counters_.moved_duplicates = store_.moved_duplicates();
+      continue;
+    }
+
+    ++counters_.store_errors;
+    failing_ = true;
+    if (permanent) {
+      const std::string reason = "the store refused this message for good: " + error;
+      if (refused_row) {
+        // The store named the row: replace it and commit the same messages again.
+        const std::size_t i = *refused_row;
+        const auto k = static_cast<std::size_t>(std::upper_bound(begin.begin(), begin.end(), i) - begin.begin()) - 1;
+        if (log_)
+          log_("error", "storing a row of a message on '" + printable(topic_of(rows[i])) + "' as rejected: " + reason);
+        if (escalate(k, i, reason)) continue;
+      } else if (k_end - next > 1) {
+        if (log_)
+          log_("warn", "the store refused a batch of " + std::to_string(hi - lo) + " rows (" +
+                           std::to_string(k_end - next) +
+                           " messages) for good; committing them one message per transaction to find the row: " +
+                           error);
+        one_at_a_time = true;
+        continue;
+      } else {
+        // One message, the row unknown: its events become rejections, all
+        // in one transaction; if it is still refused, its rejections lose
+        // their payloads.
+        bool changed = false;
+        for (std::size_t i = lo; i < hi; ++i)
+          if (stage[i] == 0 && std::holds_alternative<EventRow>(rows[i])) changed |= escalate(next, i, reason);
+        for (std::size_t i = lo; i < hi && !changed; ++i) changed |= escalate(next, i, reason);
+        if (changed) {
+          if (log_)
+            log_("error", "storing a message on '" + printable(topic_of(rows[lo])) + "' as rejected" +
+                              (hi - lo > 1 ? " (all " + std::to_string(hi - lo) + " rows of it)" : std::string()) +
+                              ": " + reason);
+          continue;
+        }
+      }
+    }
+    // Transient (or even the smallest rejection refused): wait and retry.
+    if (!back_off(lock, backoff, error)) return false;
+  }
+}
+
+}  // namespace edge_outbox::ingest

@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: Apache-2.0
+// Writer commits rows to the Store from one thread, in group commits: every
+// message submitted while a commit is running goes into the next one.
+// submit_group() (and submit(), a message of one row) blocks until the
+// message's rows are committed, which is what lets a Paho message callback
+// acknowledge a message only after it is durable (see subscriber.h).
+//
+// A message is never split: its rows (one per event of a batch message) go
+// into one store transaction, together with other messages' rows. A group
+// commit takes whole messages up to max_batch rows; a message of more rows
+// than max_batch goes alone, in one transaction still (the subscriber
+// rejects such batches before they get here, see --max-batch).
+//
+// Store errors (StoreError, see store.h):
+// - transient: the batch is retried with exponential backoff (100 ms,
+//   doubling, at most max_backoff) until it succeeds or the Writer is
+//   stopped; submitters wait meanwhile (nothing is acknowledged, the broker
+//   keeps the messages).
+// - permanent: a row of the batch can never be stored. The row the store
+//   refuses is committed to the rejected table instead, with the store's
+//   reason (its SQLSTATE or SQLite code and message), and the others are
+//   stored. So one bad row never blocks the rows behind it. How the row is
+//   found without splitting a message: when the store names it
+//   (StoreError::row(), see store.h), that row is replaced by its rejection
+//   and the whole group is committed again (the failed transaction was
+//   rolled back, so nothing is stored twice); else the group is retried one
+//   message per transaction, and a message that the store still refuses
+//   without naming a row has all its rows replaced by rejections, in one
+//   transaction (its good events stay reprocessable from the rejected
+//   table). A message's rows are thus always committed together.
+// A conflict (an event whose (source, id) is stored with other content,
+// kept in the store's conflicts table) is counted and logged at warning;
+// like a duplicate, it is committed and its message may be acknowledged.
+//
+// Source binding (source_bindings.h): before a group is committed, each
+// event and each rejection naming a stream position has its source bound to
+// the device topic of its MQTT topic (classify.h, topic_device_prefix) or
+// checked against the binding; one whose source is bound to another device
+// topic is refused: an event becomes its message's rejection (reason
+// "... (source binding)", kind source_mismatch), a rejection loses its
+// stream position and event id (it answers for no stream). Counted in
+// source_conflicts. Whatever --require-source-match says.
+//
+// After each commit, the commit observer (if set) is told which streams the
+// committed rows belong to (see streams_of), on the Writer's thread, with no
+// lock of the Writer held: it must be quick (the Confirmer queues them).
+//
+// Thread rule: submit(), submit_group(), counters(), commit_latency(),
+// pending(), failing(), commit_pending_since(),
+// set_commit_observer() and request_stop() from any thread; one mutex and
+// condition variable guard the queue, the counters and the observer.
+//
+// Throws: the constructor std::system_error when its thread cannot start;
+// nothing else escapes (store errors are handled as above, never thrown to
+// the submitter).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host/histogram.h"
+#include "ingest/model/rejection_reason.h"
+#include "ingest/model/rows.h"
+#include "ingest/store/source_bindings.h"
+#include "ingest/store/store.h"
+#include "ingest/model/stream_key.h"
+
+namespace edge_outbox::ingest {
+
+struct Counters {
+  std::uint64_t messages = 0;          // MQTT messages submitted (a batch message is one)
+  std::uint64_t received = 0;          // rows submitted: events and rejections (a batch gives one per element)
+  std::uint64_t stored = 0;
+  std::uint64_t duplicates = 0;        // events whose (source, id) was stored with the same content
+  std::uint64_t conflicts = 0;         // events whose (source, id) was stored with other content, kept in conflicts
+  std::uint64_t rejected = 0;          // all rejections, including store_refused
+  std::uint64_t commits = 0;
+  std::uint64_t store_errors = 0;      // failed commit attempts (transient and permanent)
+  std::uint64_t store_refused = 0;     // messages the store refused for good, kept in rejected instead
+  std::uint64_t invalid_time = 0;      // stored events whose time was not RFC 3339 (kept in time_original)
+  std::uint64_t rejected_pruned = 0;   // oldest rejected rows deleted to stay under --rejected-max-bytes
+  std::uint64_t retained_ignored = 0;  // retained deliveries ignored (see subscriber.h)
+  std::uint64_t source_conflicts = 0;  // rows whose source is bound to another device topic (see below)
+  std::uint64_t forks_detected = 0;    // events stored new at a sequence that held another id (fork_records.h)
+  std::uint64_t moved_duplicates = 0;  // events stored before at another stream position (counted in duplicates too)
+  // `rejected` by kind, indexed by RejectionReason (see rejection_reason.h).
+  std::array<std::uint64_t, rejection_reason_count> rejected_by_reason{};
+};
+
+// What became of a submitted row (see CommitResult in store.h): stored,
+// duplicate or conflict for an event, rejected for a rejection (or an event
+// the store refused for good); the message is acknowledged after each of
+// these. not_committed: see submit().
+enum class Outcome { stored, duplicate, conflict, rejected, not_committed };
+
+using Logger = std::function<void(const std::string& level, const std::string& message)>;
+
+// Builds the rejected row for a message whose row the store refused, from
+// the message as it arrived; `reason` says why.
+using RejectFn = std::function<RejectedRow(const std::string& reason)>;
+// The same for the row at `index` of a message of several rows (a batch
+// element: its text as it arrived).
+using RejectRowFn = std::function<RejectedRow(std::size_t index, const std::string& reason)>;
+
+// Told the streams of each commit's rows.
+using CommitObserver = std::function<void(const std::vector<StreamKey>& streams)>;
+
+// The streams the rows belong to, each once: events with a streamid and a
+// sequence, and rejections that name their stream position (RejectedRow's
+// source, streamid and sequence).
+std::vector<StreamKey> streams_of(const std::vector<Row>& rows);
+
+class Writer {
+ public:
+  Writer(Store& store, std::size_t max_batch, Logger log,
+         std::chrono::milliseconds max_backoff = std::chrono::milliseconds(5000));
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Blocks until the row is committed. Returns not_committed only when the
+  // Writer was stopped while the store was failing; the caller must then
+  // not acknowledge the message. as_rejected: what to store if the store
+  // refuses the row for good; without it, a rejection is made from the row
+  // itself (an event's data as the payload).
+  Outcome submit(Row row, const RejectFn& as_rejected = {});
+  // The rows of one message (a batch message: one per element), committed
+  // in one transaction; blocks until then. One outcome per row, in order;
+  // every one not_committed when the Writer was stopped while the store
+  // was failing (then the caller must not acknowledge the message).
+  // as_rejected: as for submit(), by row index.
+  // Requires: rows non-empty.
+  std::vector<Outcome> submit_group(std::vector<Row> rows, const RejectRowFn& as_rejected = {});
+  Counters counters() const;
+  // Seconds each successful store commit took (Store::commit, one per
+  // group commit), in host::latency_seconds_buckets().
+  host::HistogramSnapshot commit_latency() const;
+  // Number of rows submitted and not yet committed.
+  std::size_t pending() const;
+  // True from a failed commit attempt until the next successful one.
+  bool failing() const;
+  // When the thread took the group commit it is working on (a store call
+  // in progress, or failed attempts and their backoff); nullopt while it
+  // waits for rows. A time long past means the store takes nothing, e.g.
+  // a table locked by another client.
+  std::optional<std::chrono::steady_clock::time_point> commit_pending_since() const;
+  std::chrono::steady_clock::time_point last_submit() const;
+  void add_retained_ignored();
+  // Replaces the commit observer (see above); empty: none.
+  void set_commit_observer(CommitObserver observer);
+  // Asks the thread to end without waiting: queued rows are committed if
+  // the store works; while it fails, they end not_committed at once.
+  void request_stop();
+  // request_stop(), then waits for the thread.
+  void stop();
+  // After request_stop(): waits up to `timeout` for the thread to end (it
+  // may be inside a store call that hangs). True if it ended.
+  bool wait_finished(std::chrono::milliseconds timeout);
+  // Rows that ended not_committed (stopped while the store failed).
+  std::size_t abandoned() const;
+  // Rounds of the writer thread's loop, since start: at least one a second
+  // while it runs, idle or committing (a backoff wait counts as a round). A
+  // count that stands still means the thread is stuck, e.g. in a store call
+  // that hangs (a service manager's watchdog pings only while it moves).
+  std::uint64_t worker_passes() const;
+
+ private:
+  // One submitted message: its rows, and what became of each.
+  struct Slot {
+    std::vector<Row> rows;
+    const RejectRowFn* as_rejected = nullptr;
+    bool done = false;
+    std::vector<Outcome> outcomes;
+  };
+  void run();
+  // Commits the messages' rows; false if stopped while the store failed.
+  bool commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch);
+  // Waits the backoff; false when stopping.
+  bool back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds& backoff, const std::string& error);
+  Outcome finish(const Row& row, CommitResult result, bool refused);
+  // Refuses the rows whose source is bound to another device topic (see
+  // above); returns how many. Throws StoreError (transient) when the store
+  // cannot tell. Runs on the writer thread without the lock.
+  std::uint64_t refuse_bound_elsewhere(std::vector<Row>& rows, const std::vector<std::size_t>& begin,
+                                       const std::vector<Slot*>& batch);
+
+  Store& store_;
+  SourceBindings bindings_;  // the writer thread's only
+  std::set<std::pair<std::string, std::string>> conflicts_logged_;  // the writer thread's only
+  const std::size_t max_batch_;
+  Logger log_;
+  const std::chrono::milliseconds max_backoff_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Slot*> queue_;
+  std::size_t queued_rows_ = 0;  // rows of the messages in queue_
+  bool stopping_ = false;
+  bool finished_ = false;  // run() has returned
+  bool failing_ = false;
+  std::size_t abandoned_ = 0;
+  std::uint64_t worker_passes_ = 0;
+  Counters counters_;
+  host::Histogram commit_latency_{host::latency_seconds_buckets()};
+  CommitObserver observer_;
+  std::size_t in_commit_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> commit_pending_since_;
+  std::chrono::steady_clock::time_point last_submit_ = std::chrono::steady_clock::now();
+  std::thread thread_;
+};
+
+}  // namespace edge_outbox::ingest

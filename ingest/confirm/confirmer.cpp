@@ -1,0 +1,533 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ingest/confirm/confirmer.h"
+
+#include <edge_outbox/wire/stream_notice.h>
+
+#include <algorithm>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "ingest/model/topics.h"
+#include "ingest/store/stream_walk.h"
+
+namespace edge_outbox::ingest {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+constexpr std::chrono::seconds failure_log_interval{10};
+// Statuses per store transaction: a flood costs one commit per this many,
+// and stop() waits for at most one such transaction.
+constexpr std::size_t statuses_per_transaction = 256;
+// Refused streams told on their confirm topic, per device topic and run:
+// past that, refusals are counted and were logged, not published (a flood
+// of new streamids must not become a flood of retained messages).
+constexpr std::size_t refusals_told_per_device = 256;
+// Fork notices published per device topic and run, for the same reason.
+constexpr std::size_t fork_notices_per_device = 256;
+
+}  // namespace
+
+std::string refused_stream_notice(const std::string& streamid) {
+  wire::StreamNotice notice;
+  notice.streamid = streamid;
+  notice.reason = "too many idle streams for this device";
+  return wire::encode_stream_notice(notice);
+}
+
+Confirmer::Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log)
+    : store_(std::move(store)),
+      options_(options),
+      publish_(std::move(publish)),
+      log_(std::move(log)),
+      schedule_(options.schedule),
+      idle_(options.max_idle_streams_per_device) {
+  thread_ = std::thread([this] { run(); });
+}
+
+Confirmer::~Confirmer() { stop(); }
+
+void Confirmer::stop() {
+  {
+    MutexLock lock(mutex_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Confirmer::status_received(std::string device_topic, wire::StreamStatus status) {
+  StreamKey key{status.source, status.streamid};
+  {
+    MutexLock lock(mutex_);
+    if (!statuses_.contains(key)) {
+      auto& queued = queued_per_device_[device_topic];
+      if (queued >= options_.queued_streams_per_device) {
+        ++counters_.statuses_refused;
+        if (queue_full_.insert(device_topic).second) {
+          wake_ = true;  // to log it
+          cv_.notify_all();
+        }
+        return;
+      }
+      ++queued;
+    }
+    auto [it, added] = statuses_.try_emplace(std::move(key), PendingStatus{device_topic, status});
+    if (!added && status_ranks_over(status, it->second.status))
+      it->second = PendingStatus{std::move(device_topic), std::move(status)};
+    wake_ = true;
+    cv_.notify_all();
+  }
+}
+
+bool Confirmer::stop_requested() const {
+  MutexLock lock(mutex_);
+  return stopping_;
+}
+
+void Confirmer::status_invalid() {
+  MutexLock lock(mutex_);
+  ++counters_.statuses_invalid;
+}
+
+void Confirmer::committed(const std::vector<StreamKey>& streams) {
+  if (streams.empty()) return;
+  const auto now = SteadyClock::now();
+  {
+    MutexLock lock(mutex_);
+    for (const auto& key : streams) idle_.has_outcome(key);
+    if (!options_.publish) return;
+    for (const auto& key : streams) schedule_.touched(key, now);
+    wake_ = true;
+    cv_.notify_all();
+  }
+}
+
+ConfirmerCounters Confirmer::counters() const {
+  MutexLock lock(mutex_);
+  return counters_;
+}
+
+void Confirmer::seed_idle_streams() {
+  try {
+    const auto idle = store_->idle_streams();
+    MutexLock lock(mutex_);
+    for (const auto& s : idle) idle_.add_idle(s.device_topic, StreamKey{s.source, s.streamid});
+  } catch (const std::exception& e) {
+    if (log_)
+      log_("warn", std::string("reading the streams with a status and no event failed; the idle-stream bound counts "
+                               "from none: ") +
+                       e.what());
+  }
+}
+
+void Confirmer::run() {
+  seed_idle_streams();
+  std::map<StreamKey, PendingStatus> retry;  // statuses whose recording failed
+  SteadyClock::time_point retry_at{};
+  MutexLock lock(mutex_);
+  while (!stopping_) {
+    const auto now = SteadyClock::now();
+    std::map<StreamKey, PendingStatus> batch = std::move(statuses_);
+    statuses_.clear();
+    queued_per_device_.clear();
+    std::vector<std::string> queue_full;
+    for (const auto& device : queue_full_)
+      if (queue_full_logged_.insert(device).second) queue_full.push_back(device);
+    queue_full_.clear();
+    if (!queue_full.empty() && log_) {
+      lock.unlock();
+      for (const auto& device : queue_full)
+        log_("warn", "dropping statuses of device topic '" + printable(device) + "': " +
+                         std::to_string(options_.queued_streams_per_device) +
+                         " of its streams already wait to be recorded (counted in statuses_refused; logged once "
+                         "per device topic)");
+      lock.lock();
+    }
+    for (auto& [key, pending] : batch) {  // the better-ranked of a failed status and a newer one
+      const auto failed = retry.find(key);
+      if (failed == retry.end()) continue;
+      if (!status_ranks_over(pending.status, failed->second.status)) pending = std::move(failed->second);
+      retry.erase(failed);
+    }
+    if (!retry.empty() && now >= retry_at) {
+      batch.merge(retry);
+      retry.clear();
+    }
+    std::vector<StreamKey> due;
+    if (options_.publish) due = schedule_.due(now);
+    if (!batch.empty() || !due.empty()) {
+      lock.unlock();
+      auto failed = record_statuses(std::move(batch));
+      if (!stop_requested()) confirm(due);
+      lock.lock();
+      if (!failed.empty()) {
+        failed.merge(retry);
+        retry = std::move(failed);
+        retry_at = now + options_.retry_after;
+      }
+      continue;
+    }
+    std::optional<SteadyClock::time_point> next;
+    if (options_.publish) next = schedule_.next_due();
+    if (!retry.empty()) next = next ? std::min(*next, retry_at) : retry_at;
+    wake_ = false;
+    while (!stopping_ && !wake_) {
+      if (!next) cv_.wait(lock);
+      else if (!cv_.wait_until(lock, *next)) break;  // due
+    }
+  }
+}
+
+std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
+    std::map<StreamKey, PendingStatus> statuses) {
+  std::map<StreamKey, PendingStatus> failed;
+  std::vector<StreamKey> keys;
+  std::vector<StatusToRecord> rows;
+  auto record = [&] {
+    if (rows.empty()) return;
+    try {
+      store_->record_stream_statuses(rows);
+    } catch (const std::exception& e) {
+      log_failure("recording " + std::to_string(rows.size()) + " stream statuses (the first: stream '" +
+                      printable(keys.front().streamid) + "' of '" + printable(keys.front().source) + "')",
+                  e);
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        failed.emplace(keys[i], PendingStatus{std::move(rows[i].device_topic), std::move(rows[i].status)});
+      keys.clear();
+      rows.clear();
+      return;
+    }
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const bool server = rows[i].status.confirmation == wire::StreamStatus::Mode::server;
+      known_[keys[i]] = Known{rows[i].device_topic, server};
+      clear_refusal(keys[i], rows[i].device_topic, server);
+    }
+    const auto now = SteadyClock::now();
+    MutexLock lock(mutex_);
+    counters_.statuses += rows.size();
+    counters_.forks_detected = store_->forks_detected();
+    if (options_.publish)
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i].status.confirmation == wire::StreamStatus::Mode::server)
+          schedule_.device_holds(keys[i], rows[i].status.confirmed_through);
+        schedule_.touched(keys[i], now);
+      }
+    keys.clear();
+    rows.clear();
+  };
+  for (auto& [key, pending] : statuses) {
+    if (stop_requested()) return failed;  // the rest is dropped, this batch's unrecorded rows too
+    try {
+      if (const auto bound_to = bindings_.bound_elsewhere(*store_, key.source, pending.device_topic)) {
+        if (log_ && conflicts_logged_.emplace(key.source, pending.device_topic).second)
+          log_("warn", "not recording the status of stream '" + printable(key.streamid) + "' on '" +
+                           printable(pending.device_topic) + "': " +
+                           source_binding_refusal(key.source, *bound_to, pending.device_topic) +
+                           " (logged once per source and device topic)");
+        MutexLock lock(mutex_);
+        ++counters_.source_conflicts;
+        continue;
+      }
+    } catch (const std::exception& e) {
+      log_failure("checking the source binding of stream '" + printable(key.streamid) + "' of '" +
+                      printable(key.source) + "'",
+                  e);
+      failed.emplace(key, std::move(pending));
+      continue;
+    }
+    switch (admit(key, pending)) {
+      case Admission::refuse:
+        continue;
+      case Admission::retry:
+        failed.emplace(key, std::move(pending));
+        continue;
+      case Admission::record:
+        break;
+    }
+    keys.push_back(key);
+    rows.push_back(StatusToRecord{std::move(pending.device_topic), std::move(pending.status)});
+    if (rows.size() == statuses_per_transaction) record();
+  }
+  if (!stop_requested()) record();
+  return failed;
+}
+
+Confirmer::Admission Confirmer::admit(const StreamKey& key, const PendingStatus& pending) {
+  IdleStreams::Admit admit;
+  {
+    MutexLock lock(mutex_);
+    admit = idle_.admit(pending.device_topic, key);
+  }
+  if (admit != IdleStreams::Admit::over_bound) return Admission::record;
+  // A new stream past the bound: refused, unless the store has an outcome
+  // for it (events this process has not committed itself).
+  bool has_outcome = false;
+  try {
+    has_outcome = store_->stream_has_outcome(key.source, key.streamid);
+  } catch (const std::exception& e) {
+    log_failure("looking up the outcomes of stream '" + printable(key.streamid) + "' of '" + printable(key.source) +
+                    "'",
+                e);
+    return Admission::retry;
+  }
+  if (has_outcome) {
+    MutexLock lock(mutex_);
+    idle_.has_outcome(key);
+    return Admission::record;
+  }
+  report_refused(key, pending.device_topic);
+  return Admission::refuse;
+}
+
+void Confirmer::clear_refusal(const StreamKey& key, const std::string& device_topic, bool server) {
+  const auto told = refused_told_.find(device_topic);
+  if (told == refused_told_.end() || told->second.erase(key.streamid) == 0) return;
+  // In server mode the next confirmation replaces the notice; in broker
+  // mode none comes: clear the retained notice (an empty retained message).
+  if (server || !options_.publish) return;
+  const std::string topic = wire::confirm_topic(device_topic, key.streamid);
+  try {
+    publish_(topic, "");
+  } catch (const std::exception& e) {
+    log_failure("publishing on '" + printable(topic) + "'", e);
+  }
+}
+
+void Confirmer::report_refused(const StreamKey& key, const std::string& device_topic) {
+  {
+    MutexLock lock(mutex_);
+    ++counters_.statuses_refused;
+  }
+  if (refused_logged_.insert(device_topic).second && log_)
+    log_("warn", "refusing the statuses of new streams on device topic '" + printable(device_topic) + "': it has " +
+                     std::to_string(options_.max_idle_streams_per_device) +
+                     " streams with a status and no event yet (--max-idle-streams-per-device); each refused stream "
+                     "is told on its confirm topic (logged once per device topic)");
+  if (!options_.publish) return;
+  auto& told = refused_told_[device_topic];
+  if (told.size() >= refusals_told_per_device || !told.insert(key.streamid).second) return;
+  const std::string topic = wire::confirm_topic(device_topic, key.streamid);
+  try {
+    publish_(topic, refused_stream_notice(key.streamid));
+  } catch (const std::exception& e) {
+    log_failure("publishing on '" + printable(topic) + "'", e);
+  }
+}
+
+const Confirmer::Known* Confirmer::known(const StreamKey& stream, bool& read_recently) {
+  read_recently = false;
+  auto it = known_.find(stream);
+  if (it != known_.end()) return &it->second;
+  const auto now = SteadyClock::now();
+  if (streams_read_at_ != SteadyClock::time_point{} && now < streams_read_at_ + options_.retry_after) {
+    read_recently = true;
+    return nullptr;
+  }
+  streams_read_at_ = now;
+  try {
+    for (const auto& row : store_->streams())
+      known_.try_emplace(StreamKey{row.status.source, row.status.streamid},
+                         Known{row.device_topic, row.status.confirmation == wire::StreamStatus::Mode::server});
+  } catch (const std::exception& e) {
+    log_failure("reading the streams' statuses", e);
+    return nullptr;
+  }
+  it = known_.find(stream);
+  return it == known_.end() ? nullptr : &it->second;
+}
+
+void Confirmer::confirm(const std::vector<StreamKey>& due) {
+  for (const auto& key : due) {
+    if (stop_requested()) return;
+    bool read_recently = false;
+    const Known* status = known(key, read_recently);
+    if (!status) {
+      // No status: the floor is unknown, never confirmed. Unless another
+      // ingest recorded it after this one last read the store: look again.
+      if (read_recently) {
+        MutexLock lock(mutex_);
+        schedule_.retry_later(key, SteadyClock::now());
+      }
+      continue;
+    }
+    if (!status->server) continue;  // a device in broker mode does not listen
+    if (forked(key, status->device_topic)) {
+      unhanded_.erase(key);  // decided before the fork was seen: it goes no more
+      continue;
+    }
+    if (auto held = unhanded_.find(key); held != unhanded_.end()) {
+      if (!hand_over(key, held->second.first, held->second.second)) continue;
+      unhanded_.erase(held);
+    }
+    std::optional<StreamConfirmation> found;
+    try {
+      found = store_->confirmation(key.source, key.streamid);
+    } catch (const std::exception& e) {
+      log_failure("looking up the confirmation of stream '" + printable(key.streamid) + "' of '" +
+                      printable(key.source) + "'",
+                  e);
+      MutexLock lock(mutex_);
+      schedule_.retry_later(key, SteadyClock::now());
+      continue;
+    }
+    const auto range = confirmable(found ? std::optional<std::int64_t>(found->from) : std::nullopt,
+                                   found ? found->through : 0);
+    const auto now = SteadyClock::now();
+    std::vector<wire::SequenceRange> missing;
+    if (found) missing = resend_hints(key, found->through, now);
+    if (!range) {
+      // Nothing new confirmed: the hints alone, on an empty range at the
+      // walk floor (settles nothing; see docs/confirmation.md "Resend hints").
+      if (!found) continue;
+      {
+        MutexLock lock(mutex_);
+        if (!schedule_.should_publish_hints(key, missing, now)) continue;
+      }
+      hand_over(key, wire::confirm_topic(status->device_topic, key.streamid),
+                wire::Confirmation{.streamid = key.streamid,
+                                   .through = found->from - 1,
+                                   .version = wire::confirmation_protocol_version,
+                                   .from = found->from,
+                                   .digest = {},
+                                   .missing = std::move(missing)});
+      continue;
+    }
+    {
+      MutexLock lock(mutex_);
+      if (!schedule_.should_publish(key, range->through)) continue;
+    }
+    // Durable before confirm: the walk floor's commit makes every commit
+    // before it durable; only then may a device delete what it covers.
+    bool raised = false;
+    try {
+      raised = store_->record_walk_floor(key.source, key.streamid, range->from,
+                                         walk_floor_after_confirmation(range->from, range->through));
+    } catch (const std::exception& e) {
+      log_failure("recording the walk floor of stream '" + printable(key.streamid) + "' of '" +
+                      printable(key.source) + "'",
+                  e);
+    }
+    if (!raised) {  // failed, or a status or another ingest moved the walk floor: look again
+      MutexLock lock(mutex_);
+      schedule_.retry_later(key, SteadyClock::now());
+      continue;
+    }
+    const wire::Confirmation confirmation{.streamid = key.streamid,
+                                          .through = range->through,
+                                          .version = wire::confirmation_protocol_version,
+                                          .from = range->from,
+                                          .digest = found->digest,
+                                          .missing = std::move(missing)};
+    const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
+    if (!hand_over(key, topic, confirmation)) unhanded_.insert_or_assign(key, std::pair(topic, confirmation));
+  }
+}
+
+void Confirmer::subscribed() {
+  MutexLock lock(mutex_);
+  retell_forks_ = true;
+}
+
+bool Confirmer::forked(const StreamKey& key, const std::string& device_topic) {
+  {
+    MutexLock lock(mutex_);
+    if (retell_forks_) {
+      forks_told_.clear();
+      fork_bound_logged_.clear();
+    }
+    retell_forks_ = false;
+  }
+  std::optional<ForkRow> fork;
+  try {
+    fork = store_->unresolved_fork(key.source, key.streamid);
+  } catch (const std::exception& e) {
+    log_failure("looking up the forks of stream '" + printable(key.streamid) + "' of '" + printable(key.source) + "'",
+                e);
+    MutexLock lock(mutex_);
+    schedule_.retry_later(key, SteadyClock::now());
+    return true;
+  }
+  auto& told = forks_told_[device_topic];
+  if (!fork) {
+    told.erase(key.streamid);
+    return false;
+  }
+  {
+    MutexLock lock(mutex_);
+    schedule_.recheck(key, SteadyClock::now());  // so a resolution is seen without a new status
+  }
+  const std::string notice = wire::encode_stream_notice(fork_notice(*fork));
+  const auto it = told.find(key.streamid);
+  if (it != told.end() && it->second == notice) return true;
+  if (it == told.end() && told.size() >= fork_notices_per_device) {
+    if (log_ && fork_bound_logged_.insert(device_topic).second)
+      log_("warn", "device topic '" + printable(device_topic) + "' has " + std::to_string(fork_notices_per_device) +
+                       " forked streams told this run; further fork notices are not published (see "
+                       "`edge-outbox-ingest forks`)");
+    return true;
+  }
+  const std::string topic = wire::confirm_topic(device_topic, key.streamid);
+  bool handed = false;
+  try {
+    handed = publish_(topic, notice);
+  } catch (const std::exception& e) {
+    log_failure("publishing on '" + printable(topic) + "'", e);
+  }
+  if (!handed) return true;  // the recheck tries again
+  told[key.streamid] = notice;
+  if (log_)
+    log_("warn", "stream '" + printable(key.streamid) + "' of '" + printable(key.source) + "' forked (" + fork->kind +
+                     (fork->kind == "session" ? " " + printable(fork->session_id)
+                                              : " at sequence " + std::to_string(fork->sequence) + ", id " +
+                                                    printable(fork->event_id)) +
+                     "): not confirmed until `edge-outbox-ingest forks resolve`; told on '" + printable(topic) + "'");
+  return true;
+}
+
+std::vector<wire::SequenceRange> Confirmer::resend_hints(const StreamKey& key, std::int64_t through,
+                                                         SteadyClock::time_point now) {
+  std::vector<wire::SequenceRange> holes;
+  try {
+    holes = store_->missing_above(key.source, key.streamid, through);
+  } catch (const std::exception& e) {
+    log_failure("looking up the holes of stream '" + printable(key.streamid) + "' of '" + printable(key.source) + "'",
+                e);
+  }
+  if (holes.empty()) {
+    hole_ages_.erase(key);
+    return {};
+  }
+  {
+    MutexLock lock(mutex_);
+    schedule_.recheck(key, now);  // so the holes age into hints while nothing arrives
+  }
+  return hole_ages_[key].update(holes, now, options_.hint_age, wire::max_missing_ranges);
+}
+
+bool Confirmer::hand_over(const StreamKey& key, const std::string& topic, const wire::Confirmation& confirmation) {
+  bool handed = false;
+  try {
+    handed = publish_(topic, wire::encode_confirmation(confirmation));
+  } catch (const std::exception& e) {
+    log_failure("publishing on '" + printable(topic) + "'", e);
+  }
+  MutexLock lock(mutex_);
+  if (handed) {
+    schedule_.published(key, confirmation.through, confirmation.missing, SteadyClock::now());
+    ++counters_.confirmations;
+  } else {
+    schedule_.retry_later(key, SteadyClock::now());
+  }
+  return handed;
+}
+
+void Confirmer::log_failure(const std::string& what, const std::exception& e) {
+  const auto now = SteadyClock::now();
+  if (last_failure_log_ != SteadyClock::time_point{} && now < last_failure_log_ + failure_log_interval) return;
+  last_failure_log_ = now;
+  if (log_) log_("warn", what + " failed (retrying; such failures are logged at most every 10 s): " + e.what());
+}
+
+}  // namespace edge_outbox::ingest

@@ -1,0 +1,1205 @@
+// SPDX-License-Identifier: Apache-2.0
+// The PostgreSQL store (libpq). A batch is one transaction with one
+// multi-row INSERT ... ON CONFLICT (source, event_id) DO NOTHING RETURNING
+// source, event_id, so a batch of new events costs three round trips
+// whatever its size; the keys it returns are the ones this instance stored.
+// The others (a key already there) are read back in one more statement and
+// compared (see store.h); a conflict costs two more. Durability is the
+// server's synchronous_commit (see docs/ingest.md).
+//
+// Rejections go in multi-row INSERTs too (before the events). A permanent
+// error names the row it is about (StoreError::row): a single-row
+// statement's row, or, after a multi-row INSERT fails, the first row that
+// fails when the rows are inserted again one by one in a transaction rolled
+// back.
+//
+// Text goes as binary-format parameters with explicit lengths, so a value is
+// never cut at a NUL byte: the server refuses it (SQLSTATE 22021, permanent).
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <utility>
+
+#include "ingest/store/coverage.h"
+#include "ingest/store/event_content.h"
+#include "ingest/store/explained.h"
+#include "ingest/store/fork_records.h"
+#include "ingest/store/store.h"
+#include "ingest/store/stream_rows.h"
+#include "ingest/store/stream_walk.h"
+
+namespace edge_outbox::ingest {
+namespace {
+
+// Schema version 6 (see store_schema_version); see sqlite_store.cpp for what
+// versions 1 to 4 lack and for the tables of versions 4 and 5. New columns go at the end, so a migrated store and a
+// new one have the same tables.
+constexpr const char* schema = R"sql(
+CREATE TABLE events (
+  event_id     TEXT NOT NULL,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  "time"       TEXT,
+  received_at  BIGINT NOT NULL,
+  payload      BYTEA,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     BIGINT,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT,
+  PRIMARY KEY (source, event_id)
+);
+CREATE INDEX events_stream ON events (source, streamid, sequence);
+CREATE TABLE rejected (
+  id           BIGSERIAL PRIMARY KEY,
+  received_at  BIGINT NOT NULL,
+  topic        TEXT NOT NULL,
+  reason       TEXT NOT NULL,
+  payload      BYTEA,
+  payload_size BIGINT NOT NULL,
+  properties   TEXT NOT NULL DEFAULT '{}',
+  source       TEXT,
+  streamid     TEXT,
+  sequence     BIGINT
+);
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '5');
+)sql";
+
+constexpr const char* stream_tables = R"sql(
+CREATE TABLE streams (
+  source       TEXT NOT NULL,
+  streamid     TEXT NOT NULL,
+  device_topic TEXT NOT NULL,
+  floor        BIGINT NOT NULL,
+  committed    BIGINT NOT NULL,
+  pending      BIGINT NOT NULL,
+  unconfirmed  BIGINT NOT NULL,
+  confirmation TEXT NOT NULL,
+  status       TEXT NOT NULL,
+  updated_at   BIGINT NOT NULL,
+  PRIMARY KEY (source, streamid)
+);
+CREATE TABLE explained (
+  source       TEXT NOT NULL,
+  streamid     TEXT NOT NULL,
+  first        BIGINT NOT NULL,
+  last         BIGINT NOT NULL,
+  reason       TEXT NOT NULL,
+  PRIMARY KEY (source, streamid, last, first, reason)
+);
+CREATE INDEX rejected_stream ON rejected (source, streamid, sequence);
+)sql";
+
+constexpr const char* conflicts_table = R"sql(
+CREATE TABLE conflicts (
+  id           BIGSERIAL PRIMARY KEY,
+  event_id     TEXT NOT NULL,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  "time"       TEXT,
+  received_at  BIGINT NOT NULL,
+  payload      BYTEA,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     BIGINT,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT
+);
+CREATE INDEX conflicts_key ON conflicts (source, event_id);
+)sql";
+
+constexpr const char* migrate_1_to_2 = R"sql(
+ALTER TABLE events ADD COLUMN time_original TEXT;
+ALTER TABLE rejected ADD COLUMN properties TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
+)sql";
+
+// The key changes in place: the old primary key (whatever its name) goes,
+// the new one is built over the rows.
+constexpr const char* migrate_2_to_3 = R"sql(
+DO $$
+DECLARE old_key text;
+BEGIN
+  SELECT conname INTO old_key FROM pg_constraint WHERE conrelid = 'events'::regclass AND contype = 'p';
+  IF old_key IS NOT NULL THEN
+    EXECUTE format('ALTER TABLE events DROP CONSTRAINT %I', old_key);
+  END IF;
+END $$;
+ALTER TABLE events ALTER COLUMN event_id SET NOT NULL;
+ALTER TABLE events ADD PRIMARY KEY (source, event_id);
+UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
+)sql";
+
+// Before stream_tables (which indexes the new columns).
+constexpr const char* migrate_3_to_4 = R"sql(
+ALTER TABLE rejected ADD COLUMN source TEXT, ADD COLUMN streamid TEXT, ADD COLUMN sequence BIGINT;
+UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';
+)sql";
+
+// Last, on a new store as on a migrated one.
+constexpr const char* version_5_additions = R"sql(
+ALTER TABLE streams ADD COLUMN walk_floor BIGINT;
+ALTER TABLE rejected ADD COLUMN event_id TEXT;
+CREATE TABLE sources (
+  source       TEXT PRIMARY KEY,
+  device_topic TEXT NOT NULL,
+  bound_at     BIGINT NOT NULL
+);
+UPDATE ingest_meta SET value = '5' WHERE key = 'schema_version';
+)sql";
+
+// The columns of an event, in `events` and `conflicts` alike, in the order
+// add_event binds them. event_select reads them back (binary results:
+// numbers cast to text so that one format fits every column).
+constexpr const char* event_columns =
+    "event_id, source, type, topic, \"time\", received_at, payload, content_type, streamid, sequence, priority, "
+    "mode, extensions, time_original";
+constexpr const char* event_select =
+    "event_id, source, type, topic, \"time\", received_at::text, payload, content_type, streamid, sequence::text, "
+    "priority, mode, extensions, time_original";
+constexpr int event_column_count = 14;
+
+// Which PostgreSQL errors are permanent (this row can never be stored:
+// retrying gives the same error) and which transient (retry with backoff),
+// by SQLSTATE class. docs/ingest.md "Store errors" has the same table. A class not
+// listed is transient: retrying loses nothing, rejecting might.
+struct SqlstateClass {
+  const char* klass;
+  StoreError::Kind kind;
+};
+constexpr SqlstateClass sqlstate_classes[] = {
+    {"08", StoreError::Kind::transient},  // connection exception
+    {"22", StoreError::Kind::permanent},  // data exception (value too long, invalid encoding, NUL byte, ...)
+    {"23", StoreError::Kind::permanent},  // integrity constraint violation (NOT NULL, CHECK, an added unique
+                                          // index; the key (source, event_id) is ON CONFLICT DO NOTHING)
+    {"25", StoreError::Kind::transient},  // invalid transaction state (e.g. read-only transaction on a standby)
+    {"40", StoreError::Kind::transient},  // transaction rollback (serialization failure, deadlock)
+    {"42", StoreError::Kind::transient},  // syntax error or access rule violation: a table or grant changed,
+                                          // as during a rolling upgrade
+    {"53", StoreError::Kind::transient},  // insufficient resources (disk full, out of memory, too many connections)
+    {"54", StoreError::Kind::permanent},  // program limit exceeded (e.g. index row size exceeds the btree maximum)
+    {"55", StoreError::Kind::transient},  // object not in prerequisite state (lock not available)
+    {"57", StoreError::Kind::transient},  // operator intervention (admin shutdown, query canceled)
+    {"58", StoreError::Kind::transient},  // system error (I/O error)
+    {"XX", StoreError::Kind::transient},  // internal error (data corrupted: needs an operator)
+};
+
+StoreError::Kind classify_sqlstate(const std::string& sqlstate) noexcept {
+  if (sqlstate.size() == 5)
+    for (const auto& c : sqlstate_classes)
+      if (sqlstate.compare(0, 2, c.klass) == 0) return c.kind;
+  return StoreError::Kind::transient;
+}
+
+// Rows per INSERT statement: 14 parameters each, well below libpq's 65535.
+constexpr std::size_t rows_per_statement = 1000;
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const noexcept { PQclear(r); }
+};
+using Result = std::unique_ptr<PGresult, ResultDeleter>;
+
+struct ConnDeleter {
+  void operator()(PGconn* c) const noexcept { PQfinish(c); }
+};
+
+// The URI without its password, for logs.
+std::string elide_password(const std::string& uri) {
+  auto scheme = uri.find("://");
+  auto at = uri.find('@');
+  if (scheme == std::string::npos || at == std::string::npos) return uri;
+  auto colon = uri.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return uri;
+  return uri.substr(0, colon) + ":***" + uri.substr(at);
+}
+
+// Parameters of one statement: text and bytes in binary format with their
+// lengths, numbers as text.
+class Params {
+ public:
+  void bytes(const std::string& v) { add(v.data(), static_cast<int>(v.size()), 1); }
+  void text(const std::string& v, bool null_if_empty = false) {
+    if (null_if_empty && v.empty()) null();
+    else bytes(v);
+  }
+  void owned_text(std::string v) {  // a temporary: kept here
+    owned_.push_back(std::move(v));
+    bytes(owned_.back());
+  }
+  void number(std::int64_t v) {
+    numbers_.push_back(std::to_string(v));
+    add(numbers_.back().c_str(), 0, 0);
+  }
+  void null() { add(nullptr, 0, 0); }
+  int size() const { return static_cast<int>(values_.size()); }
+  const char* const* values() const { return values_.data(); }
+  const int* lengths() const { return lengths_.data(); }
+  const int* formats() const { return formats_.data(); }
+
+ private:
+  void add(const char* v, int length, int format) {
+    values_.push_back(v);
+    lengths_.push_back(length);
+    formats_.push_back(format);
+  }
+  std::deque<std::string> numbers_, owned_;  // stable addresses
+  std::vector<const char*> values_;
+  std::vector<int> lengths_, formats_;
+};
+
+class PgStore final : public Store {
+ public:
+  PgStore(const std::string& uri, const StoreOptions& options)
+      : uri_(uri), described_(elide_password(uri)), options_(options) {
+    conn_.reset(PQconnectdb(uri.c_str()));
+    if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK)
+      throw StoreError(StoreError::Kind::transient, "",
+                       "cannot connect to PostgreSQL " + described_ + ": " + error() +
+                           " (check host, port, database and credentials)");
+    exec("SET client_min_messages TO warning");  // no "already exists" notices on stderr
+    // Two instances starting together must not race on creating or migrating.
+    exec("SELECT pg_advisory_lock(7461626)");
+    open_schema();
+    check_walk_indexes();
+    exec("SELECT pg_advisory_unlock(7461626)");
+    Result r = exec("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected");
+    rejected_bytes_ = std::stoll(PQgetvalue(r.get(), 0, 0));
+  }
+
+  std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
+    ensure_connected();
+    std::vector<CommitResult> written(rows.size(), CommitResult::written);
+    std::int64_t added = 0;
+    try {
+      exec("BEGIN");
+      uncommitted_forks_ = uncommitted_moved_ = 0;
+      std::vector<std::size_t> event_rows, rejected_rows;
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (std::holds_alternative<EventRow>(rows[i])) {
+          event_rows.push_back(i);
+        } else {
+          rejected_rows.push_back(i);
+          added += static_cast<std::int64_t>(std::get<RejectedRow>(rows[i]).payload.size());
+        }
+      }
+      for (std::size_t start = 0; start < rejected_rows.size(); start += rows_per_statement) {
+        const std::size_t end = std::min(rejected_rows.size(), start + rows_per_statement);
+        try {
+          insert_rejected(rows, rejected_rows, start, end);
+        } catch (const StoreError& e) {
+          if (!e.permanent() || end - start > 1) throw;
+          throw StoreError(e.kind(), e.code(), e.what(), rejected_rows[start]);
+        }
+      }
+      for (std::size_t start = 0; start < event_rows.size(); start += rows_per_statement) {
+        std::size_t end = std::min(event_rows.size(), start + rows_per_statement);
+        insert_events(rows, event_rows, start, end, written);
+      }
+      exec("COMMIT");
+      forks_detected_ += uncommitted_forks_;
+      moved_ += uncommitted_moved_;
+    } catch (const StoreError& e) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
+      if (!e.permanent() || e.row()) throw;
+      throw StoreError(e.kind(), e.code(), e.what(), locate_refused_row(rows));
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));
+      throw;
+    }
+    rejected_bytes_ += added;
+    if (added > 0 && static_cast<std::uint64_t>(rejected_bytes_) > options_.rejected_max_bytes) prune_rejected();
+    return written;
+  }
+
+  void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn)
+      override {
+    ensure_connected();
+    // A moved event at its new position (fork_records.h).
+    Result r = exec(
+        "SELECT e.source, COALESCE(e.streamid, ''), e.sequence FROM events e WHERE e.sequence IS NOT NULL AND NOT "
+        "EXISTS (SELECT 1 FROM moved m WHERE m.source = e.source AND m.event_id = e.event_id) "
+        "UNION ALL SELECT source, streamid, sequence FROM moved ORDER BY 1, 2, 3");
+    for (int i = 0; i < PQntuples(r.get()); ++i)
+      fn(PQgetvalue(r.get(), i, 0), PQgetvalue(r.get(), i, 1), std::stoll(PQgetvalue(r.get(), i, 2)));
+  }
+
+  void for_each_event_of_type(
+      std::string_view type,
+      const std::function<void(const std::string&, const std::string&, const std::string&)>& fn) override {
+    ensure_connected();
+    Params p;
+    p.owned_text(std::string(type));
+    Result r = exec_params("SELECT source, COALESCE(streamid, ''), payload FROM events WHERE type = $1", p, 1,
+                           PGRES_TUPLES_OK, "select events by type");
+    for (int i = 0; i < PQntuples(r.get()); ++i) fn(value(r, i, 0), value(r, i, 1), value(r, i, 2));
+  }
+
+  void record_stream_status(const std::string& device_topic, const wire::StreamStatus& status) override {
+    record_stream_statuses({StatusToRecord{device_topic, status}});
+  }
+
+  void record_stream_statuses(const std::vector<StatusToRecord>& statuses) override {
+    ensure_connected();
+    try {
+      exec("BEGIN");
+      std::uint64_t forks = 0;
+      for (const auto& s : statuses) {
+        upsert_stream_status(s.device_topic, s.status);
+        if (record_session(runner_, s.status, wall_ms())) ++forks;
+      }
+      exec("COMMIT");
+      forks_detected_ += forks;
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
+      throw;
+    }
+  }
+
+  std::vector<IdleStream> idle_streams() override {
+    ensure_connected();
+    Params none;
+    Result r = exec_params(
+        "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
+        "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
+        "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
+        "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
+        "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
+        "ORDER BY s.device_topic, s.source, s.streamid",
+        none, 1, PGRES_TUPLES_OK, "select idle streams");
+    std::vector<IdleStream> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(IdleStream{value(r, i, 0), value(r, i, 1), value(r, i, 2)});
+    return out;
+  }
+
+  bool stream_has_outcome(const std::string& source, const std::string& streamid) override {
+    ensure_connected();
+    Params p;
+    p.text(source);
+    p.text(streamid);
+    Result r = exec_params(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE source = $1 AND streamid = $2) OR "
+        "EXISTS (SELECT 1 FROM rejected WHERE source = $1 AND streamid = $2) OR "
+        "EXISTS (SELECT 1 FROM explained WHERE source = $1 AND streamid = $2) OR "
+        "EXISTS (SELECT 1 FROM moved WHERE source = $1 AND streamid = $2)",
+        p, 0, PGRES_TUPLES_OK, "look up a stream's outcomes");
+    return PQgetvalue(r.get(), 0, 0)[0] == 't';
+  }
+
+  std::vector<std::string> open_notices() const override { return notices_; }
+
+  std::optional<ForkRow> unresolved_fork(const std::string& source, const std::string& streamid) override {
+    ensure_connected();
+    return ingest::unresolved_fork(runner_, source, streamid);
+  }
+  std::vector<ForkRow> forks(bool all) override {
+    ensure_connected();
+    return list_forks(runner_, all);
+  }
+  bool resolve_fork(const std::string& source, const std::string& streamid, const std::string& note) override {
+    ensure_connected();
+    return ingest::resolve_fork(runner_, source, streamid, note, wall_ms());
+  }
+  std::uint64_t forks_detected() const override { return forks_detected_; }
+  std::uint64_t moved_duplicates() const override { return moved_; }
+
+  std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
+    ensure_connected();
+    Params p;
+    p.text(source);
+    p.text(streamid);
+    Result r = exec_params("SELECT walk_floor::text FROM streams WHERE source = $1 AND streamid = $2", p, 1,
+                           PGRES_TUPLES_OK, "select walk floor");
+    if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
+    StreamConfirmation c;
+    c.from = std::max<std::int64_t>(std::stoll(value(r, 0, 0)), 1);
+    Lookups lookups(*this, source, streamid);
+    c.through = confirmed_from_floor(c.from, &memos_[{source, streamid}], lookups);
+    if (c.through < c.from) return c;
+    p.number(c.from);
+    p.number(c.through);
+    static const std::string outcomes_sql =
+        "SELECT sequence::text, event_id FROM (" +
+        stream_events_sql("$1", "$2", "sequence BETWEEN $3::bigint AND $4::bigint") +
+        " UNION SELECT sequence, event_id FROM rejected WHERE source = $1 AND streamid = $2 AND sequence BETWEEN "
+        "$3::bigint AND $4::bigint AND event_id IS NOT NULL) t";
+    Result pairs = exec_params(outcomes_sql.c_str(), p, 1, PGRES_TUPLES_OK, "select outcomes");
+    std::vector<std::pair<std::int64_t, std::string>> outcomes;
+    outcomes.reserve(static_cast<std::size_t>(PQntuples(pairs.get())));
+    for (int i = 0; i < PQntuples(pairs.get()); ++i) outcomes.emplace_back(std::stoll(value(pairs, i, 0)), value(pairs, i, 1));
+    Result spans = exec_params(
+        "SELECT first::text, last::text FROM explained WHERE source = $1 AND streamid = $2 AND last >= $3::bigint "
+        "AND first <= $4::bigint",
+        p, 1, PGRES_TUPLES_OK, "select explained");
+    std::vector<SequenceSpan> explained;
+    for (int i = 0; i < PQntuples(spans.get()); ++i)
+      explained.push_back({std::stoll(value(spans, i, 0)), std::stoll(value(spans, i, 1))});
+    c.digest = fold_outcomes(std::move(outcomes), explained);
+    return c;
+  }
+
+  std::vector<wire::SequenceRange> missing_above(const std::string& source, const std::string& streamid,
+                                                 std::int64_t through) override {
+    ensure_connected();
+    Lookups lookups(*this, source, streamid);
+    return holes_above(through, lookups);
+  }
+
+  bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
+                         std::int64_t next) override {
+    ensure_connected();
+    Params p;
+    p.number(next);
+    p.text(source);
+    p.text(streamid);
+    p.number(from);
+    try {
+      exec("BEGIN");
+      // Waits for this commit's WAL flush, which covers every earlier
+      // commit's, whatever synchronous_commit the ingest's commits ran with.
+      exec("SET LOCAL synchronous_commit = on");
+      Result r = exec_params(
+          "UPDATE streams SET walk_floor = $1::bigint WHERE source = $2 AND streamid = $3 AND walk_floor = $4::bigint",
+          p, 0, PGRES_COMMAND_OK, "update walk floor");
+      const bool raised = std::string(PQcmdTuples(r.get())) == "1";
+      exec("COMMIT");
+      return raised;
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));
+      throw;
+    }
+  }
+
+  SourceBinding bind_source(const std::string& source, const std::string& device_topic) override {
+    ensure_connected();
+    Params p;
+    p.text(source);
+    p.text(device_topic);
+    p.number(wall_ms());
+    Result inserted = exec_params(
+        "INSERT INTO sources (source, device_topic, bound_at) VALUES ($1, $2, $3::bigint) ON CONFLICT DO NOTHING "
+        "RETURNING 1",
+        p, 0, PGRES_TUPLES_OK, "insert into sources");
+    if (PQntuples(inserted.get()) == 1) return SourceBinding{BindResult::bound, device_topic};
+    Params key;
+    key.text(source);
+    Result r = exec_params("SELECT device_topic FROM sources WHERE source = $1", key, 1, PGRES_TUPLES_OK,
+                           "select sources");
+    if (PQntuples(r.get()) != 1)
+      throw StoreError(StoreError::Kind::transient, "",
+                       "PostgreSQL " + described_ + ": the binding of a source vanished while it was read");
+    std::string bound = value(r, 0, 0);
+    const BindResult result = bound == device_topic ? BindResult::already_bound : BindResult::bound_to_another;
+    return SourceBinding{result, std::move(bound)};
+  }
+
+  std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
+    ensure_connected();
+    Params p;
+    p.text(source);
+    p.text(streamid);
+    Result r = exec_params("SELECT floor::text FROM streams WHERE source = $1 AND streamid = $2", p, 1,
+                           PGRES_TUPLES_OK, "select stream floor");
+    if (PQntuples(r.get()) == 0) return std::nullopt;
+    const std::int64_t floor = std::stoll(value(r, 0, 0));
+    Lookups lookups(*this, source, streamid);
+    return confirmed_from_floor(floor, &memos_[{source, streamid}], lookups);
+  }
+
+  std::vector<StreamRow> streams() override {
+    ensure_connected();
+    Params none;
+    Result r = exec_params(
+        "SELECT source, streamid, device_topic, floor::text, committed::text, pending::text, unconfirmed::text, "
+        "confirmation, status, updated_at::text, walk_floor::text FROM streams ORDER BY source, streamid",
+        none, 1, PGRES_TUPLES_OK, "select streams");
+    std::vector<StreamRow> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      StreamColumns c;
+      c.source = value(r, i, 0);
+      c.streamid = value(r, i, 1);
+      c.device_topic = value(r, i, 2);
+      c.floor = std::stoll(value(r, i, 3));
+      c.committed = std::stoll(value(r, i, 4));
+      c.pending = std::stoll(value(r, i, 5));
+      c.unconfirmed = std::stoll(value(r, i, 6));
+      c.confirmation = value(r, i, 7);
+      c.status = value(r, i, 8);
+      c.updated_at_ms = std::stoll(value(r, i, 9));
+      out.push_back(stream_row(c));
+      if (!PQgetisnull(r.get(), i, 10)) out.back().walk_floor = std::stoll(value(r, i, 10));
+    }
+    return out;
+  }
+
+  void for_each_rejected_sequence(
+      const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
+    ensure_connected();
+    Params none;
+    Result r = exec_params(
+        "SELECT source, streamid, sequence::text FROM rejected WHERE source IS NOT NULL AND streamid IS NOT NULL "
+        "AND sequence IS NOT NULL ORDER BY source, streamid, rejected.sequence",
+        none, 1, PGRES_TUPLES_OK, "select rejected sequences");
+    for (int i = 0; i < PQntuples(r.get()); ++i) fn(value(r, i, 0), value(r, i, 1), std::stoll(value(r, i, 2)));
+  }
+
+  std::vector<StoredRejection> rejected_after(std::int64_t after_id, std::size_t limit) override {
+    ensure_connected();
+    Params p;
+    p.number(after_id);
+    p.number(static_cast<std::int64_t>(limit));
+    // Binary results: the id, received_at and payload_size come back as
+    // text through the casts, so that one format fits every column. ORDER
+    // BY names the table's column: a bare name would be the text output
+    // column, and "10" sorts before "9".
+    Result r = exec_params(
+        "SELECT id::text, received_at::text, topic, reason, payload, payload_size::text, properties, source, "
+        "streamid, sequence::text, event_id FROM rejected WHERE id > $1 ORDER BY rejected.id LIMIT $2",
+        p, 1, PGRES_TUPLES_OK, "select rejected");
+    std::vector<StoredRejection> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      StoredRejection s;
+      s.id = std::stoll(value(r, i, 0));
+      s.row.received_at_ms = std::stoll(value(r, i, 1));
+      s.row.topic = value(r, i, 2);
+      s.row.reason = value(r, i, 3);
+      s.row.payload = value(r, i, 4);
+      s.row.payload_size = std::stoull(value(r, i, 5));
+      s.row.properties = value(r, i, 6);
+      s.row.source = value(r, i, 7);  // NULL reads as ""
+      s.row.streamid = value(r, i, 8);
+      if (!PQgetisnull(r.get(), i, 9)) s.row.sequence = std::stoll(value(r, i, 9));
+      s.row.event_id = value(r, i, 10);
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event) override {
+    ensure_connected();
+    std::vector<Row> rows{event};
+    std::vector<CommitResult> written(1, CommitResult::written);
+    try {
+      exec("BEGIN");
+      insert_events(rows, {0}, 0, 1, written);
+      Params p;
+      p.number(id);
+      exec_params("DELETE FROM rejected WHERE id = $1", p, 0, PGRES_COMMAND_OK, "delete from rejected");
+      exec("COMMIT");
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));
+      throw;
+    }
+    return written[0];
+  }
+
+  void update_rejected_reason(std::int64_t id, const std::string& reason) override {
+    ensure_connected();
+    Params p;
+    p.text(reason);
+    p.number(id);
+    exec_params("UPDATE rejected SET reason = $1 WHERE id = $2", p, 0, PGRES_COMMAND_OK, "update rejected");
+  }
+
+  void update_rejected_position(std::int64_t id, const RejectedRow& position) override {
+    ensure_connected();
+    Params p;
+    add_position(p, position);
+    p.number(id);
+    exec_params("UPDATE rejected SET source = $1, streamid = $2, sequence = $3::bigint, event_id = $4 WHERE id = $5",
+                p, 0, PGRES_COMMAND_OK, "update rejected");
+  }
+
+  std::uint64_t rejected_pruned() const override { return pruned_; }
+
+  std::string describe() const override { return described_; }
+
+ private:
+  std::string error() const { return conn_ ? PQerrorMessage(conn_.get()) : std::string("out of memory"); }
+
+  static std::string value(const Result& r, int row, int column) {
+    return std::string(PQgetvalue(r.get(), row, column), static_cast<std::size_t>(PQgetlength(r.get(), row, column)));
+  }
+
+  // The streams row's update for one status (stream_walk.h's rules), in
+  // the caller's transaction.
+  void upsert_stream_status(const std::string& device_topic, const wire::StreamStatus& status) {
+    const std::string json = stream_status_json(described_, device_topic, status);
+    Params p;
+    p.text(status.source);
+    p.text(status.streamid);
+    p.text(device_topic);
+    p.number(status.floor);
+    p.number(status.committed);
+    p.number(status.pending);
+    p.number(status.unconfirmed);
+    p.owned_text(std::string(wire::to_string(status.confirmation)));
+    p.text(json);
+    p.number(wall_ms());
+    // A new row first (another ingest may insert it meanwhile: then the
+    // row is read under a lock and updated).
+    Params first = p;
+    const StreamRowUpdate fresh = on_stream_status(std::nullopt, std::nullopt, status);
+    add_optional(first, fresh.walk_floor);
+    Result inserted = exec_params(
+        "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, "
+        "confirmation, status, updated_at, walk_floor) VALUES ($1,$2,$3,$4::bigint,$5::bigint,$6::bigint,"
+        "$7::bigint,$8,$9,$10::bigint,$11::bigint) ON CONFLICT (source, streamid) DO NOTHING RETURNING 1",
+        first, 0, PGRES_TUPLES_OK, "insert into streams");
+    if (PQntuples(inserted.get()) == 0) {
+      Params key;
+      key.text(status.source);
+      key.text(status.streamid);
+      Result r = exec_params(
+          "SELECT floor::text, committed::text, walk_floor::text FROM streams WHERE source = $1 AND streamid = $2 "
+          "FOR UPDATE",
+          key, 1, PGRES_TUPLES_OK, "select stream");
+      if (PQntuples(r.get()) != 1)
+        throw StoreError(StoreError::Kind::transient, "",
+                         "PostgreSQL " + described_ + ": a stream's row vanished while its status was recorded");
+      wire::StreamStatus recorded;
+      recorded.floor = std::stoll(value(r, 0, 0));
+      recorded.committed = std::stoll(value(r, 0, 1));
+      std::optional<std::int64_t> walk_floor;
+      if (!PQgetisnull(r.get(), 0, 2)) walk_floor = std::stoll(value(r, 0, 2));
+      const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
+      if (update.replace_status) {
+        add_optional(p, update.walk_floor);
+        exec_params(
+            "UPDATE streams SET device_topic = $3, floor = $4::bigint, committed = $5::bigint, pending = $6::bigint, "
+            "unconfirmed = $7::bigint, confirmation = $8, status = $9, updated_at = $10::bigint, "
+            "walk_floor = $11::bigint WHERE source = $1 AND streamid = $2",
+            p, 0, PGRES_COMMAND_OK, "update streams");
+      } else {
+        add_optional(key, update.walk_floor);
+        exec_params("UPDATE streams SET walk_floor = $3::bigint WHERE source = $1 AND streamid = $2", key, 0,
+                    PGRES_COMMAND_OK, "update streams");
+      }
+    }
+  }
+
+  // Recreates an index the stream walk (coverage.h) and `gaps` read by
+  // when an operator dropped it, and says so in notices_: without it every
+  // walk and `gaps` scans the whole table.
+  void check_walk_indexes() {
+    static constexpr std::pair<const char*, const char*> walk_indexes[] = {
+        {"events_stream", "CREATE INDEX IF NOT EXISTS events_stream ON events (source, streamid, sequence)"},
+        {"rejected_stream", "CREATE INDEX IF NOT EXISTS rejected_stream ON rejected (source, streamid, sequence)"},
+    };
+    for (const auto& [name, create] : walk_indexes) {
+      Params p;
+      p.owned_text(name);
+      Result r = exec_params("SELECT to_regclass($1) IS NOT NULL", p, 0, PGRES_TUPLES_OK, "look up an index");
+      if (PQgetvalue(r.get(), 0, 0)[0] == 't') continue;
+      exec(create);
+      notices_.push_back("PostgreSQL " + described_ + ": index " + name +
+                         " was missing (dropped?); recreated it: the stream walk and gaps read by it");
+    }
+  }
+
+  // Creates the schema, or migrates an older one, in one transaction.
+  void open_schema() {
+    exec("BEGIN");
+    try {
+      Result r = exec("SELECT to_regclass('ingest_meta') IS NOT NULL, to_regclass('events') IS NOT NULL");
+      long long version = 0;
+      if (PQgetvalue(r.get(), 0, 0)[0] == 't') {
+        Result v = exec("SELECT value FROM ingest_meta WHERE key = 'schema_version'");
+        if (PQntuples(v.get()) != 1)
+          throw StoreError(StoreError::Kind::permanent, "",
+                           "PostgreSQL " + described_ + ": ingest_meta has no schema_version; not an ingest store?");
+        version = parse_schema_version("PostgreSQL " + described_, PQgetvalue(v.get(), 0, 0));
+      } else if (PQgetvalue(r.get(), 0, 1)[0] == 't') {
+        version = 1;  // made by the first release, before ingest_meta
+      }
+      if (version > store_schema_version)
+        throw StoreError(StoreError::Kind::permanent, "", newer_schema_message("PostgreSQL " + described_, version));
+      if (version == 0) exec(schema);
+      if (version == 1) exec(migrate_1_to_2);
+      if (version >= 1 && version < 3) exec(migrate_2_to_3);
+      if (version < 3) exec(conflicts_table);
+      if (version >= 1 && version < 4) exec(migrate_3_to_4);
+      if (version < 4) exec(stream_tables);
+      if (version >= 1 && version < 4) explain_stored_reports();
+      if (version < 5) exec(version_5_additions);
+      if (version < 6) exec(version_6_additions);
+      exec("COMMIT");
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));
+      throw;
+    }
+  }
+
+  void ensure_connected() {
+    if (PQstatus(conn_.get()) == CONNECTION_OK) return;
+    PQreset(conn_.get());
+    if (PQstatus(conn_.get()) != CONNECTION_OK)
+      throw StoreError(StoreError::Kind::transient, "", "PostgreSQL " + described_ + " unreachable: " + error());
+  }
+
+  // The error of a failed statement, classified by its SQLSTATE.
+  StoreError failure(const Result& r, const std::string& what) const {
+    const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
+    std::string sqlstate = state ? state : "";
+    std::string message = r ? PQresultErrorMessage(r.get()) : error();
+    if (message.empty()) message = error();
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+    return StoreError(classify_sqlstate(sqlstate), sqlstate.empty() ? "" : "SQLSTATE " + sqlstate,
+                      "PostgreSQL " + described_ + ": " + what + " failed" +
+                          (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")") + ": " + message);
+  }
+
+  Result exec(const char* sql) {
+    Result r(PQexec(conn_.get(), sql));
+    ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw failure(r, sql);
+    return r;
+  }
+
+  Result exec_params(const char* sql, const Params& p, int result_format, ExecStatusType expected, const char* what) {
+    Result r(PQexecParams(conn_.get(), sql, p.size(), nullptr, p.values(), p.lengths(), p.formats(), result_format));
+    if (!r || PQresultStatus(r.get()) != expected) throw failure(r, what);
+    return r;
+  }
+
+  // The row's stream position and event id: four NULLs unless it has all
+  // three of the position (the id NULL when empty).
+  static void add_position(Params& p, const RejectedRow& row) {
+    if (row.source.empty() || row.streamid.empty() || !row.sequence) {
+      for (int i = 0; i < 4; ++i) p.null();
+    } else {
+      p.text(row.source);
+      p.text(row.streamid);
+      p.number(*row.sequence);
+      p.text(row.event_id, true);
+    }
+  }
+
+  static void add_optional(Params& p, const std::optional<std::int64_t>& v) {
+    if (v) p.number(*v);
+    else p.null();
+  }
+
+  // Rows index[start..end) of rows (rejections) in one multi-row INSERT.
+  void insert_rejected(const std::vector<Row>& rows, const std::vector<std::size_t>& index, std::size_t start,
+                       std::size_t end) {
+    constexpr std::size_t columns = 10;
+    std::string sql =
+        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
+        "sequence, event_id) VALUES ";
+    Params p;
+    for (std::size_t k = start; k < end; ++k) {
+      const auto& row = std::get<RejectedRow>(rows[index[k]]);
+      const std::size_t base = (k - start) * columns;
+      if (k > start) sql += ',';
+      for (std::size_t c = 1; c <= columns; ++c) {
+        sql += c == 1 ? "($" : ",$";
+        sql += std::to_string(base + c);
+        if (c == 1 || c == 5 || c == 9) sql += "::bigint";
+      }
+      sql += ')';
+      p.number(row.received_at_ms);
+      p.text(row.topic);
+      p.text(row.reason);
+      p.bytes(row.payload);
+      p.number(static_cast<std::int64_t>(row.payload_size));
+      p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
+      add_position(p, row);
+    }
+    exec_params(sql.c_str(), p, 0, PGRES_COMMAND_OK, "insert into rejected");
+  }
+
+  // The parameters of one event, in event_columns order.
+  static void add_event(Params& p, const EventRow& e) {
+    p.text(e.event_id);
+    p.text(e.source);
+    p.text(e.type);
+    p.text(e.topic);
+    p.text(e.time, true);
+    p.number(e.received_at_ms);
+    p.bytes(e.payload);
+    p.text(e.content_type, true);
+    p.text(e.streamid, true);
+    if (e.sequence) p.number(*e.sequence);
+    else p.null();
+    p.text(e.priority, true);
+    p.text(e.mode);
+    p.text(e.extensions);
+    p.text(e.time_original, true);
+  }
+
+  // ($1,$2,...) for the event_column_count parameters of the k-th event.
+  static std::string event_placeholders(std::size_t k) {
+    std::string out = "(";
+    for (int c = 0; c < event_column_count; ++c) {
+      if (c) out += ',';
+      out += '$' + std::to_string(k * event_column_count + static_cast<std::size_t>(c) + 1);
+      if (c == 5 || c == 9) out += "::bigint";
+    }
+    return out + ')';
+  }
+
+  // An event from row i of a binary result of event_select.
+  static EventRow read_event(const Result& r, int i) {
+    EventRow e;
+    e.event_id = value(r, i, 0);
+    e.source = value(r, i, 1);
+    e.type = value(r, i, 2);
+    e.topic = value(r, i, 3);
+    e.time = value(r, i, 4);  // NULL reads as ""
+    e.received_at_ms = std::stoll(value(r, i, 5));
+    e.payload = value(r, i, 6);
+    e.content_type = value(r, i, 7);
+    e.streamid = value(r, i, 8);
+    if (!PQgetisnull(r.get(), i, 9)) e.sequence = std::stoll(value(r, i, 9));
+    e.priority = value(r, i, 10);
+    e.mode = value(r, i, 11);
+    e.extensions = value(r, i, 12);
+    e.time_original = value(r, i, 13);
+    return e;
+  }
+
+  using Key = std::pair<std::string, std::string>;  // (source, event_id)
+
+  void insert_events(const std::vector<Row>& rows, const std::vector<std::size_t>& index, std::size_t start,
+                     std::size_t end, std::vector<CommitResult>& written) {
+    std::size_t n = end - start;
+    std::string sql = "INSERT INTO events (" + std::string(event_columns) + ") VALUES ";
+    Params p;
+    for (std::size_t k = 0; k < n; ++k) {
+      sql += k ? "," : "";
+      sql += event_placeholders(k);
+      add_event(p, std::get<EventRow>(rows[index[start + k]]));
+    }
+    sql += " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id";
+    Result r = exec_params(sql.c_str(), p, 0, PGRES_TUPLES_OK, "insert into events");
+    // A key returned was inserted by this statement; each returned key marks
+    // one occurrence in the batch (the first), the others found it stored.
+    std::map<Key, int> inserted;
+    for (int i = 0; i < PQntuples(r.get()); ++i) ++inserted[Key(value(r, i, 0), value(r, i, 1))];
+    std::vector<std::size_t> found_stored;
+    for (std::size_t k = 0; k < n; ++k) {
+      std::size_t row = index[start + k];
+      const auto& e = std::get<EventRow>(rows[row]);
+      auto it = inserted.find(Key(e.source, e.event_id));
+      if (it != inserted.end() && it->second > 0) {
+        --it->second;
+        written[row] = CommitResult::written;
+      } else {
+        found_stored.push_back(row);
+      }
+    }
+    if (!found_stored.empty()) resolve_stored(rows, found_stored, written);
+    std::vector<const EventRow*> stored_new;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t row = index[start + k];
+      const auto& e = std::get<EventRow>(rows[row]);
+      if (written[row] != CommitResult::written) continue;
+      if (e.type == wire::dropped_report_type) explain(e);
+      stored_new.push_back(&e);
+    }
+    uncommitted_forks_ += record_sequence_forks_pg(runner_, stored_new, wall_ms());
+  }
+
+  // After a permanent error of a multi-row statement: which row it was.
+  // The rows are inserted again one per statement in a transaction that is
+  // rolled back; the first that fails for good is the one. Costs a round
+  // trip per row, only after such an error. std::nullopt when none fails so.
+  std::optional<std::size_t> locate_refused_row(const std::vector<Row>& rows) {
+    std::optional<std::size_t> found;
+    try {
+      exec("BEGIN");
+      std::vector<CommitResult> written(rows.size(), CommitResult::written);
+      std::vector<std::size_t> index(rows.size());
+      for (std::size_t i = 0; i < rows.size(); ++i) index[i] = i;
+      for (std::size_t i = 0; i < rows.size() && !found; ++i) {
+        try {
+          if (std::holds_alternative<EventRow>(rows[i])) insert_events(rows, index, i, i + 1, written);
+          else insert_rejected(rows, index, i, i + 1);
+        } catch (const StoreError& e) {
+          if (!e.permanent()) break;
+          found = i;
+        }
+      }
+    } catch (const StoreError&) {
+      // the connection failed: the row stays unknown
+    }
+    Result(PQexec(conn_.get(), "ROLLBACK"));
+    return found;
+  }
+
+  // A new outbox.dropped event: the ranges it explains go to `explained`.
+  void explain(const EventRow& e) {
+    const auto report = wire::decode_dropped_report(e.payload);
+    if (!report) return;  // gaps counts it as malformed
+    // The stream's stored reports inside the report's ranges: one statement,
+    // an index range scan per range.
+    std::string firsts = "{", lasts = "{";
+    for (const auto& r : wire::merge_ranges(report->ranges)) {
+      if (firsts.size() > 1) {
+        firsts += ',';
+        lasts += ',';
+      }
+      firsts += std::to_string(r.first);
+      lasts += std::to_string(r.last);
+    }
+    std::vector<std::int64_t> report_sequences;
+    if (firsts.size() > 1) {
+      Params p;
+      p.text(e.source);
+      p.text(e.streamid);
+      p.owned_text(firsts + "}");
+      p.owned_text(lasts + "}");
+      p.owned_text(std::string(wire::dropped_report_type));
+      Result found = exec_params(
+          "SELECT e.sequence::text FROM unnest($3::text::bigint[], $4::text::bigint[]) AS r(f, l) JOIN events e "
+          "ON e.source = $1 AND e.streamid = $2 AND e.sequence BETWEEN r.f AND r.l WHERE e.type = $5 "
+          "ORDER BY e.sequence",
+          p, 1, PGRES_TUPLES_OK, "select superseded reports");
+      for (int i = 0; i < PQntuples(found.get()); ++i) report_sequences.push_back(std::stoll(value(found, i, 0)));
+    }
+    insert_explained(e.source, e.streamid, explained_ranges(*report, report_sequences));
+  }
+
+  // Multi-row INSERTs of explained_rows_per_statement rows at most.
+  void insert_explained(const std::string& source, const std::string& streamid,
+                        const std::vector<ExplainedRange>& ranges) {
+    constexpr std::size_t explained_rows_per_statement = 1000;  // 5 parameters each
+    for (std::size_t start = 0; start < ranges.size(); start += explained_rows_per_statement) {
+      const std::size_t end = std::min(ranges.size(), start + explained_rows_per_statement);
+      std::string sql = "INSERT INTO explained (source, streamid, first, last, reason) VALUES ";
+      Params p;
+      for (std::size_t k = start; k < end; ++k) {
+        const std::size_t base = (k - start) * 5;
+        if (k > start) sql += ',';
+        for (std::size_t c = 1; c <= 5; ++c) {
+          sql += c == 1 ? "($" : ",$";
+          sql += std::to_string(base + c);
+          if (c == 3 || c == 4) sql += "::bigint";
+        }
+        sql += ')';
+        p.text(source);
+        p.text(streamid);
+        p.number(ranges[k].first);
+        p.number(ranges[k].last);
+        p.text(ranges[k].reason);
+      }
+      sql += " ON CONFLICT DO NOTHING";
+      exec_params(sql.c_str(), p, 0, PGRES_COMMAND_OK, "insert into explained");
+    }
+  }
+
+  // Fills `explained` from the outbox.dropped events already stored.
+  void explain_stored_reports() {
+    Params p;
+    p.owned_text(std::string(wire::dropped_report_type));
+    Result r = exec_params(
+        "SELECT source, COALESCE(streamid, ''), sequence::text, payload FROM events WHERE type = $1", p, 1,
+        PGRES_TUPLES_OK, "select outbox.dropped events");
+    std::vector<StoredReport> reports;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      StoredReport report;
+      report.source = value(r, i, 0);
+      report.streamid = value(r, i, 1);
+      if (!PQgetisnull(r.get(), i, 2)) report.sequence = std::stoll(value(r, i, 2));
+      report.payload = value(r, i, 3);
+      reports.push_back(std::move(report));
+    }
+    const auto rows = explained_by_reports(reports);
+    for (std::size_t i = 0; i < rows.size();) {  // one stream at a time
+      std::vector<ExplainedRange> ranges;
+      std::size_t j = i;
+      for (; j < rows.size() && rows[j].source == rows[i].source && rows[j].streamid == rows[i].streamid; ++j)
+        ranges.push_back(rows[j].range);
+      insert_explained(rows[i].source, rows[i].streamid, ranges);
+      i = j;
+    }
+  }
+
+  // One stream's rows for the confirmed_through walk (coverage.h).
+  class Lookups final : public CoverageLookups {
+   public:
+    Lookups(PgStore& store, const std::string& source, const std::string& streamid)
+        : store_(store), source_(source), streamid_(streamid) {}
+    std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
+      Params p = key();
+      p.number(sequence);
+      Result r = store_.exec_params(
+          "SELECT MAX(last)::text FROM explained WHERE source = $1 AND streamid = $2 AND last >= $3::bigint AND "
+          "first <= $3::bigint",
+          p, 1, PGRES_TUPLES_OK, "select explained");
+      if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
+      return std::stoll(value(r, 0, 0));
+    }
+    std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
+      Params p = key();
+      p.number(sequence);
+      Result r = store_.exec_params(
+          "SELECT MIN(first)::text FROM explained WHERE source = $1 AND streamid = $2 AND first > $3::bigint", p, 1,
+          PGRES_TUPLES_OK, "select explained");
+      if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
+      return std::stoll(value(r, 0, 0));
+    }
+    std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
+      static const std::string sql = "SELECT sequence::text FROM (" +
+                                     stream_events_sql("$1", "$2", "sequence >= $3::bigint") +
+                                     ") t ORDER BY t.sequence LIMIT $4::bigint";
+      return sequences(sql.c_str(), from, limit);
+    }
+    std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
+      return sequences(
+          "SELECT sequence::text FROM rejected WHERE source = $1 AND streamid = $2 AND sequence >= $3::bigint "
+          "AND event_id IS NOT NULL ORDER BY rejected.sequence LIMIT $4::bigint",
+          from, limit);
+    }
+
+   private:
+    Params key() const {
+      Params p;
+      p.text(source_);
+      p.text(streamid_);
+      return p;
+    }
+    std::vector<std::int64_t> sequences(const char* sql, std::int64_t from, std::size_t limit) {
+      Params p = key();
+      p.number(from);
+      p.number(static_cast<std::int64_t>(limit));
+      Result r = store_.exec_params(sql, p, 1, PGRES_TUPLES_OK, "select sequences");
+      std::vector<std::int64_t> out;
+      out.reserve(static_cast<std::size_t>(PQntuples(r.get())));
+      for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(std::stoll(value(r, i, 0)));
+      return out;
+    }
+    PgStore& store_;
+    const std::string& source_;
+    const std::string& streamid_;
+  };
+
+  // Events whose key was already stored: a duplicate or a conflict (see
+  // store.h). One statement reads the stored versions; a conflict reads the
+  // versions kept in conflicts and, when it is new, adds itself.
+  void resolve_stored(const std::vector<Row>& rows, const std::vector<std::size_t>& found,
+                      std::vector<CommitResult>& written) {
+    std::string sql = "SELECT " + std::string(event_select) + " FROM events WHERE (source, event_id) IN (";
+    Params keys;
+    for (std::size_t k = 0; k < found.size(); ++k) {
+      const auto& e = std::get<EventRow>(rows[found[k]]);
+      sql += (k ? ",($" : "($") + std::to_string(2 * k + 1) + "::text,$" + std::to_string(2 * k + 2) + "::text)";
+      keys.text(e.source);
+      keys.text(e.event_id);
+    }
+    sql += ')';
+    Result r = exec_params(sql.c_str(), keys, 1, PGRES_TUPLES_OK, "select stored events");
+    std::map<Key, EventRow> stored;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      EventRow e = read_event(r, i);
+      Key key(e.source, e.event_id);
+      stored.emplace(std::move(key), std::move(e));
+    }
+    for (std::size_t row : found) {
+      const auto& e = std::get<EventRow>(rows[row]);
+      auto it = stored.find(Key(e.source, e.event_id));
+      // Absent only if it was deleted since the insert found it: retry the batch.
+      if (it == stored.end())
+        throw StoreError(StoreError::Kind::transient, "",
+                         "PostgreSQL " + described_ + ": a stored event vanished while a batch was compared with it");
+      if (same_content(it->second, e)) {
+        written[row] = CommitResult::duplicate;
+      } else if (moved_content(it->second, e)) {  // a moved duplicate (fork_records.h)
+        if (record_moved(runner_, e, wall_ms()) == MoveResult::moved) ++uncommitted_moved_;
+        written[row] = CommitResult::duplicate;
+      } else {
+        written[row] = keep_conflict(e);
+      }
+    }
+  }
+
+  // e's key is stored with other content: a duplicate of a version already
+  // in conflicts, else kept there.
+  CommitResult keep_conflict(const EventRow& e) {
+    Params key;
+    key.text(e.source);
+    key.text(e.event_id);
+    Result kept = exec_params(("SELECT " + std::string(event_select) +
+                               " FROM conflicts WHERE source = $1 AND event_id = $2 ORDER BY id").c_str(),
+                              key, 1, PGRES_TUPLES_OK, "select conflicts");
+    for (int i = 0; i < PQntuples(kept.get()); ++i)
+      if (same_content(read_event(kept, i), e)) return CommitResult::duplicate;
+    Params p;
+    add_event(p, e);
+    exec_params(("INSERT INTO conflicts (" + std::string(event_columns) + ") VALUES " + event_placeholders(0)).c_str(),
+                p, 0, PGRES_COMMAND_OK, "insert into conflicts");
+    return CommitResult::conflict;
+  }
+
+  // Deletes the oldest rejected rows until their payloads take at most 90%
+  // of the quota. Runs after a commit; a failure is retried after the next.
+  void prune_rejected() {
+    try {
+      Params p;
+      p.number(static_cast<std::int64_t>(options_.rejected_max_bytes / 10 * 9));
+      Result r = exec_params(
+          "DELETE FROM rejected WHERE id <= (SELECT id FROM (SELECT id, SUM(COALESCE(length(payload), 0)) OVER "
+          "(ORDER BY id DESC) AS newer FROM rejected) t WHERE newer > $1::bigint ORDER BY id DESC LIMIT 1)",
+          p, 0, PGRES_COMMAND_OK, "prune rejected");
+      pruned_ += std::stoull(PQcmdTuples(r.get()));
+      Result sum = exec("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected");
+      rejected_bytes_ = std::stoll(PQgetvalue(sum.get(), 0, 0));
+    } catch (const std::exception&) {
+      // the rows stay a little longer; the next commit with a rejection tries again
+    }
+  }
+
+  std::string uri_;
+  std::string described_;
+  StoreOptions options_;
+  std::unique_ptr<PGconn, ConnDeleter> conn_;
+  std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
+  std::int64_t rejected_bytes_ = 0;
+  std::uint64_t pruned_ = 0;
+  std::vector<std::string> notices_;  // what opening repaired (open_notices)
+
+  // fork_records.h's statements: text parameters and results.
+  class Runner final : public SqlRunner {
+   public:
+    explicit Runner(PgStore& store) : store_(store) {}
+    Rows run(const char* sql, const std::vector<Value>& params) override {
+      std::vector<const char*> values;
+      for (const auto& v : params) values.push_back(v ? v->c_str() : nullptr);
+      Result r(PQexecParams(store_.conn_.get(), sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                            nullptr, 0));
+      const ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+      if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw store_.failure(r, "a fork bookkeeping statement");
+      Rows rows(static_cast<std::size_t>(PQntuples(r.get())));
+      for (int i = 0; i < PQntuples(r.get()); ++i)
+        for (int c = 0; c < PQnfields(r.get()); ++c)
+          rows[static_cast<std::size_t>(i)].push_back(PQgetisnull(r.get(), i, c) ? Value{} : Value{value(r, i, c)});
+      return rows;
+    }
+
+   private:
+    PgStore& store_;
+  };
+  Runner runner_{*this};
+  std::uint64_t forks_detected_ = 0, moved_ = 0;                   // committed
+  std::uint64_t uncommitted_forks_ = 0, uncommitted_moved_ = 0;  // the open commit()'s
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_postgres_store(const std::string& uri, const StoreOptions& options) {
+  return std::make_unique<PgStore>(uri, options);
+}
+
+}  // namespace edge_outbox::ingest

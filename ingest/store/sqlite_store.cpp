@@ -1,0 +1,1105 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <fcntl.h>
+#include <unistd.h>
+
+// The SQLite store: one file in WAL mode. synchronous=FULL makes each commit
+// durable against power loss; NORMAL keeps every commit across a process
+// crash but may lose the newest ones on power loss (see docs/ingest.md).
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "ingest/store/coverage.h"
+#include "ingest/store/event_content.h"
+#include "ingest/store/explained.h"
+#include "ingest/store/fork_records.h"
+#include "ingest/store/sqlite_runner.h"
+#include "ingest/store/store.h"
+#include "ingest/store/stream_rows.h"
+#include "ingest/store/stream_walk.h"
+
+namespace edge_outbox::ingest {
+namespace {
+
+// Schema version 6 (see store_schema_version). A store made by version 1
+// has the same tables without events.time_original, rejected.properties,
+// ingest_meta, conflicts, streams, explained and the rejected stream
+// columns, and events keyed by event_id alone; version 2 lacks conflicts
+// and what version 4 adds, and has that key; version 3 lacks what version
+// 4 adds; version 4 lacks what version 5 adds (version_5_additions), version 5
+// what version 6 adds (version_6_additions, fork_records.h).
+// open_schema() migrates them all. New columns go at the end, so a
+// migrated store and a new one have the same tables. `conflicts` has the
+// columns of `events` (the new version in full; received_at is when it
+// arrived) behind its own id.
+constexpr const char* schema = R"sql(
+CREATE TABLE events (
+  event_id     TEXT NOT NULL,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  time         TEXT,
+  received_at  INTEGER NOT NULL,
+  payload      BLOB,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     INTEGER,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT,
+  PRIMARY KEY (source, event_id)
+);
+CREATE INDEX events_stream ON events (source, streamid, sequence);
+CREATE TABLE rejected (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  received_at  INTEGER NOT NULL,
+  topic        TEXT NOT NULL,
+  reason       TEXT NOT NULL,
+  payload      BLOB,
+  payload_size INTEGER NOT NULL,
+  properties   TEXT NOT NULL DEFAULT '{}',
+  source       TEXT,
+  streamid     TEXT,
+  sequence     INTEGER
+);
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '5');
+)sql";
+
+constexpr const char* conflicts_table = R"sql(
+CREATE TABLE conflicts (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_id     TEXT NOT NULL,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  time         TEXT,
+  received_at  INTEGER NOT NULL,
+  payload      BLOB,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     INTEGER,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT
+);
+CREATE INDEX conflicts_key ON conflicts (source, event_id);
+)sql";
+
+// Version 4's tables. `streams`: each stream's latest status (status: its
+// JSON). `explained`: ranges [first, last] of a stream's sequences and why
+// the device gave them up (explained.h); its key leads with last, so that
+// the ranges that reach a sequence are one index range scan.
+constexpr const char* stream_tables = R"sql(
+CREATE TABLE streams (
+  source       TEXT NOT NULL,
+  streamid     TEXT NOT NULL,
+  device_topic TEXT NOT NULL,
+  floor        INTEGER NOT NULL,
+  committed    INTEGER NOT NULL,
+  pending      INTEGER NOT NULL,
+  unconfirmed  INTEGER NOT NULL,
+  confirmation TEXT NOT NULL,
+  status       TEXT NOT NULL,
+  updated_at   INTEGER NOT NULL,
+  PRIMARY KEY (source, streamid)
+);
+CREATE TABLE explained (
+  source       TEXT NOT NULL,
+  streamid     TEXT NOT NULL,
+  first        INTEGER NOT NULL,
+  last         INTEGER NOT NULL,
+  reason       TEXT NOT NULL,
+  PRIMARY KEY (source, streamid, last, first, reason)
+);
+CREATE INDEX rejected_stream ON rejected (source, streamid, sequence);
+)sql";
+
+// A streams row without an outcome (Store::idle_streams), and whether one
+// stream has an outcome; each a probe of the indexes the walk uses.
+constexpr const char* idle_streams_sql =
+    "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
+    "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
+    "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
+    "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
+    "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
+    "ORDER BY s.device_topic, s.source, s.streamid";
+constexpr const char* stream_has_outcome_sql =
+    "SELECT EXISTS (SELECT 1 FROM events WHERE source = ?1 AND streamid = ?2) OR "
+    "EXISTS (SELECT 1 FROM rejected WHERE source = ?1 AND streamid = ?2) OR "
+    "EXISTS (SELECT 1 FROM explained WHERE source = ?1 AND streamid = ?2) OR "
+    "EXISTS (SELECT 1 FROM moved WHERE source = ?1 AND streamid = ?2)";
+
+// Every stored event's stream position, a moved one at its new position
+// (fork_records.h), for `gaps`.
+constexpr const char* stored_positions_sql =
+    "SELECT e.source, COALESCE(e.streamid, ''), e.sequence FROM events e WHERE e.sequence IS NOT NULL AND NOT EXISTS "
+    "(SELECT 1 FROM moved m WHERE m.source = e.source AND m.event_id = e.event_id) "
+    "UNION ALL SELECT source, streamid, sequence FROM moved ORDER BY 1, 2, 3";
+
+// The indexes the stream walk (coverage.h) and `gaps` read by: checked at
+// every open, recreated when an operator dropped one.
+struct WalkIndex {
+  const char* name;
+  const char* create;
+};
+constexpr WalkIndex walk_indexes[] = {
+    {"events_stream", "CREATE INDEX IF NOT EXISTS events_stream ON events (source, streamid, sequence)"},
+    {"rejected_stream", "CREATE INDEX IF NOT EXISTS rejected_stream ON rejected (source, streamid, sequence)"},
+};
+
+constexpr const char* migrate_1_to_2 = R"sql(
+ALTER TABLE events ADD COLUMN time_original TEXT;
+ALTER TABLE rejected ADD COLUMN properties TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
+)sql";
+
+// SQLite cannot change a primary key in place: a new table takes the rows
+// (SQLite's documented procedure: create, copy, drop, rename).
+// legacy_alter_table keeps the rename from rewriting or checking the views
+// and triggers an operator may have on `events`: they name `events` and
+// find the new table under that name.
+constexpr const char* migrate_2_to_3 = R"sql(
+PRAGMA legacy_alter_table = ON;
+CREATE TABLE events_v3 (
+  event_id     TEXT NOT NULL,
+  source       TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  topic        TEXT NOT NULL,
+  time         TEXT,
+  received_at  INTEGER NOT NULL,
+  payload      BLOB,
+  content_type TEXT,
+  streamid     TEXT,
+  sequence     INTEGER,
+  priority     TEXT,
+  mode         TEXT,
+  extensions   TEXT,
+  time_original TEXT,
+  PRIMARY KEY (source, event_id)
+);
+INSERT INTO events_v3 (event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence,
+                       priority, mode, extensions, time_original)
+  SELECT event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence, priority, mode,
+         extensions, time_original FROM events;
+DROP TABLE events;
+ALTER TABLE events_v3 RENAME TO events;
+PRAGMA legacy_alter_table = OFF;
+CREATE INDEX events_stream ON events (source, streamid, sequence);
+UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
+)sql";
+
+// Before stream_tables (which indexes the new columns).
+constexpr const char* migrate_3_to_4 = R"sql(
+ALTER TABLE rejected ADD COLUMN source TEXT;
+ALTER TABLE rejected ADD COLUMN streamid TEXT;
+ALTER TABLE rejected ADD COLUMN sequence INTEGER;
+UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';
+)sql";
+
+// Version 5's additions, on a new store as on a migrated one (last, after
+// every earlier step). streams.walk_floor: where confirmations start
+// (stream_walk.h), NULL until the stream's next server-mode status.
+// rejected.event_id: the id a rejected message names. sources: the device
+// topic each event source is bound to.
+constexpr const char* version_5_additions = R"sql(
+ALTER TABLE streams ADD COLUMN walk_floor INTEGER;
+ALTER TABLE rejected ADD COLUMN event_id TEXT;
+CREATE TABLE sources (
+  source       TEXT PRIMARY KEY,
+  device_topic TEXT NOT NULL,
+  bound_at     INTEGER NOT NULL
+);
+UPDATE ingest_meta SET value = '5' WHERE key = 'schema_version';
+)sql";
+
+// The columns of an event, in `events` and `conflicts` alike, in the order
+// insert_event binds them and read_event reads them.
+constexpr const char* event_columns =
+    "event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence, priority, mode, "
+    "extensions, time_original";
+
+// Which SQLite errors are permanent (this row can never be stored: retrying
+// gives the same error) and which transient (retry later). docs/ingest.md
+// "Store errors" has the same table.
+//   permanent: SQLITE_TOOBIG (a value over SQLITE_MAX_LENGTH), SQLITE_MISMATCH
+//              (datatype mismatch), SQLITE_CONSTRAINT (a NOT NULL or CHECK
+//              constraint; the key (source, event_id) is handled by ON
+//              CONFLICT DO NOTHING and never raises), SQLITE_RANGE (a bind
+//              index out of range)
+//   transient: everything else, e.g. SQLITE_BUSY / SQLITE_LOCKED (another
+//              process holds the file), SQLITE_IOERR, SQLITE_FULL (disk full),
+//              SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_NOMEM, SQLITE_CORRUPT
+//              (needs an operator; retrying loses nothing)
+StoreError::Kind classify_sqlite_error(int primary_code) noexcept {
+  switch (primary_code) {
+    case SQLITE_TOOBIG:
+    case SQLITE_MISMATCH:
+    case SQLITE_CONSTRAINT:
+    case SQLITE_RANGE:
+      return StoreError::Kind::permanent;
+    default:
+      return StoreError::Kind::transient;
+  }
+}
+
+StoreError sqlite_error(const std::string& path, const SQLite::Exception& e) {
+  const int code = e.getErrorCode() & 0xff;
+  const char* name = sqlite3_errstr(code);
+  return StoreError(classify_sqlite_error(code), std::string("SQLite ") + (name ? name : "error") + " (" + std::to_string(code) + ")",
+                    "SQLite store " + path + ": " + e.what());
+}
+
+void bind_text_or_null(SQLite::Statement& st, int index, const std::string& value) {
+  if (value.empty()) st.bind(index);
+  else st.bind(index, value);
+}
+
+// The store may hold device data: create it readable by its owner only.
+// O_EXCL: an existing file is never opened here, because closing a descriptor
+// of a database drops every SQLite lock this process holds on it.
+const std::string& created_private(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);  // EEXIST is the usual case; other failures SQLite's own open reports
+  return path;
+}
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(const std::string& path, const StoreOptions& options)
+      : path_(path), options_(options),
+        db_(created_private(path), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 10'000) {
+    db_.exec("PRAGMA journal_mode=WAL");
+    db_.exec(options.sqlite_sync == SqliteSync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    open_schema();
+    check_walk_indexes();
+    const std::string columns = event_columns;
+    insert_event_ = std::make_unique<SQLite::Statement>(
+        db_, "INSERT INTO events (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING");
+    insert_conflict_ = std::make_unique<SQLite::Statement>(
+        db_, "INSERT INTO conflicts (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    select_stored_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT " + columns + " FROM events WHERE source = ? AND event_id = ?");
+    select_conflicts_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT " + columns + " FROM conflicts WHERE source = ? AND event_id = ? ORDER BY id");
+    insert_rejected_ = std::make_unique<SQLite::Statement>(
+        db_,
+        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
+        "sequence, event_id) VALUES (?,?,?,?,?,?,?,?,?,?)");
+    insert_explained_ = std::make_unique<SQLite::Statement>(
+        db_, "INSERT INTO explained (source, streamid, first, last, reason) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING");
+    select_report_sequences_ = std::make_unique<SQLite::Statement>(
+        db_,
+        "SELECT sequence FROM events WHERE source = ? AND streamid = ? AND sequence BETWEEN ? AND ? AND type = ? "
+        "ORDER BY sequence");
+    explained_reach_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT MAX(last) FROM explained WHERE source = ? AND streamid = ? AND last >= ? AND first <= ?");
+    explained_after_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT MIN(first) FROM explained WHERE source = ? AND streamid = ? AND first > ?");
+    event_sequences_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT sequence FROM (" + stream_events_sql("?1", "?2", "sequence >= ?3") +
+                 ") ORDER BY sequence LIMIT ?4");
+    rejected_sequences_ = std::make_unique<SQLite::Statement>(
+        db_,
+        "SELECT sequence FROM rejected WHERE source = ? AND streamid = ? AND sequence >= ? AND event_id IS NOT NULL "
+        "ORDER BY sequence LIMIT ?");
+    select_floor_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT floor, committed, walk_floor FROM streams WHERE source = ? AND streamid = ?");
+    upsert_stream_ = std::make_unique<SQLite::Statement>(
+        db_,
+        "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, confirmation, "
+        "status, updated_at, walk_floor) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (source, streamid) DO UPDATE SET "
+        "device_topic = excluded.device_topic, floor = excluded.floor, committed = excluded.committed, "
+        "pending = excluded.pending, unconfirmed = excluded.unconfirmed, confirmation = excluded.confirmation, "
+        "status = excluded.status, updated_at = excluded.updated_at, walk_floor = excluded.walk_floor");
+    update_walk_floor_ = std::make_unique<SQLite::Statement>(
+        db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ?");
+    raise_walk_floor_ = std::make_unique<SQLite::Statement>(
+        db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ? AND walk_floor = ?");
+    outcome_pairs_ = std::make_unique<SQLite::Statement>(
+        db_,
+        stream_events_sql("?1", "?2", "sequence BETWEEN ?3 AND ?4") +
+            " UNION SELECT sequence, event_id FROM rejected WHERE source = ?1 AND streamid = ?2 AND sequence BETWEEN ?3 "
+        "AND ?4 AND event_id IS NOT NULL");
+    explained_spans_ = std::make_unique<SQLite::Statement>(
+        db_, "SELECT first, last FROM explained WHERE source = ? AND streamid = ? AND last >= ? AND first <= ?");
+    rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
+  }
+
+  std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
+    std::vector<CommitResult> written;
+    written.reserve(rows.size());
+    std::int64_t added = 0;
+    std::optional<std::size_t> at;  // the row being inserted
+    std::uint64_t forks = 0, moved = 0;
+    try {
+      SQLite::Transaction tx(db_);
+      for (const auto& row : rows) {
+        at = written.size();
+        if (const auto* e = std::get_if<EventRow>(&row)) {
+          written.push_back(insert_event(*e, forks, moved));
+        } else {
+          const auto& r = std::get<RejectedRow>(row);
+          insert_rejected(r);
+          added += static_cast<std::int64_t>(r.payload.size());
+          written.push_back(CommitResult::written);
+        }
+      }
+      at.reset();
+      tx.commit();
+      forks_detected_ += forks;
+      moved_ += moved;
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      const StoreError error = sqlite_error(path_, e);
+      if (!error.permanent()) throw error;
+      throw StoreError(error.kind(), error.code(), error.what(), at);
+    }
+    rejected_bytes_ += added;
+    if (added > 0 && static_cast<std::uint64_t>(rejected_bytes_) > options_.rejected_max_bytes) prune_rejected();
+    return written;
+  }
+
+  void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn)
+      override {
+    try {
+      SQLite::Statement st(db_, stored_positions_sql);
+      while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  void for_each_event_of_type(
+      std::string_view type,
+      const std::function<void(const std::string&, const std::string&, const std::string&)>& fn) override {
+    try {
+      SQLite::Statement st(db_, "SELECT source, COALESCE(streamid, ''), payload FROM events WHERE type = ?");
+      st.bind(1, std::string(type));
+      while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), blob(st.getColumn(2)));
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  void record_stream_status(const std::string& device_topic, const wire::StreamStatus& status) override {
+    record_stream_statuses({StatusToRecord{device_topic, status}});
+  }
+
+  void record_stream_statuses(const std::vector<StatusToRecord>& statuses) override {
+    try {
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      std::uint64_t forks = 0;
+      for (const auto& s : statuses) {
+        upsert_stream_status(s.device_topic, s.status);
+        if (record_session(runner_, s.status, wall_ms())) ++forks;
+      }
+      tx.commit();
+      forks_detected_ += forks;
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::optional<ForkRow> unresolved_fork(const std::string& source, const std::string& streamid) override {
+    return guarded([&] { return ingest::unresolved_fork(runner_, source, streamid); });
+  }
+  std::vector<ForkRow> forks(bool all) override {
+    return guarded([&] { return list_forks(runner_, all); });
+  }
+  bool resolve_fork(const std::string& source, const std::string& streamid, const std::string& note) override {
+    return guarded([&] { return ingest::resolve_fork(runner_, source, streamid, note, wall_ms()); });
+  }
+  std::uint64_t forks_detected() const override { return forks_detected_; }
+  std::uint64_t moved_duplicates() const override { return moved_; }
+
+  std::vector<IdleStream> idle_streams() override {
+    try {
+      SQLite::Statement st(db_, idle_streams_sql);
+      std::vector<IdleStream> out;
+      while (st.executeStep())
+        out.push_back(IdleStream{st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getString()});
+      return out;
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  bool stream_has_outcome(const std::string& source, const std::string& streamid) override {
+    try {
+      if (!has_outcome_) has_outcome_ = std::make_unique<SQLite::Statement>(db_, stream_has_outcome_sql);
+      auto& st = *has_outcome_;  // prepared once: a flood asks it once per refused status
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, source);
+      st.bind(2, streamid);
+      const bool has = st.executeStep() && st.getColumn(0).getInt64() != 0;
+      st.tryReset();
+      return has;
+    } catch (const SQLite::Exception& e) {
+      if (has_outcome_) has_outcome_->tryReset();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::vector<std::string> open_notices() const override { return notices_; }
+
+  std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
+    try {
+      auto& st = *select_floor_;
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, source);
+      st.bind(2, streamid);
+      std::optional<std::int64_t> walk_floor;
+      if (st.executeStep() && !st.getColumn(2).isNull()) walk_floor = st.getColumn(2).getInt64();
+      st.tryReset();
+      if (!walk_floor) return std::nullopt;
+      StreamConfirmation c;
+      c.from = std::max<std::int64_t>(*walk_floor, 1);
+      Lookups lookups(*this, source, streamid);
+      c.through = confirmed_from_floor(c.from, &memos_[{source, streamid}], lookups);
+      if (c.through >= c.from) c.digest = digest(source, streamid, c.from, c.through);
+      return c;
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::vector<wire::SequenceRange> missing_above(const std::string& source, const std::string& streamid,
+                                                 std::int64_t through) override {
+    try {
+      Lookups lookups(*this, source, streamid);
+      return holes_above(through, lookups);
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
+                         std::int64_t next) override {
+    // synchronous=FULL syncs the WAL at this commit, and with it every
+    // commit before it (the Writer's under --sqlite-sync normal included).
+    const bool full = options_.sqlite_sync == SqliteSync::full;
+    try {
+      if (!full) db_.exec("PRAGMA synchronous=FULL");
+      bool raised = false;
+      {
+        SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+        auto& st = *raise_walk_floor_;
+        st.tryReset();
+        st.clearBindings();
+        st.bind(1, static_cast<std::int64_t>(next));
+        st.bind(2, source);
+        st.bind(3, streamid);
+        st.bind(4, static_cast<std::int64_t>(from));
+        raised = st.exec() == 1;
+        st.tryReset();
+        tx.commit();
+      }
+      if (!full) db_.exec("PRAGMA synchronous=NORMAL");
+      return raised;
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      if (!full) {
+        try {
+          db_.exec("PRAGMA synchronous=NORMAL");
+        } catch (const SQLite::Exception&) {
+          // the next record_walk_floor sets it again; NORMAL is the weaker, not the unsafe, one
+        }
+      }
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  SourceBinding bind_source(const std::string& source, const std::string& device_topic) override {
+    try {
+      SQLite::Statement insert(
+          db_, "INSERT INTO sources (source, device_topic, bound_at) VALUES (?,?,?) ON CONFLICT DO NOTHING");
+      insert.bind(1, source);
+      insert.bind(2, device_topic);
+      insert.bind(3, static_cast<std::int64_t>(wall_ms()));
+      if (insert.exec() == 1) return SourceBinding{BindResult::bound, device_topic};
+      SQLite::Statement read(db_, "SELECT device_topic FROM sources WHERE source = ?");
+      read.bind(1, source);
+      if (!read.executeStep())
+        throw StoreError(StoreError::Kind::transient, "",
+                         "SQLite store " + path_ + ": the binding of a source vanished while it was read");
+      std::string bound = read.getColumn(0).getString();
+      const BindResult result = bound == device_topic ? BindResult::already_bound : BindResult::bound_to_another;
+      return SourceBinding{result, std::move(bound)};
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
+    try {
+      auto& st = *select_floor_;
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, source);
+      st.bind(2, streamid);
+      if (!st.executeStep()) {
+        st.tryReset();
+        return std::nullopt;
+      }
+      const std::int64_t floor = st.getColumn(0).getInt64();
+      st.tryReset();
+      Lookups lookups(*this, source, streamid);
+      return confirmed_from_floor(floor, &memos_[{source, streamid}], lookups);
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::vector<StreamRow> streams() override {
+    try {
+      SQLite::Statement st(db_,
+                           "SELECT source, streamid, device_topic, floor, committed, pending, unconfirmed, "
+                           "confirmation, status, updated_at, walk_floor FROM streams ORDER BY source, streamid");
+      std::vector<StreamRow> out;
+      while (st.executeStep()) {
+        StreamColumns c;
+        c.source = st.getColumn(0).getString();
+        c.streamid = st.getColumn(1).getString();
+        c.device_topic = st.getColumn(2).getString();
+        c.floor = st.getColumn(3).getInt64();
+        c.committed = st.getColumn(4).getInt64();
+        c.pending = st.getColumn(5).getInt64();
+        c.unconfirmed = st.getColumn(6).getInt64();
+        c.confirmation = st.getColumn(7).getString();
+        c.status = st.getColumn(8).getString();
+        c.updated_at_ms = st.getColumn(9).getInt64();
+        out.push_back(stream_row(c));
+        if (!st.getColumn(10).isNull()) out.back().walk_floor = st.getColumn(10).getInt64();
+      }
+      return out;
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  void for_each_rejected_sequence(
+      const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
+    try {
+      SQLite::Statement st(db_,
+                           "SELECT source, streamid, sequence FROM rejected WHERE source IS NOT NULL AND streamid IS "
+                           "NOT NULL AND sequence IS NOT NULL ORDER BY source, streamid, sequence");
+      while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::vector<StoredRejection> rejected_after(std::int64_t after_id, std::size_t limit) override {
+    try {
+      SQLite::Statement st(db_,
+                           "SELECT id, received_at, topic, reason, payload, payload_size, properties, source, "
+                           "streamid, sequence, event_id FROM rejected WHERE id > ? ORDER BY id LIMIT ?");
+      st.bind(1, static_cast<std::int64_t>(after_id));
+      st.bind(2, static_cast<std::int64_t>(limit));
+      std::vector<StoredRejection> out;
+      while (st.executeStep()) {
+        StoredRejection r;
+        r.id = st.getColumn(0).getInt64();
+        r.row.received_at_ms = st.getColumn(1).getInt64();
+        r.row.topic = st.getColumn(2).getString();
+        r.row.reason = st.getColumn(3).getString();
+        r.row.payload = blob(st.getColumn(4));
+        r.row.payload_size = static_cast<std::uint64_t>(st.getColumn(5).getInt64());
+        r.row.properties = st.getColumn(6).getString();
+        r.row.source = st.getColumn(7).getString();  // NULL reads as ""
+        r.row.streamid = st.getColumn(8).getString();
+        if (!st.getColumn(9).isNull()) r.row.sequence = st.getColumn(9).getInt64();
+        r.row.event_id = st.getColumn(10).getString();
+        out.push_back(std::move(r));
+      }
+      return out;
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event) override {
+    try {
+      SQLite::Transaction tx(db_);
+      std::uint64_t forks = 0, moved = 0;
+      const CommitResult written = insert_event(event, forks, moved);
+      SQLite::Statement del(db_, "DELETE FROM rejected WHERE id = ?");
+      del.bind(1, static_cast<std::int64_t>(id));
+      del.exec();
+      tx.commit();
+      forks_detected_ += forks;
+      moved_ += moved;
+      return written;
+    } catch (const SQLite::Exception& e) {
+      reset_statements();
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  void update_rejected_reason(std::int64_t id, const std::string& reason) override {
+    try {
+      SQLite::Statement st(db_, "UPDATE rejected SET reason = ? WHERE id = ?");
+      st.bind(1, reason);
+      st.bind(2, static_cast<std::int64_t>(id));
+      st.exec();
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  void update_rejected_position(std::int64_t id, const RejectedRow& position) override {
+    try {
+      SQLite::Statement st(db_,
+                           "UPDATE rejected SET source = ?, streamid = ?, sequence = ?, event_id = ? WHERE id = ?");
+      bind_position(st, 1, position);
+      st.bind(5, static_cast<std::int64_t>(id));
+      st.exec();
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::uint64_t rejected_pruned() const override { return pruned_; }
+
+  std::string describe() const override { return "sqlite:" + path_; }
+
+ private:
+  static std::string blob(const SQLite::Column& c) {
+    if (c.getBytes() == 0) return {};  // NULL or empty: getBlob() may be null
+    return std::string(static_cast<const char*>(c.getBlob()), static_cast<std::size_t>(c.getBytes()));
+  }
+
+  // The streams row's update for one status (stream_walk.h's rules), in
+  // the caller's transaction.
+  void upsert_stream_status(const std::string& device_topic, const wire::StreamStatus& status) {
+    const std::string json = stream_status_json(describe(), device_topic, status);
+    std::optional<wire::StreamStatus> recorded;
+    std::optional<std::int64_t> walk_floor;
+    auto& read = *select_floor_;
+    read.tryReset();
+    read.clearBindings();
+    read.bind(1, status.source);
+    read.bind(2, status.streamid);
+    if (read.executeStep()) {
+      recorded.emplace();
+      recorded->floor = read.getColumn(0).getInt64();
+      recorded->committed = read.getColumn(1).getInt64();
+      if (!read.getColumn(2).isNull()) walk_floor = read.getColumn(2).getInt64();
+    }
+    read.tryReset();
+    const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
+    if (!update.replace_status) {
+      auto& st = *update_walk_floor_;
+      st.tryReset();
+      st.clearBindings();
+      if (update.walk_floor) st.bind(1, static_cast<std::int64_t>(*update.walk_floor));
+      st.bind(2, status.source);
+      st.bind(3, status.streamid);
+      st.exec();
+      st.tryReset();
+      return;
+    }
+    auto& st = *upsert_stream_;
+    st.tryReset();
+    st.clearBindings();
+    st.bind(1, status.source);
+    st.bind(2, status.streamid);
+    st.bind(3, device_topic);
+    st.bind(4, static_cast<std::int64_t>(status.floor));
+    st.bind(5, static_cast<std::int64_t>(status.committed));
+    st.bind(6, static_cast<std::int64_t>(status.pending));
+    st.bind(7, static_cast<std::int64_t>(status.unconfirmed));
+    st.bind(8, std::string(wire::to_string(status.confirmation)));
+    st.bind(9, json);
+    st.bind(10, static_cast<std::int64_t>(wall_ms()));
+    if (update.walk_floor) st.bind(11, static_cast<std::int64_t>(*update.walk_floor));
+    st.exec();
+    st.tryReset();
+  }
+
+  // Recreates a walk index (walk_indexes) an operator dropped, and says so
+  // in notices_: without it every walk and `gaps` scans the whole table.
+  void check_walk_indexes() {
+    for (const auto& index : walk_indexes) {
+      SQLite::Statement st(db_, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
+      st.bind(1, index.name);
+      if (st.executeStep()) continue;
+      db_.exec(index.create);
+      notices_.push_back("SQLite store " + path_ + ": index " + index.name +
+                         " was missing (dropped?); recreated it: the stream walk and gaps read by it");
+    }
+  }
+
+  // Creates the schema, or migrates an older one, in one transaction.
+  void open_schema() {
+    SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+    long long version = 0;
+    if (db_.tableExists("ingest_meta")) {
+      SQLite::Statement st(db_, "SELECT value FROM ingest_meta WHERE key = 'schema_version'");
+      if (!st.executeStep())
+        throw StoreError(StoreError::Kind::permanent, "",
+                         "SQLite store " + path_ + ": ingest_meta has no schema_version; not an ingest store?");
+      version = parse_schema_version("SQLite store " + path_, st.getColumn(0).getString());
+    } else if (db_.tableExists("events")) {
+      version = 1;  // made by the first release, before ingest_meta
+    }
+    if (version > store_schema_version)
+      throw StoreError(StoreError::Kind::permanent, "", newer_schema_message("SQLite store " + path_, version));
+    if (version == 0) db_.exec(schema);
+    if (version == 1) db_.exec(migrate_1_to_2);
+    if (version >= 1 && version < 3) db_.exec(migrate_2_to_3);
+    if (version < 3) db_.exec(conflicts_table);
+    if (version >= 1 && version < 4) db_.exec(migrate_3_to_4);
+    if (version < 4) db_.exec(stream_tables);
+    if (version >= 1 && version < 4) explain_stored_reports();
+    if (version < 5) db_.exec(version_5_additions);
+    if (version < 6) db_.exec(version_6_additions);
+    tx.commit();
+  }
+
+  // Fills `explained` from the outbox.dropped events already stored.
+  void explain_stored_reports() {
+    std::vector<StoredReport> reports;
+    SQLite::Statement st(db_, "SELECT source, COALESCE(streamid, ''), sequence, payload FROM events WHERE type = ?");
+    st.bind(1, std::string(wire::dropped_report_type));
+    while (st.executeStep()) {
+      StoredReport r;
+      r.source = st.getColumn(0).getString();
+      r.streamid = st.getColumn(1).getString();
+      if (!st.getColumn(2).isNull()) r.sequence = st.getColumn(2).getInt64();
+      r.payload = blob(st.getColumn(3));
+      reports.push_back(std::move(r));
+    }
+    SQLite::Statement insert(
+        db_, "INSERT INTO explained (source, streamid, first, last, reason) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING");
+    for (const auto& e : explained_by_reports(reports)) {
+      insert.reset();
+      insert.bind(1, e.source);
+      insert.bind(2, e.streamid);
+      insert.bind(3, static_cast<std::int64_t>(e.range.first));
+      insert.bind(4, static_cast<std::int64_t>(e.range.last));
+      insert.bind(5, e.range.reason);
+      insert.exec();
+    }
+  }
+
+  void reset_statements() {
+    for (auto* st : {insert_event_.get(), insert_conflict_.get(), select_stored_.get(), select_conflicts_.get(),
+                     insert_rejected_.get(), insert_explained_.get(), select_report_sequences_.get(),
+                     explained_reach_.get(), explained_after_.get(), event_sequences_.get(), rejected_sequences_.get(), select_floor_.get(),
+                     upsert_stream_.get(), update_walk_floor_.get(), raise_walk_floor_.get(), outcome_pairs_.get(),
+                     explained_spans_.get()})
+      st->tryReset();
+    runner_.reset();
+  }
+
+  // One stream's rows for the confirmed_through walk (coverage.h).
+  class Lookups final : public CoverageLookups {
+   public:
+    Lookups(SqliteStore& store, const std::string& source, const std::string& streamid)
+        : store_(store), source_(source), streamid_(streamid) {}
+    std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
+      auto& st = bound(*store_.explained_reach_);
+      st.bind(3, static_cast<std::int64_t>(sequence));
+      st.bind(4, static_cast<std::int64_t>(sequence));
+      std::optional<std::int64_t> reach;
+      if (st.executeStep() && !st.getColumn(0).isNull()) reach = st.getColumn(0).getInt64();
+      st.tryReset();
+      return reach;
+    }
+    std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
+      auto& st = bound(*store_.explained_after_);
+      st.bind(3, static_cast<std::int64_t>(sequence));
+      std::optional<std::int64_t> first;
+      if (st.executeStep() && !st.getColumn(0).isNull()) first = st.getColumn(0).getInt64();
+      st.tryReset();
+      return first;
+    }
+    std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
+      return sequences(*store_.event_sequences_, from, limit);
+    }
+    std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
+      return sequences(*store_.rejected_sequences_, from, limit);
+    }
+
+   private:
+    SQLite::Statement& bound(SQLite::Statement& st) {
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, source_);
+      st.bind(2, streamid_);
+      return st;
+    }
+    std::vector<std::int64_t> sequences(SQLite::Statement& statement, std::int64_t from, std::size_t limit) {
+      auto& st = bound(statement);
+      st.bind(3, static_cast<std::int64_t>(from));
+      st.bind(4, static_cast<std::int64_t>(limit));
+      std::vector<std::int64_t> out;
+      while (st.executeStep()) out.push_back(st.getColumn(0).getInt64());
+      st.tryReset();
+      return out;
+    }
+    SqliteStore& store_;
+    const std::string& source_;
+    const std::string& streamid_;
+  };
+
+  // The digest of the stream's outcomes in [from, through] (store.h).
+  wire::OutcomeDigest digest(const std::string& source, const std::string& streamid, std::int64_t from,
+                             std::int64_t through) {
+    std::vector<std::pair<std::int64_t, std::string>> pairs;
+    auto& st = *outcome_pairs_;
+    st.tryReset();
+    st.clearBindings();
+    st.bind(1, source);
+    st.bind(2, streamid);
+    st.bind(3, static_cast<std::int64_t>(from));
+    st.bind(4, static_cast<std::int64_t>(through));
+    while (st.executeStep()) pairs.emplace_back(st.getColumn(0).getInt64(), st.getColumn(1).getString());
+    st.tryReset();
+    std::vector<SequenceSpan> explained;
+    auto& spans = *explained_spans_;
+    spans.tryReset();
+    spans.clearBindings();
+    spans.bind(1, source);
+    spans.bind(2, streamid);
+    spans.bind(3, static_cast<std::int64_t>(from));
+    spans.bind(4, static_cast<std::int64_t>(through));
+    while (spans.executeStep()) explained.push_back({spans.getColumn(0).getInt64(), spans.getColumn(1).getInt64()});
+    spans.tryReset();
+    return fold_outcomes(std::move(pairs), explained);
+  }
+
+  // A new outbox.dropped event: the ranges it explains go to `explained`.
+  void explain(const EventRow& e) {
+    const auto report = wire::decode_dropped_report(e.payload);
+    if (!report) return;  // gaps counts it as malformed
+    std::vector<std::int64_t> report_sequences;
+    auto& st = *select_report_sequences_;
+    for (const auto& r : wire::merge_ranges(report->ranges)) {
+      st.tryReset();
+      st.clearBindings();
+      st.bind(1, e.source);
+      st.bind(2, e.streamid);
+      st.bind(3, static_cast<std::int64_t>(r.first));
+      st.bind(4, static_cast<std::int64_t>(r.last));
+      st.bind(5, std::string(wire::dropped_report_type));
+      while (st.executeStep()) report_sequences.push_back(st.getColumn(0).getInt64());
+      st.tryReset();
+    }
+    auto& insert = *insert_explained_;
+    for (const auto& range : explained_ranges(*report, report_sequences)) {
+      insert.tryReset();
+      insert.clearBindings();
+      insert.bind(1, e.source);
+      insert.bind(2, e.streamid);
+      insert.bind(3, static_cast<std::int64_t>(range.first));
+      insert.bind(4, static_cast<std::int64_t>(range.last));
+      insert.bind(5, range.reason);
+      insert.exec();
+      insert.tryReset();
+    }
+  }
+
+  // Inserts the event; when its key is stored, tells a duplicate from a
+  // conflict and keeps a conflict (see store.h).
+  // A new event at a sequence that holds another id counts in `forks`, a
+  // moved duplicate in `moved` (fork_records.h).
+  CommitResult insert_event(const EventRow& e, std::uint64_t& forks, std::uint64_t& moved) {
+    if (bind_event(*insert_event_, e).exec() == 1) {
+      insert_event_->tryReset();
+      if (e.type == wire::dropped_report_type) explain(e);
+      if (record_sequence_fork(runner_, e, wall_ms())) ++forks;
+      return CommitResult::written;
+    }
+    insert_event_->tryReset();
+    std::optional<EventRow> stored = find_event(*select_stored_, e);
+    // Absent only if the row went between the insert and this read, which the
+    // write transaction excludes: then it is not a duplicate either.
+    if (stored && same_content(*stored, e)) return CommitResult::duplicate;
+    if (stored && moved_content(*stored, e)) {
+      if (record_moved(runner_, e, wall_ms()) == MoveResult::moved) ++moved;
+      return CommitResult::duplicate;
+    }
+    auto& kept = *select_conflicts_;
+    kept.tryReset();
+    kept.clearBindings();
+    kept.bind(1, e.source);
+    kept.bind(2, e.event_id);
+    bool known = false;
+    while (!known && kept.executeStep()) known = same_content(read_event(kept), e);
+    kept.tryReset();
+    if (known) return CommitResult::duplicate;
+    bind_event(*insert_conflict_, e).exec();
+    insert_conflict_->tryReset();
+    return CommitResult::conflict;
+  }
+
+  // The stored event with e's key, if any.
+  static std::optional<EventRow> find_event(SQLite::Statement& st, const EventRow& e) {
+    st.tryReset();
+    st.clearBindings();
+    st.bind(1, e.source);
+    st.bind(2, e.event_id);
+    std::optional<EventRow> found;
+    if (st.executeStep()) found = read_event(st);
+    st.tryReset();
+    return found;
+  }
+
+  // An event from a row of event_columns.
+  static EventRow read_event(const SQLite::Statement& st) {
+    EventRow e;
+    e.event_id = st.getColumn(0).getString();
+    e.source = st.getColumn(1).getString();
+    e.type = st.getColumn(2).getString();
+    e.topic = st.getColumn(3).getString();
+    e.time = st.getColumn(4).getString();  // NULL reads as ""
+    e.received_at_ms = st.getColumn(5).getInt64();
+    e.payload = blob(st.getColumn(6));
+    e.content_type = st.getColumn(7).getString();
+    e.streamid = st.getColumn(8).getString();
+    if (!st.getColumn(9).isNull()) e.sequence = st.getColumn(9).getInt64();
+    e.priority = st.getColumn(10).getString();
+    e.mode = st.getColumn(11).getString();
+    e.extensions = st.getColumn(12).getString();
+    e.time_original = st.getColumn(13).getString();
+    return e;
+  }
+
+  // Binds e to an INSERT of event_columns.
+  static SQLite::Statement& bind_event(SQLite::Statement& st, const EventRow& e) {
+    st.tryReset();
+    st.clearBindings();
+    st.bind(1, e.event_id);
+    st.bind(2, e.source);
+    st.bind(3, e.type);
+    st.bind(4, e.topic);
+    bind_text_or_null(st, 5, e.time);
+    st.bind(6, static_cast<std::int64_t>(e.received_at_ms));
+    st.bind(7, e.payload.data(), static_cast<int>(e.payload.size()));
+    bind_text_or_null(st, 8, e.content_type);
+    bind_text_or_null(st, 9, e.streamid);
+    if (e.sequence) st.bind(10, static_cast<std::int64_t>(*e.sequence));
+    bind_text_or_null(st, 11, e.priority);
+    st.bind(12, e.mode);
+    st.bind(13, e.extensions);
+    bind_text_or_null(st, 14, e.time_original);
+    return st;
+  }
+
+  // Binds r's stream position and event id at index .. index + 3: NULLs
+  // unless it has all three of the position (the id NULL when empty).
+  static void bind_position(SQLite::Statement& st, int index, const RejectedRow& r) {
+    if (r.source.empty() || r.streamid.empty() || !r.sequence) {
+      for (int i = 0; i < 4; ++i) st.bind(index + i);
+    } else {
+      st.bind(index, r.source);
+      st.bind(index + 1, r.streamid);
+      st.bind(index + 2, static_cast<std::int64_t>(*r.sequence));
+      bind_text_or_null(st, index + 3, r.event_id);
+    }
+  }
+
+  void insert_rejected(const RejectedRow& r) {
+    auto& st = *insert_rejected_;
+    st.tryReset();
+    st.clearBindings();
+    st.bind(1, static_cast<std::int64_t>(r.received_at_ms));
+    st.bind(2, r.topic);
+    st.bind(3, r.reason);
+    st.bind(4, r.payload.data(), static_cast<int>(r.payload.size()));
+    st.bind(5, static_cast<std::int64_t>(r.payload_size));
+    st.bind(6, r.properties.empty() ? std::string("{}") : r.properties);
+    bind_position(st, 7, r);
+    st.exec();
+  }
+
+  // Deletes the oldest rejected rows until their payloads take at most 90%
+  // of the quota. Runs after a commit; a failure is retried after the next.
+  void prune_rejected() {
+    try {
+      SQLite::Transaction tx(db_);
+      SQLite::Statement del(db_,
+                            "DELETE FROM rejected WHERE id <= (SELECT id FROM (SELECT id, SUM(COALESCE(length(payload), "
+                            "0)) OVER (ORDER BY id DESC) AS newer FROM rejected) WHERE newer > ? ORDER BY id DESC "
+                            "LIMIT 1)");
+      del.bind(1, static_cast<std::int64_t>(options_.rejected_max_bytes / 10 * 9));
+      const int deleted = del.exec();
+      rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
+      tx.commit();
+      pruned_ += static_cast<std::uint64_t>(deleted);
+    } catch (const SQLite::Exception&) {
+      // the rows stay a little longer; the next commit with a rejection tries again
+    }
+  }
+
+  std::string path_;
+  StoreOptions options_;
+  SQLite::Database db_;
+  std::unique_ptr<SQLite::Statement> insert_event_;
+  std::unique_ptr<SQLite::Statement> insert_conflict_;
+  std::unique_ptr<SQLite::Statement> select_stored_;
+  std::unique_ptr<SQLite::Statement> select_conflicts_;
+  std::unique_ptr<SQLite::Statement> insert_rejected_;
+  std::unique_ptr<SQLite::Statement> insert_explained_;
+  std::unique_ptr<SQLite::Statement> select_report_sequences_;
+  std::unique_ptr<SQLite::Statement> explained_reach_;
+  std::unique_ptr<SQLite::Statement> explained_after_;
+  std::unique_ptr<SQLite::Statement> event_sequences_;
+  std::unique_ptr<SQLite::Statement> rejected_sequences_;
+  std::unique_ptr<SQLite::Statement> select_floor_;
+  std::unique_ptr<SQLite::Statement> upsert_stream_;
+  std::unique_ptr<SQLite::Statement> update_walk_floor_;
+  std::unique_ptr<SQLite::Statement> raise_walk_floor_;
+  std::unique_ptr<SQLite::Statement> outcome_pairs_;
+  std::unique_ptr<SQLite::Statement> explained_spans_;
+  std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
+  std::int64_t rejected_bytes_ = 0;
+  std::uint64_t pruned_ = 0;
+  std::vector<std::string> notices_;  // what opening repaired (open_notices)
+  std::unique_ptr<SQLite::Statement> has_outcome_;  // stream_has_outcome's, prepared at first use
+  SqliteRunner runner_{db_};  // fork_records.h's statements
+  std::uint64_t forks_detected_ = 0;  // committed
+  std::uint64_t moved_ = 0;           // committed
+
+  // Runs fn, its SQLite errors as StoreError.
+  template <typename Fn>
+  auto guarded(Fn&& fn) -> decltype(fn()) {
+    try {
+      return fn();
+    } catch (const SQLite::Exception& e) {
+      runner_.reset();
+      throw sqlite_error(path_, e);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, const StoreOptions& options) {
+  try {
+    return std::make_unique<SqliteStore>(path, options);
+  } catch (const SQLite::Exception& e) {
+    const StoreError classified = sqlite_error(path, e);
+    throw StoreError(classified.kind(), classified.code(),
+                     "cannot open SQLite store " + path + ": " + e.what() +
+                         " (check that the directory exists and is writable)");
+  }
+}
+
+}  // namespace edge_outbox::ingest
