@@ -29,136 +29,12 @@
 #include "ingest/explained.h"
 #include "ingest/fork_records.h"
 #include "ingest/store.h"
+#include "ingest/store/schema.h"
 #include "ingest/stream_rows.h"
 #include "ingest/stream_walk.h"
 
 namespace edge_outbox::ingest {
 namespace {
-
-// Schema version 6 (see store_schema_version); see sqlite_store.cpp for what
-// versions 1 to 4 lack and for the tables of versions 4 and 5. New columns go at the end, so a migrated store and a
-// new one have the same tables.
-constexpr const char* schema = R"sql(
-CREATE TABLE events (
-  event_id     TEXT NOT NULL,
-  source       TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  topic        TEXT NOT NULL,
-  "time"       TEXT,
-  received_at  BIGINT NOT NULL,
-  payload      BYTEA,
-  content_type TEXT,
-  streamid     TEXT,
-  sequence     BIGINT,
-  priority     TEXT,
-  mode         TEXT,
-  extensions   TEXT,
-  time_original TEXT,
-  PRIMARY KEY (source, event_id)
-);
-CREATE INDEX events_stream ON events (source, streamid, sequence);
-CREATE TABLE rejected (
-  id           BIGSERIAL PRIMARY KEY,
-  received_at  BIGINT NOT NULL,
-  topic        TEXT NOT NULL,
-  reason       TEXT NOT NULL,
-  payload      BYTEA,
-  payload_size BIGINT NOT NULL,
-  properties   TEXT NOT NULL DEFAULT '{}',
-  source       TEXT,
-  streamid     TEXT,
-  sequence     BIGINT
-);
-CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '5');
-)sql";
-
-constexpr const char* stream_tables = R"sql(
-CREATE TABLE streams (
-  source       TEXT NOT NULL,
-  streamid     TEXT NOT NULL,
-  device_topic TEXT NOT NULL,
-  floor        BIGINT NOT NULL,
-  committed    BIGINT NOT NULL,
-  pending      BIGINT NOT NULL,
-  unconfirmed  BIGINT NOT NULL,
-  confirmation TEXT NOT NULL,
-  status       TEXT NOT NULL,
-  updated_at   BIGINT NOT NULL,
-  PRIMARY KEY (source, streamid)
-);
-CREATE TABLE explained (
-  source       TEXT NOT NULL,
-  streamid     TEXT NOT NULL,
-  first        BIGINT NOT NULL,
-  last         BIGINT NOT NULL,
-  reason       TEXT NOT NULL,
-  PRIMARY KEY (source, streamid, last, first, reason)
-);
-CREATE INDEX rejected_stream ON rejected (source, streamid, sequence);
-)sql";
-
-constexpr const char* conflicts_table = R"sql(
-CREATE TABLE conflicts (
-  id           BIGSERIAL PRIMARY KEY,
-  event_id     TEXT NOT NULL,
-  source       TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  topic        TEXT NOT NULL,
-  "time"       TEXT,
-  received_at  BIGINT NOT NULL,
-  payload      BYTEA,
-  content_type TEXT,
-  streamid     TEXT,
-  sequence     BIGINT,
-  priority     TEXT,
-  mode         TEXT,
-  extensions   TEXT,
-  time_original TEXT
-);
-CREATE INDEX conflicts_key ON conflicts (source, event_id);
-)sql";
-
-constexpr const char* migrate_1_to_2 = R"sql(
-ALTER TABLE events ADD COLUMN time_original TEXT;
-ALTER TABLE rejected ADD COLUMN properties TEXT NOT NULL DEFAULT '{}';
-CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
-)sql";
-
-// The key changes in place: the old primary key (whatever its name) goes,
-// the new one is built over the rows.
-constexpr const char* migrate_2_to_3 = R"sql(
-DO $$
-DECLARE old_key text;
-BEGIN
-  SELECT conname INTO old_key FROM pg_constraint WHERE conrelid = 'events'::regclass AND contype = 'p';
-  IF old_key IS NOT NULL THEN
-    EXECUTE format('ALTER TABLE events DROP CONSTRAINT %I', old_key);
-  END IF;
-END $$;
-ALTER TABLE events ALTER COLUMN event_id SET NOT NULL;
-ALTER TABLE events ADD PRIMARY KEY (source, event_id);
-UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
-)sql";
-
-// Before stream_tables (which indexes the new columns).
-constexpr const char* migrate_3_to_4 = R"sql(
-ALTER TABLE rejected ADD COLUMN source TEXT, ADD COLUMN streamid TEXT, ADD COLUMN sequence BIGINT;
-UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';
-)sql";
-
-// Last, on a new store as on a migrated one.
-constexpr const char* version_5_additions = R"sql(
-ALTER TABLE streams ADD COLUMN walk_floor BIGINT;
-ALTER TABLE rejected ADD COLUMN event_id TEXT;
-CREATE TABLE sources (
-  source       TEXT PRIMARY KEY,
-  device_topic TEXT NOT NULL,
-  bound_at     BIGINT NOT NULL
-);
-UPDATE ingest_meta SET value = '5' WHERE key = 'schema_version';
-)sql";
 
 // The columns of an event, in `events` and `conflicts` alike, in the order
 // add_event binds them. event_select reads them back (binary results:
@@ -272,7 +148,6 @@ class PgStore final : public Store {
     // Two instances starting together must not race on creating or migrating.
     exec("SELECT pg_advisory_lock(7461626)");
     open_schema();
-    check_walk_indexes();
     exec("SELECT pg_advisory_unlock(7461626)");
     Result r = exec("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected");
     rejected_bytes_ = std::stoll(PQgetvalue(r.get(), 0, 0));
@@ -689,56 +564,44 @@ class PgStore final : public Store {
     }
   }
 
-  // Recreates an index the stream walk (coverage.h) and `gaps` read by
-  // when an operator dropped it, and says so in notices_: without it every
-  // walk and `gaps` scans the whole table.
-  void check_walk_indexes() {
-    static constexpr std::pair<const char*, const char*> walk_indexes[] = {
-        {"events_stream", "CREATE INDEX IF NOT EXISTS events_stream ON events (source, streamid, sequence)"},
-        {"rejected_stream", "CREATE INDEX IF NOT EXISTS rejected_stream ON rejected (source, streamid, sequence)"},
-    };
-    for (const auto& [name, create] : walk_indexes) {
-      Params p;
-      p.owned_text(name);
-      Result r = exec_params("SELECT to_regclass($1) IS NOT NULL", p, 0, PGRES_TUPLES_OK, "look up an index");
-      if (PQgetvalue(r.get(), 0, 0)[0] == 't') continue;
-      exec(create);
-      notices_.push_back("PostgreSQL " + described_ + ": index " + name +
-                         " was missing (dropped?); recreated it: the stream walk and gaps read by it");
+  // The schema's reads and scripts (ingest/store/schema.h) on conn_.
+  class Schema final : public SchemaConnection {
+   public:
+    explicit Schema(PgStore& store) : store_(store) {}
+    bool table_exists(const char* table) override { return exists(table); }
+    bool index_exists(const char* index) override { return exists(index); }
+    std::vector<std::string> schema_version_rows() override {
+      Result v = store_.exec("SELECT value FROM ingest_meta WHERE key = 'schema_version'");
+      std::vector<std::string> rows;
+      for (int i = 0; i < PQntuples(v.get()); ++i) rows.emplace_back(PQgetvalue(v.get(), i, 0));
+      return rows;
     }
-  }
+    void exec_script(const std::string& sql) override { store_.exec(sql.c_str()); }
+    void explain_stored_reports() override { store_.explain_stored_reports(); }
 
-  // Creates the schema, or migrates an older one, in one transaction.
+   private:
+    bool exists(const char* relation) {
+      Params p;
+      p.owned_text(relation);
+      Result r = store_.exec_params("SELECT to_regclass($1) IS NOT NULL", p, 0, PGRES_TUPLES_OK, "look up a relation");
+      return PQgetvalue(r.get(), 0, 0)[0] == 't';
+    }
+    PgStore& store_;
+  };
+
+  // Creates the schema, or migrates an older one, in one transaction; then
+  // recreates a walk index an operator dropped (open_notices).
   void open_schema() {
+    Schema schema(*this);
     exec("BEGIN");
     try {
-      Result r = exec("SELECT to_regclass('ingest_meta') IS NOT NULL, to_regclass('events') IS NOT NULL");
-      long long version = 0;
-      if (PQgetvalue(r.get(), 0, 0)[0] == 't') {
-        Result v = exec("SELECT value FROM ingest_meta WHERE key = 'schema_version'");
-        if (PQntuples(v.get()) != 1)
-          throw StoreError(StoreError::Kind::permanent, "",
-                           "PostgreSQL " + described_ + ": ingest_meta has no schema_version; not an ingest store?");
-        version = parse_schema_version("PostgreSQL " + described_, PQgetvalue(v.get(), 0, 0));
-      } else if (PQgetvalue(r.get(), 0, 1)[0] == 't') {
-        version = 1;  // made by the first release, before ingest_meta
-      }
-      if (version > store_schema_version)
-        throw StoreError(StoreError::Kind::permanent, "", newer_schema_message("PostgreSQL " + described_, version));
-      if (version == 0) exec(schema);
-      if (version == 1) exec(migrate_1_to_2);
-      if (version >= 1 && version < 3) exec(migrate_2_to_3);
-      if (version < 3) exec(conflicts_table);
-      if (version >= 1 && version < 4) exec(migrate_3_to_4);
-      if (version < 4) exec(stream_tables);
-      if (version >= 1 && version < 4) explain_stored_reports();
-      if (version < 5) exec(version_5_additions);
-      if (version < 6) exec(version_6_additions);
+      create_or_migrate(schema, postgres_dialect, "PostgreSQL " + described_);
       exec("COMMIT");
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
+    notices_ = recreate_walk_indexes(schema, "PostgreSQL " + described_);
   }
 
   void ensure_connected() {

@@ -19,107 +19,12 @@
 #include "ingest/fork_records.h"
 #include "ingest/sqlite_runner.h"
 #include "ingest/store.h"
+#include "ingest/store/schema.h"
 #include "ingest/stream_rows.h"
 #include "ingest/stream_walk.h"
 
 namespace edge_outbox::ingest {
 namespace {
-
-// Schema version 6 (see store_schema_version). A store made by version 1
-// has the same tables without events.time_original, rejected.properties,
-// ingest_meta, conflicts, streams, explained and the rejected stream
-// columns, and events keyed by event_id alone; version 2 lacks conflicts
-// and what version 4 adds, and has that key; version 3 lacks what version
-// 4 adds; version 4 lacks what version 5 adds (version_5_additions), version 5
-// what version 6 adds (version_6_additions, fork_records.h).
-// open_schema() migrates them all. New columns go at the end, so a
-// migrated store and a new one have the same tables. `conflicts` has the
-// columns of `events` (the new version in full; received_at is when it
-// arrived) behind its own id.
-constexpr const char* schema = R"sql(
-CREATE TABLE events (
-  event_id     TEXT NOT NULL,
-  source       TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  topic        TEXT NOT NULL,
-  time         TEXT,
-  received_at  INTEGER NOT NULL,
-  payload      BLOB,
-  content_type TEXT,
-  streamid     TEXT,
-  sequence     INTEGER,
-  priority     TEXT,
-  mode         TEXT,
-  extensions   TEXT,
-  time_original TEXT,
-  PRIMARY KEY (source, event_id)
-);
-CREATE INDEX events_stream ON events (source, streamid, sequence);
-CREATE TABLE rejected (
-  id           INTEGER PRIMARY KEY AUTOINCREMENT,
-  received_at  INTEGER NOT NULL,
-  topic        TEXT NOT NULL,
-  reason       TEXT NOT NULL,
-  payload      BLOB,
-  payload_size INTEGER NOT NULL,
-  properties   TEXT NOT NULL DEFAULT '{}',
-  source       TEXT,
-  streamid     TEXT,
-  sequence     INTEGER
-);
-CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '5');
-)sql";
-
-constexpr const char* conflicts_table = R"sql(
-CREATE TABLE conflicts (
-  id           INTEGER PRIMARY KEY AUTOINCREMENT,
-  event_id     TEXT NOT NULL,
-  source       TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  topic        TEXT NOT NULL,
-  time         TEXT,
-  received_at  INTEGER NOT NULL,
-  payload      BLOB,
-  content_type TEXT,
-  streamid     TEXT,
-  sequence     INTEGER,
-  priority     TEXT,
-  mode         TEXT,
-  extensions   TEXT,
-  time_original TEXT
-);
-CREATE INDEX conflicts_key ON conflicts (source, event_id);
-)sql";
-
-// Version 4's tables. `streams`: each stream's latest status (status: its
-// JSON). `explained`: ranges [first, last] of a stream's sequences and why
-// the device gave them up (explained.h); its key leads with last, so that
-// the ranges that reach a sequence are one index range scan.
-constexpr const char* stream_tables = R"sql(
-CREATE TABLE streams (
-  source       TEXT NOT NULL,
-  streamid     TEXT NOT NULL,
-  device_topic TEXT NOT NULL,
-  floor        INTEGER NOT NULL,
-  committed    INTEGER NOT NULL,
-  pending      INTEGER NOT NULL,
-  unconfirmed  INTEGER NOT NULL,
-  confirmation TEXT NOT NULL,
-  status       TEXT NOT NULL,
-  updated_at   INTEGER NOT NULL,
-  PRIMARY KEY (source, streamid)
-);
-CREATE TABLE explained (
-  source       TEXT NOT NULL,
-  streamid     TEXT NOT NULL,
-  first        INTEGER NOT NULL,
-  last         INTEGER NOT NULL,
-  reason       TEXT NOT NULL,
-  PRIMARY KEY (source, streamid, last, first, reason)
-);
-CREATE INDEX rejected_stream ON rejected (source, streamid, sequence);
-)sql";
 
 // A streams row without an outcome (Store::idle_streams), and whether one
 // stream has an outcome; each a probe of the indexes the walk uses.
@@ -142,83 +47,6 @@ constexpr const char* stored_positions_sql =
     "SELECT e.source, COALESCE(e.streamid, ''), e.sequence FROM events e WHERE e.sequence IS NOT NULL AND NOT EXISTS "
     "(SELECT 1 FROM moved m WHERE m.source = e.source AND m.event_id = e.event_id) "
     "UNION ALL SELECT source, streamid, sequence FROM moved ORDER BY 1, 2, 3";
-
-// The indexes the stream walk (coverage.h) and `gaps` read by: checked at
-// every open, recreated when an operator dropped one.
-struct WalkIndex {
-  const char* name;
-  const char* create;
-};
-constexpr WalkIndex walk_indexes[] = {
-    {"events_stream", "CREATE INDEX IF NOT EXISTS events_stream ON events (source, streamid, sequence)"},
-    {"rejected_stream", "CREATE INDEX IF NOT EXISTS rejected_stream ON rejected (source, streamid, sequence)"},
-};
-
-constexpr const char* migrate_1_to_2 = R"sql(
-ALTER TABLE events ADD COLUMN time_original TEXT;
-ALTER TABLE rejected ADD COLUMN properties TEXT NOT NULL DEFAULT '{}';
-CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
-)sql";
-
-// SQLite cannot change a primary key in place: a new table takes the rows
-// (SQLite's documented procedure: create, copy, drop, rename).
-// legacy_alter_table keeps the rename from rewriting or checking the views
-// and triggers an operator may have on `events`: they name `events` and
-// find the new table under that name.
-constexpr const char* migrate_2_to_3 = R"sql(
-PRAGMA legacy_alter_table = ON;
-CREATE TABLE events_v3 (
-  event_id     TEXT NOT NULL,
-  source       TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  topic        TEXT NOT NULL,
-  time         TEXT,
-  received_at  INTEGER NOT NULL,
-  payload      BLOB,
-  content_type TEXT,
-  streamid     TEXT,
-  sequence     INTEGER,
-  priority     TEXT,
-  mode         TEXT,
-  extensions   TEXT,
-  time_original TEXT,
-  PRIMARY KEY (source, event_id)
-);
-INSERT INTO events_v3 (event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence,
-                       priority, mode, extensions, time_original)
-  SELECT event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence, priority, mode,
-         extensions, time_original FROM events;
-DROP TABLE events;
-ALTER TABLE events_v3 RENAME TO events;
-PRAGMA legacy_alter_table = OFF;
-CREATE INDEX events_stream ON events (source, streamid, sequence);
-UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
-)sql";
-
-// Before stream_tables (which indexes the new columns).
-constexpr const char* migrate_3_to_4 = R"sql(
-ALTER TABLE rejected ADD COLUMN source TEXT;
-ALTER TABLE rejected ADD COLUMN streamid TEXT;
-ALTER TABLE rejected ADD COLUMN sequence INTEGER;
-UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';
-)sql";
-
-// Version 5's additions, on a new store as on a migrated one (last, after
-// every earlier step). streams.walk_floor: where confirmations start
-// (stream_walk.h), NULL until the stream's next server-mode status.
-// rejected.event_id: the id a rejected message names. sources: the device
-// topic each event source is bound to.
-constexpr const char* version_5_additions = R"sql(
-ALTER TABLE streams ADD COLUMN walk_floor INTEGER;
-ALTER TABLE rejected ADD COLUMN event_id TEXT;
-CREATE TABLE sources (
-  source       TEXT PRIMARY KEY,
-  device_topic TEXT NOT NULL,
-  bound_at     INTEGER NOT NULL
-);
-UPDATE ingest_meta SET value = '5' WHERE key = 'schema_version';
-)sql";
 
 // The columns of an event, in `events` and `conflicts` alike, in the order
 // insert_event binds them and read_event reads them.
@@ -279,7 +107,6 @@ class SqliteStore final : public Store {
     db_.exec("PRAGMA journal_mode=WAL");
     db_.exec(options.sqlite_sync == SqliteSync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     open_schema();
-    check_walk_indexes();
     const std::string columns = event_columns;
     insert_event_ = std::make_unique<SQLite::Statement>(
         db_, "INSERT INTO events (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING");
@@ -731,44 +558,37 @@ class SqliteStore final : public Store {
     st.tryReset();
   }
 
-  // Recreates a walk index (walk_indexes) an operator dropped, and says so
-  // in notices_: without it every walk and `gaps` scans the whole table.
-  void check_walk_indexes() {
-    for (const auto& index : walk_indexes) {
-      SQLite::Statement st(db_, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
-      st.bind(1, index.name);
-      if (st.executeStep()) continue;
-      db_.exec(index.create);
-      notices_.push_back("SQLite store " + path_ + ": index " + index.name +
-                         " was missing (dropped?); recreated it: the stream walk and gaps read by it");
+  // The schema's reads and scripts (ingest/store/schema.h) on db_.
+  class Schema final : public SchemaConnection {
+   public:
+    explicit Schema(SqliteStore& store) : store_(store) {}
+    bool table_exists(const char* table) override { return store_.db_.tableExists(table); }
+    bool index_exists(const char* index) override {
+      SQLite::Statement st(store_.db_, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
+      st.bind(1, index);
+      return st.executeStep();
     }
-  }
+    std::vector<std::string> schema_version_rows() override {
+      SQLite::Statement st(store_.db_, "SELECT value FROM ingest_meta WHERE key = 'schema_version'");
+      std::vector<std::string> rows;
+      while (st.executeStep()) rows.push_back(st.getColumn(0).getString());
+      return rows;
+    }
+    void exec_script(const std::string& sql) override { store_.db_.exec(sql); }
+    void explain_stored_reports() override { store_.explain_stored_reports(); }
 
-  // Creates the schema, or migrates an older one, in one transaction.
+   private:
+    SqliteStore& store_;
+  };
+
+  // Creates the schema, or migrates an older one, in one transaction; then
+  // recreates a walk index an operator dropped (open_notices).
   void open_schema() {
+    Schema schema(*this);
     SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-    long long version = 0;
-    if (db_.tableExists("ingest_meta")) {
-      SQLite::Statement st(db_, "SELECT value FROM ingest_meta WHERE key = 'schema_version'");
-      if (!st.executeStep())
-        throw StoreError(StoreError::Kind::permanent, "",
-                         "SQLite store " + path_ + ": ingest_meta has no schema_version; not an ingest store?");
-      version = parse_schema_version("SQLite store " + path_, st.getColumn(0).getString());
-    } else if (db_.tableExists("events")) {
-      version = 1;  // made by the first release, before ingest_meta
-    }
-    if (version > store_schema_version)
-      throw StoreError(StoreError::Kind::permanent, "", newer_schema_message("SQLite store " + path_, version));
-    if (version == 0) db_.exec(schema);
-    if (version == 1) db_.exec(migrate_1_to_2);
-    if (version >= 1 && version < 3) db_.exec(migrate_2_to_3);
-    if (version < 3) db_.exec(conflicts_table);
-    if (version >= 1 && version < 4) db_.exec(migrate_3_to_4);
-    if (version < 4) db_.exec(stream_tables);
-    if (version >= 1 && version < 4) explain_stored_reports();
-    if (version < 5) db_.exec(version_5_additions);
-    if (version < 6) db_.exec(version_6_additions);
+    create_or_migrate(schema, sqlite_dialect, "SQLite store " + path_);
     tx.commit();
+    notices_ = recreate_walk_indexes(schema, "SQLite store " + path_);
   }
 
   // Fills `explained` from the outbox.dropped events already stored.
