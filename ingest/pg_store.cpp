@@ -5,7 +5,10 @@
 // whatever its size; the keys it returns are the ones this instance stored.
 // The others (a key already there) are read back in one more statement and
 // compared (see store.h); a conflict costs two more. Durability is the
-// server's synchronous_commit (see docs/ingest.md).
+// server's synchronous_commit (see docs/ingest.md). The schema and its
+// migrations are ingest/store/schema.h's, the order and the classification
+// of a commit ingest/store/commit_algorithm.h's; this file supplies their
+// statements.
 //
 // Rejections go in multi-row INSERTs too (before the events). A permanent
 // error names the row it is about (StoreError::row): a single-row
@@ -25,10 +28,10 @@
 #include <utility>
 
 #include "ingest/coverage.h"
-#include "ingest/event_content.h"
 #include "ingest/explained.h"
 #include "ingest/fork_records.h"
 #include "ingest/store.h"
+#include "ingest/store/commit_algorithm.h"
 #include "ingest/store/schema.h"
 #include "ingest/stream_rows.h"
 #include "ingest/stream_walk.h"
@@ -80,7 +83,7 @@ StoreError::Kind classify_sqlstate(const std::string& sqlstate) noexcept {
 }
 
 // Rows per INSERT statement: 14 parameters each, well below libpq's 65535.
-constexpr std::size_t rows_per_statement = 1000;
+constexpr std::size_t rows_per_insert = 1000;
 
 struct ResultDeleter {
   void operator()(PGresult* r) const noexcept { PQclear(r); }
@@ -155,46 +158,23 @@ class PgStore final : public Store {
 
   std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
     ensure_connected();
-    std::vector<CommitResult> written(rows.size(), CommitResult::written);
-    std::int64_t added = 0;
+    CommitProgress progress;
+    std::vector<CommitResult> written;
     try {
       exec("BEGIN");
-      uncommitted_forks_ = uncommitted_moved_ = 0;
-      std::vector<std::size_t> event_rows, rejected_rows;
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        if (std::holds_alternative<EventRow>(rows[i])) {
-          event_rows.push_back(i);
-        } else {
-          rejected_rows.push_back(i);
-          added += static_cast<std::int64_t>(std::get<RejectedRow>(rows[i]).payload.size());
-        }
-      }
-      for (std::size_t start = 0; start < rejected_rows.size(); start += rows_per_statement) {
-        const std::size_t end = std::min(rejected_rows.size(), start + rows_per_statement);
-        try {
-          insert_rejected(rows, rejected_rows, start, end);
-        } catch (const StoreError& e) {
-          if (!e.permanent() || end - start > 1) throw;
-          throw StoreError(e.kind(), e.code(), e.what(), rejected_rows[start]);
-        }
-      }
-      for (std::size_t start = 0; start < event_rows.size(); start += rows_per_statement) {
-        std::size_t end = std::min(event_rows.size(), start + rows_per_statement);
-        insert_events(rows, event_rows, start, end, written);
-      }
+      written = commit_rows(statements_, rows, progress, wall_ms(), "PostgreSQL " + described_);
       exec("COMMIT");
-      forks_detected_ += uncommitted_forks_;
-      moved_ += uncommitted_moved_;
     } catch (const StoreError& e) {
       Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
       if (!e.permanent() || e.row()) throw;
-      throw StoreError(e.kind(), e.code(), e.what(), locate_refused_row(rows));
+      const std::optional<std::size_t> row = progress.row ? progress.row : locate_refused_row(rows);
+      throw StoreError(e.kind(), e.code(), e.what(), row);
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
-    rejected_bytes_ += added;
-    if (added > 0 && static_cast<std::uint64_t>(rejected_bytes_) > options_.rejected_max_bytes) prune_rejected();
+    if (count_committed(progress, forks_detected_, moved_, rejected_bytes_, options_.rejected_max_bytes))
+      prune_rejected();
     return written;
   }
 
@@ -463,11 +443,11 @@ class PgStore final : public Store {
 
   CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event) override {
     ensure_connected();
-    std::vector<Row> rows{event};
-    std::vector<CommitResult> written(1, CommitResult::written);
+    CommitProgress progress;
+    CommitResult written = CommitResult::written;
     try {
       exec("BEGIN");
-      insert_events(rows, {0}, 0, 1, written);
+      written = commit_rows(statements_, {Row(event)}, progress, wall_ms(), "PostgreSQL " + described_).front();
       Params p;
       p.number(id);
       exec_params("DELETE FROM rejected WHERE id = $1", p, 0, PGRES_COMMAND_OK, "delete from rejected");
@@ -476,7 +456,9 @@ class PgStore final : public Store {
       Result(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
-    return written[0];
+    forks_detected_ += progress.forks;
+    moved_ += progress.moved;
+    return written;
   }
 
   void update_rejected_reason(std::int64_t id, const std::string& reason) override {
@@ -654,18 +636,17 @@ class PgStore final : public Store {
     else p.null();
   }
 
-  // Rows index[start..end) of rows (rejections) in one multi-row INSERT.
-  void insert_rejected(const std::vector<Row>& rows, const std::vector<std::size_t>& index, std::size_t start,
-                       std::size_t end) {
+  // The rejections in one multi-row INSERT.
+  void insert_rejected(const std::vector<const RejectedRow*>& rows) {
     constexpr std::size_t columns = 10;
     std::string sql =
         "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
         "sequence, event_id) VALUES ";
     Params p;
-    for (std::size_t k = start; k < end; ++k) {
-      const auto& row = std::get<RejectedRow>(rows[index[k]]);
-      const std::size_t base = (k - start) * columns;
-      if (k > start) sql += ',';
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const auto& row = *rows[k];
+      const std::size_t base = k * columns;
+      if (k > 0) sql += ',';
       for (std::size_t c = 1; c <= columns; ++c) {
         sql += c == 1 ? "($" : ",$";
         sql += std::to_string(base + c);
@@ -735,44 +716,28 @@ class PgStore final : public Store {
 
   using Key = std::pair<std::string, std::string>;  // (source, event_id)
 
-  void insert_events(const std::vector<Row>& rows, const std::vector<std::size_t>& index, std::size_t start,
-                     std::size_t end, std::vector<CommitResult>& written) {
-    std::size_t n = end - start;
+  // The events in one multi-row INSERT; for each, whether it stored it.
+  std::vector<bool> insert_events(const std::vector<const EventRow*>& events) {
     std::string sql = "INSERT INTO events (" + std::string(event_columns) + ") VALUES ";
     Params p;
-    for (std::size_t k = 0; k < n; ++k) {
+    for (std::size_t k = 0; k < events.size(); ++k) {
       sql += k ? "," : "";
       sql += event_placeholders(k);
-      add_event(p, std::get<EventRow>(rows[index[start + k]]));
+      add_event(p, *events[k]);
     }
     sql += " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id";
     Result r = exec_params(sql.c_str(), p, 0, PGRES_TUPLES_OK, "insert into events");
     // A key returned was inserted by this statement; each returned key marks
     // one occurrence in the batch (the first), the others found it stored.
-    std::map<Key, int> inserted;
-    for (int i = 0; i < PQntuples(r.get()); ++i) ++inserted[Key(value(r, i, 0), value(r, i, 1))];
-    std::vector<std::size_t> found_stored;
-    for (std::size_t k = 0; k < n; ++k) {
-      std::size_t row = index[start + k];
-      const auto& e = std::get<EventRow>(rows[row]);
-      auto it = inserted.find(Key(e.source, e.event_id));
-      if (it != inserted.end() && it->second > 0) {
-        --it->second;
-        written[row] = CommitResult::written;
-      } else {
-        found_stored.push_back(row);
-      }
+    std::map<Key, int> returned;
+    for (int i = 0; i < PQntuples(r.get()); ++i) ++returned[Key(value(r, i, 0), value(r, i, 1))];
+    std::vector<bool> inserted;
+    inserted.reserve(events.size());
+    for (const auto* e : events) {
+      auto it = returned.find(Key(e->source, e->event_id));
+      inserted.push_back(it != returned.end() && it->second-- > 0);
     }
-    if (!found_stored.empty()) resolve_stored(rows, found_stored, written);
-    std::vector<const EventRow*> stored_new;
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::size_t row = index[start + k];
-      const auto& e = std::get<EventRow>(rows[row]);
-      if (written[row] != CommitResult::written) continue;
-      if (e.type == wire::dropped_report_type) explain(e);
-      stored_new.push_back(&e);
-    }
-    uncommitted_forks_ += record_sequence_forks_pg(runner_, stored_new, wall_ms());
+    return inserted;
   }
 
   // After a permanent error of a multi-row statement: which row it was.
@@ -783,13 +748,10 @@ class PgStore final : public Store {
     std::optional<std::size_t> found;
     try {
       exec("BEGIN");
-      std::vector<CommitResult> written(rows.size(), CommitResult::written);
-      std::vector<std::size_t> index(rows.size());
-      for (std::size_t i = 0; i < rows.size(); ++i) index[i] = i;
       for (std::size_t i = 0; i < rows.size() && !found; ++i) {
         try {
-          if (std::holds_alternative<EventRow>(rows[i])) insert_events(rows, index, i, i + 1, written);
-          else insert_rejected(rows, index, i, i + 1);
+          CommitProgress ignored;
+          commit_rows(statements_, {rows[i]}, ignored, wall_ms(), "PostgreSQL " + described_);
         } catch (const StoreError& e) {
           if (!e.permanent()) break;
           found = i;
@@ -802,14 +764,11 @@ class PgStore final : public Store {
     return found;
   }
 
-  // A new outbox.dropped event: the ranges it explains go to `explained`.
-  void explain(const EventRow& e) {
-    const auto report = wire::decode_dropped_report(e.payload);
-    if (!report) return;  // gaps counts it as malformed
-    // The stream's stored reports inside the report's ranges: one statement,
-    // an index range scan per range.
+  // The sequences of the stream's stored reports inside `ranges`: one
+  // statement, an index range scan per range.
+  std::vector<std::int64_t> stored_report_sequences(const EventRow& e, const std::vector<wire::SequenceRange>& ranges) {
     std::string firsts = "{", lasts = "{";
-    for (const auto& r : wire::merge_ranges(report->ranges)) {
+    for (const auto& r : ranges) {
       if (firsts.size() > 1) {
         firsts += ',';
         lasts += ',';
@@ -817,22 +776,20 @@ class PgStore final : public Store {
       firsts += std::to_string(r.first);
       lasts += std::to_string(r.last);
     }
-    std::vector<std::int64_t> report_sequences;
-    if (firsts.size() > 1) {
-      Params p;
-      p.text(e.source);
-      p.text(e.streamid);
-      p.owned_text(firsts + "}");
-      p.owned_text(lasts + "}");
-      p.owned_text(std::string(wire::dropped_report_type));
-      Result found = exec_params(
-          "SELECT e.sequence::text FROM unnest($3::text::bigint[], $4::text::bigint[]) AS r(f, l) JOIN events e "
-          "ON e.source = $1 AND e.streamid = $2 AND e.sequence BETWEEN r.f AND r.l WHERE e.type = $5 "
-          "ORDER BY e.sequence",
-          p, 1, PGRES_TUPLES_OK, "select superseded reports");
-      for (int i = 0; i < PQntuples(found.get()); ++i) report_sequences.push_back(std::stoll(value(found, i, 0)));
-    }
-    insert_explained(e.source, e.streamid, explained_ranges(*report, report_sequences));
+    Params p;
+    p.text(e.source);
+    p.text(e.streamid);
+    p.owned_text(firsts + "}");
+    p.owned_text(lasts + "}");
+    p.owned_text(std::string(wire::dropped_report_type));
+    Result found = exec_params(
+        "SELECT e.sequence::text FROM unnest($3::text::bigint[], $4::text::bigint[]) AS r(f, l) JOIN events e "
+        "ON e.source = $1 AND e.streamid = $2 AND e.sequence BETWEEN r.f AND r.l WHERE e.type = $5 "
+        "ORDER BY e.sequence",
+        p, 1, PGRES_TUPLES_OK, "select superseded reports");
+    std::vector<std::int64_t> sequences;
+    for (int i = 0; i < PQntuples(found.get()); ++i) sequences.push_back(std::stoll(value(found, i, 0)));
+    return sequences;
   }
 
   // Multi-row INSERTs of explained_rows_per_statement rows at most.
@@ -949,62 +906,75 @@ class PgStore final : public Store {
     const std::string& streamid_;
   };
 
-  // Events whose key was already stored: a duplicate or a conflict (see
-  // store.h). One statement reads the stored versions; a conflict reads the
-  // versions kept in conflicts and, when it is new, adds itself.
-  void resolve_stored(const std::vector<Row>& rows, const std::vector<std::size_t>& found,
-                      std::vector<CommitResult>& written) {
+  // The stored versions of the events' keys, in one statement.
+  std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) {
     std::string sql = "SELECT " + std::string(event_select) + " FROM events WHERE (source, event_id) IN (";
     Params keys;
-    for (std::size_t k = 0; k < found.size(); ++k) {
-      const auto& e = std::get<EventRow>(rows[found[k]]);
+    for (std::size_t k = 0; k < events.size(); ++k) {
       sql += (k ? ",($" : "($") + std::to_string(2 * k + 1) + "::text,$" + std::to_string(2 * k + 2) + "::text)";
-      keys.text(e.source);
-      keys.text(e.event_id);
+      keys.text(events[k]->source);
+      keys.text(events[k]->event_id);
     }
     sql += ')';
-    Result r = exec_params(sql.c_str(), keys, 1, PGRES_TUPLES_OK, "select stored events");
-    std::map<Key, EventRow> stored;
-    for (int i = 0; i < PQntuples(r.get()); ++i) {
-      EventRow e = read_event(r, i);
-      Key key(e.source, e.event_id);
-      stored.emplace(std::move(key), std::move(e));
-    }
-    for (std::size_t row : found) {
-      const auto& e = std::get<EventRow>(rows[row]);
-      auto it = stored.find(Key(e.source, e.event_id));
-      // Absent only if it was deleted since the insert found it: retry the batch.
-      if (it == stored.end())
-        throw StoreError(StoreError::Kind::transient, "",
-                         "PostgreSQL " + described_ + ": a stored event vanished while a batch was compared with it");
-      if (same_content(it->second, e)) {
-        written[row] = CommitResult::duplicate;
-      } else if (moved_content(it->second, e)) {  // a moved duplicate (fork_records.h)
-        if (record_moved(runner_, e, wall_ms()) == MoveResult::moved) ++uncommitted_moved_;
-        written[row] = CommitResult::duplicate;
-      } else {
-        written[row] = keep_conflict(e);
-      }
-    }
+    return read_events(exec_params(sql.c_str(), keys, 1, PGRES_TUPLES_OK, "select stored events"));
   }
 
-  // e's key is stored with other content: a duplicate of a version already
-  // in conflicts, else kept there.
-  CommitResult keep_conflict(const EventRow& e) {
+  // The versions kept in conflicts under e's key, oldest first.
+  std::vector<EventRow> kept_conflicts(const EventRow& e) {
     Params key;
     key.text(e.source);
     key.text(e.event_id);
-    Result kept = exec_params(("SELECT " + std::string(event_select) +
-                               " FROM conflicts WHERE source = $1 AND event_id = $2 ORDER BY id").c_str(),
-                              key, 1, PGRES_TUPLES_OK, "select conflicts");
-    for (int i = 0; i < PQntuples(kept.get()); ++i)
-      if (same_content(read_event(kept, i), e)) return CommitResult::duplicate;
+    static const std::string sql =
+        "SELECT " + std::string(event_select) + " FROM conflicts WHERE source = $1 AND event_id = $2 ORDER BY id";
+    return read_events(exec_params(sql.c_str(), key, 1, PGRES_TUPLES_OK, "select conflicts"));
+  }
+
+  void insert_conflict(const EventRow& e) {
     Params p;
     add_event(p, e);
-    exec_params(("INSERT INTO conflicts (" + std::string(event_columns) + ") VALUES " + event_placeholders(0)).c_str(),
-                p, 0, PGRES_COMMAND_OK, "insert into conflicts");
-    return CommitResult::conflict;
+    static const std::string sql =
+        "INSERT INTO conflicts (" + std::string(event_columns) + ") VALUES " + event_placeholders(0);
+    exec_params(sql.c_str(), p, 0, PGRES_COMMAND_OK, "insert into conflicts");
   }
+
+  static std::vector<EventRow> read_events(const Result& r) {
+    std::vector<EventRow> events;
+    events.reserve(static_cast<std::size_t>(PQntuples(r.get())));
+    for (int i = 0; i < PQntuples(r.get()); ++i) events.push_back(read_event(r, i));
+    return events;
+  }
+
+  // The commit's statements (ingest/store/commit_algorithm.h): multi-row
+  // INSERTs of rows_per_insert rows at most.
+  class Statements final : public CommitStatements {
+   public:
+    explicit Statements(PgStore& store) : store_(store) {}
+    std::size_t rows_per_statement() const override { return rows_per_insert; }
+    void insert_rejected(const std::vector<const RejectedRow*>& rows) override { store_.insert_rejected(rows); }
+    std::vector<bool> insert_events(const std::vector<const EventRow*>& events) override {
+      return store_.insert_events(events);
+    }
+    std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) override {
+      return store_.stored_events(events);
+    }
+    std::vector<EventRow> kept_conflicts(const EventRow& e) override { return store_.kept_conflicts(e); }
+    void insert_conflict(const EventRow& e) override { store_.insert_conflict(e); }
+    std::vector<std::int64_t> stored_report_sequences(const EventRow& report,
+                                                      const std::vector<wire::SequenceRange>& ranges) override {
+      return store_.stored_report_sequences(report, ranges);
+    }
+    void insert_explained(const std::string& source, const std::string& streamid,
+                          const std::vector<ExplainedRange>& ranges) override {
+      store_.insert_explained(source, streamid, ranges);
+    }
+    std::uint64_t record_sequence_forks(const std::vector<const EventRow*>& stored_new, std::int64_t now_ms) override {
+      return record_sequence_forks_pg(store_.runner_, stored_new, now_ms);
+    }
+    SqlRunner& runner() override { return store_.runner_; }
+
+   private:
+    PgStore& store_;
+  };
 
   // Deletes the oldest rejected rows until their payloads take at most 90%
   // of the quota. Runs after a commit; a failure is retried after the next.
@@ -1055,8 +1025,8 @@ class PgStore final : public Store {
     PgStore& store_;
   };
   Runner runner_{*this};
-  std::uint64_t forks_detected_ = 0, moved_ = 0;                   // committed
-  std::uint64_t uncommitted_forks_ = 0, uncommitted_moved_ = 0;  // the open commit()'s
+  Statements statements_{*this};
+  std::uint64_t forks_detected_ = 0, moved_ = 0;  // committed
 };
 
 }  // namespace

@@ -5,6 +5,9 @@
 // The SQLite store: one file in WAL mode. synchronous=FULL makes each commit
 // durable against power loss; NORMAL keeps every commit across a process
 // crash but may lose the newest ones on power loss (see docs/ingest.md).
+// The schema and its migrations are ingest/store/schema.h's, the order and
+// the classification of a commit ingest/store/commit_algorithm.h's; this
+// file supplies their statements, one row each, prepared once.
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <sqlite3.h>
@@ -14,11 +17,11 @@
 #include <optional>
 
 #include "ingest/coverage.h"
-#include "ingest/event_content.h"
 #include "ingest/explained.h"
 #include "ingest/fork_records.h"
 #include "ingest/sqlite_runner.h"
 #include "ingest/store.h"
+#include "ingest/store/commit_algorithm.h"
 #include "ingest/store/schema.h"
 #include "ingest/stream_rows.h"
 #include "ingest/stream_walk.h"
@@ -49,7 +52,7 @@ constexpr const char* stored_positions_sql =
     "UNION ALL SELECT source, streamid, sequence FROM moved ORDER BY 1, 2, 3";
 
 // The columns of an event, in `events` and `conflicts` alike, in the order
-// insert_event binds them and read_event reads them.
+// bind_event binds them and read_event reads them.
 constexpr const char* event_columns =
     "event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence, priority, mode, "
     "extensions, time_original";
@@ -161,36 +164,23 @@ class SqliteStore final : public Store {
   }
 
   std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
+    CommitProgress progress;
     std::vector<CommitResult> written;
-    written.reserve(rows.size());
-    std::int64_t added = 0;
-    std::optional<std::size_t> at;  // the row being inserted
-    std::uint64_t forks = 0, moved = 0;
     try {
       SQLite::Transaction tx(db_);
-      for (const auto& row : rows) {
-        at = written.size();
-        if (const auto* e = std::get_if<EventRow>(&row)) {
-          written.push_back(insert_event(*e, forks, moved));
-        } else {
-          const auto& r = std::get<RejectedRow>(row);
-          insert_rejected(r);
-          added += static_cast<std::int64_t>(r.payload.size());
-          written.push_back(CommitResult::written);
-        }
-      }
-      at.reset();
+      written = commit_rows(statements_, rows, progress, wall_ms(), "SQLite store " + path_);
       tx.commit();
-      forks_detected_ += forks;
-      moved_ += moved;
     } catch (const SQLite::Exception& e) {
       reset_statements();
       const StoreError error = sqlite_error(path_, e);
       if (!error.permanent()) throw error;
-      throw StoreError(error.kind(), error.code(), error.what(), at);
+      throw StoreError(error.kind(), error.code(), error.what(), progress.row);
+    } catch (const StoreError&) {
+      reset_statements();
+      throw;
     }
-    rejected_bytes_ += added;
-    if (added > 0 && static_cast<std::uint64_t>(rejected_bytes_) > options_.rejected_max_bytes) prune_rejected();
+    if (count_committed(progress, forks_detected_, moved_, rejected_bytes_, options_.rejected_max_bytes))
+      prune_rejected();
     return written;
   }
 
@@ -462,18 +452,22 @@ class SqliteStore final : public Store {
   CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event) override {
     try {
       SQLite::Transaction tx(db_);
-      std::uint64_t forks = 0, moved = 0;
-      const CommitResult written = insert_event(event, forks, moved);
+      CommitProgress progress;
+      const CommitResult written =
+          commit_rows(statements_, {Row(event)}, progress, wall_ms(), "SQLite store " + path_).front();
       SQLite::Statement del(db_, "DELETE FROM rejected WHERE id = ?");
       del.bind(1, static_cast<std::int64_t>(id));
       del.exec();
       tx.commit();
-      forks_detected_ += forks;
-      moved_ += moved;
+      forks_detected_ += progress.forks;
+      moved_ += progress.moved;
       return written;
     } catch (const SQLite::Exception& e) {
       reset_statements();
       throw sqlite_error(path_, e);
+    } catch (const StoreError&) {
+      reset_statements();
+      throw;
     }
   }
 
@@ -704,82 +698,90 @@ class SqliteStore final : public Store {
     return fold_outcomes(std::move(pairs), explained);
   }
 
-  // A new outbox.dropped event: the ranges it explains go to `explained`.
-  void explain(const EventRow& e) {
-    const auto report = wire::decode_dropped_report(e.payload);
-    if (!report) return;  // gaps counts it as malformed
-    std::vector<std::int64_t> report_sequences;
-    auto& st = *select_report_sequences_;
-    for (const auto& r : wire::merge_ranges(report->ranges)) {
+  // The commit's statements (ingest/store/commit_algorithm.h): one row
+  // each, every statement prepared once.
+  class Statements final : public CommitStatements {
+   public:
+    explicit Statements(SqliteStore& store) : store_(store) {}
+    std::size_t rows_per_statement() const override { return 1; }
+    void insert_rejected(const std::vector<const RejectedRow*>& rows) override {
+      for (const auto* r : rows) store_.insert_rejected(*r);
+    }
+    std::vector<bool> insert_events(const std::vector<const EventRow*>& events) override {
+      std::vector<bool> inserted;
+      inserted.reserve(events.size());
+      for (const auto* e : events) {
+        inserted.push_back(bind_event(*store_.insert_event_, *e).exec() == 1);
+        store_.insert_event_->tryReset();
+      }
+      return inserted;
+    }
+    std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) override {
+      std::vector<EventRow> stored;
+      for (const auto* e : events) read_events(*store_.select_stored_, *e, stored);
+      return stored;
+    }
+    std::vector<EventRow> kept_conflicts(const EventRow& e) override {
+      std::vector<EventRow> kept;
+      read_events(*store_.select_conflicts_, e, kept);
+      return kept;
+    }
+    void insert_conflict(const EventRow& e) override {
+      bind_event(*store_.insert_conflict_, e).exec();
+      store_.insert_conflict_->tryReset();
+    }
+    std::vector<std::int64_t> stored_report_sequences(const EventRow& report,
+                                                      const std::vector<wire::SequenceRange>& ranges) override {
+      std::vector<std::int64_t> sequences;
+      auto& st = *store_.select_report_sequences_;
+      for (const auto& r : ranges) {
+        st.tryReset();
+        st.clearBindings();
+        st.bind(1, report.source);
+        st.bind(2, report.streamid);
+        st.bind(3, static_cast<std::int64_t>(r.first));
+        st.bind(4, static_cast<std::int64_t>(r.last));
+        st.bind(5, std::string(wire::dropped_report_type));
+        while (st.executeStep()) sequences.push_back(st.getColumn(0).getInt64());
+        st.tryReset();
+      }
+      return sequences;
+    }
+    void insert_explained(const std::string& source, const std::string& streamid,
+                          const std::vector<ExplainedRange>& ranges) override {
+      auto& insert = *store_.insert_explained_;
+      for (const auto& range : ranges) {
+        insert.tryReset();
+        insert.clearBindings();
+        insert.bind(1, source);
+        insert.bind(2, streamid);
+        insert.bind(3, static_cast<std::int64_t>(range.first));
+        insert.bind(4, static_cast<std::int64_t>(range.last));
+        insert.bind(5, range.reason);
+        insert.exec();
+        insert.tryReset();
+      }
+    }
+    std::uint64_t record_sequence_forks(const std::vector<const EventRow*>& stored_new, std::int64_t now_ms) override {
+      std::uint64_t forks = 0;
+      for (const auto* e : stored_new)
+        if (record_sequence_fork(store_.runner_, *e, now_ms)) ++forks;
+      return forks;
+    }
+    SqlRunner& runner() override { return store_.runner_; }
+
+   private:
+    // Appends the rows `st` (keyed by source, event_id) reads for e's key.
+    static void read_events(SQLite::Statement& st, const EventRow& e, std::vector<EventRow>& out) {
       st.tryReset();
       st.clearBindings();
       st.bind(1, e.source);
-      st.bind(2, e.streamid);
-      st.bind(3, static_cast<std::int64_t>(r.first));
-      st.bind(4, static_cast<std::int64_t>(r.last));
-      st.bind(5, std::string(wire::dropped_report_type));
-      while (st.executeStep()) report_sequences.push_back(st.getColumn(0).getInt64());
+      st.bind(2, e.event_id);
+      while (st.executeStep()) out.push_back(read_event(st));
       st.tryReset();
     }
-    auto& insert = *insert_explained_;
-    for (const auto& range : explained_ranges(*report, report_sequences)) {
-      insert.tryReset();
-      insert.clearBindings();
-      insert.bind(1, e.source);
-      insert.bind(2, e.streamid);
-      insert.bind(3, static_cast<std::int64_t>(range.first));
-      insert.bind(4, static_cast<std::int64_t>(range.last));
-      insert.bind(5, range.reason);
-      insert.exec();
-      insert.tryReset();
-    }
-  }
-
-  // Inserts the event; when its key is stored, tells a duplicate from a
-  // conflict and keeps a conflict (see store.h).
-  // A new event at a sequence that holds another id counts in `forks`, a
-  // moved duplicate in `moved` (fork_records.h).
-  CommitResult insert_event(const EventRow& e, std::uint64_t& forks, std::uint64_t& moved) {
-    if (bind_event(*insert_event_, e).exec() == 1) {
-      insert_event_->tryReset();
-      if (e.type == wire::dropped_report_type) explain(e);
-      if (record_sequence_fork(runner_, e, wall_ms())) ++forks;
-      return CommitResult::written;
-    }
-    insert_event_->tryReset();
-    std::optional<EventRow> stored = find_event(*select_stored_, e);
-    // Absent only if the row went between the insert and this read, which the
-    // write transaction excludes: then it is not a duplicate either.
-    if (stored && same_content(*stored, e)) return CommitResult::duplicate;
-    if (stored && moved_content(*stored, e)) {
-      if (record_moved(runner_, e, wall_ms()) == MoveResult::moved) ++moved;
-      return CommitResult::duplicate;
-    }
-    auto& kept = *select_conflicts_;
-    kept.tryReset();
-    kept.clearBindings();
-    kept.bind(1, e.source);
-    kept.bind(2, e.event_id);
-    bool known = false;
-    while (!known && kept.executeStep()) known = same_content(read_event(kept), e);
-    kept.tryReset();
-    if (known) return CommitResult::duplicate;
-    bind_event(*insert_conflict_, e).exec();
-    insert_conflict_->tryReset();
-    return CommitResult::conflict;
-  }
-
-  // The stored event with e's key, if any.
-  static std::optional<EventRow> find_event(SQLite::Statement& st, const EventRow& e) {
-    st.tryReset();
-    st.clearBindings();
-    st.bind(1, e.source);
-    st.bind(2, e.event_id);
-    std::optional<EventRow> found;
-    if (st.executeStep()) found = read_event(st);
-    st.tryReset();
-    return found;
-  }
+    SqliteStore& store_;
+  };
 
   // An event from a row of event_columns.
   static EventRow read_event(const SQLite::Statement& st) {
@@ -894,6 +896,7 @@ class SqliteStore final : public Store {
   std::vector<std::string> notices_;  // what opening repaired (open_notices)
   std::unique_ptr<SQLite::Statement> has_outcome_;  // stream_has_outcome's, prepared at first use
   SqliteRunner runner_{db_};  // fork_records.h's statements
+  Statements statements_{*this};  // commit_algorithm.h's
   std::uint64_t forks_detected_ = 0;  // committed
   std::uint64_t moved_ = 0;           // committed
 
