@@ -32,6 +32,7 @@
 #include "ingest/fork_records.h"
 #include "ingest/store.h"
 #include "ingest/store/commit_algorithm.h"
+#include "ingest/store/queries.h"
 #include "ingest/store/schema.h"
 #include "ingest/stream_rows.h"
 #include "ingest/stream_walk.h"
@@ -182,10 +183,7 @@ class PgStore final : public Store {
       override {
     ensure_connected();
     // A moved event at its new position (fork_records.h).
-    Result r = exec(
-        "SELECT e.source, COALESCE(e.streamid, ''), e.sequence FROM events e WHERE e.sequence IS NOT NULL AND NOT "
-        "EXISTS (SELECT 1 FROM moved m WHERE m.source = e.source AND m.event_id = e.event_id) "
-        "UNION ALL SELECT source, streamid, sequence FROM moved ORDER BY 1, 2, 3");
+    Result r = exec(queries_.stored_positions.c_str());
     for (int i = 0; i < PQntuples(r.get()); ++i)
       fn(PQgetvalue(r.get(), i, 0), PQgetvalue(r.get(), i, 1), std::stoll(PQgetvalue(r.get(), i, 2)));
   }
@@ -225,14 +223,7 @@ class PgStore final : public Store {
   std::vector<IdleStream> idle_streams() override {
     ensure_connected();
     Params none;
-    Result r = exec_params(
-        "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
-        "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
-        "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
-        "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
-        "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
-        "ORDER BY s.device_topic, s.source, s.streamid",
-        none, 1, PGRES_TUPLES_OK, "select idle streams");
+    Result r = exec_params(queries_.idle_streams.c_str(), none, 1, PGRES_TUPLES_OK, "select idle streams");
     std::vector<IdleStream> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(IdleStream{value(r, i, 0), value(r, i, 1), value(r, i, 2)});
     return out;
@@ -243,12 +234,7 @@ class PgStore final : public Store {
     Params p;
     p.text(source);
     p.text(streamid);
-    Result r = exec_params(
-        "SELECT EXISTS (SELECT 1 FROM events WHERE source = $1 AND streamid = $2) OR "
-        "EXISTS (SELECT 1 FROM rejected WHERE source = $1 AND streamid = $2) OR "
-        "EXISTS (SELECT 1 FROM explained WHERE source = $1 AND streamid = $2) OR "
-        "EXISTS (SELECT 1 FROM moved WHERE source = $1 AND streamid = $2)",
-        p, 0, PGRES_TUPLES_OK, "look up a stream's outcomes");
+    Result r = exec_params(queries_.stream_has_outcome.c_str(), p, 0, PGRES_TUPLES_OK, "look up a stream's outcomes");
     return PQgetvalue(r.get(), 0, 0)[0] == 't';
   }
 
@@ -284,19 +270,11 @@ class PgStore final : public Store {
     if (c.through < c.from) return c;
     p.number(c.from);
     p.number(c.through);
-    static const std::string outcomes_sql =
-        "SELECT sequence::text, event_id FROM (" +
-        stream_events_sql("$1", "$2", "sequence BETWEEN $3::bigint AND $4::bigint") +
-        " UNION SELECT sequence, event_id FROM rejected WHERE source = $1 AND streamid = $2 AND sequence BETWEEN "
-        "$3::bigint AND $4::bigint AND event_id IS NOT NULL) t";
-    Result pairs = exec_params(outcomes_sql.c_str(), p, 1, PGRES_TUPLES_OK, "select outcomes");
+    Result pairs = exec_params(queries_.outcome_pairs.c_str(), p, 1, PGRES_TUPLES_OK, "select outcomes");
     std::vector<std::pair<std::int64_t, std::string>> outcomes;
     outcomes.reserve(static_cast<std::size_t>(PQntuples(pairs.get())));
     for (int i = 0; i < PQntuples(pairs.get()); ++i) outcomes.emplace_back(std::stoll(value(pairs, i, 0)), value(pairs, i, 1));
-    Result spans = exec_params(
-        "SELECT first::text, last::text FROM explained WHERE source = $1 AND streamid = $2 AND last >= $3::bigint "
-        "AND first <= $4::bigint",
-        p, 1, PGRES_TUPLES_OK, "select explained");
+    Result spans = exec_params(queries_.explained_spans.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
     std::vector<SequenceSpan> explained;
     for (int i = 0; i < PQntuples(spans.get()); ++i)
       explained.push_back({std::stoll(value(spans, i, 0)), std::stoll(value(spans, i, 1))});
@@ -375,10 +353,7 @@ class PgStore final : public Store {
   std::vector<StreamRow> streams() override {
     ensure_connected();
     Params none;
-    Result r = exec_params(
-        "SELECT source, streamid, device_topic, floor::text, committed::text, pending::text, unconfirmed::text, "
-        "confirmation, status, updated_at::text, walk_floor::text FROM streams ORDER BY source, streamid",
-        none, 1, PGRES_TUPLES_OK, "select streams");
+    Result r = exec_params(queries_.list_streams.c_str(), none, 1, PGRES_TUPLES_OK, "select streams");
     std::vector<StreamRow> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       StreamColumns c;
@@ -402,10 +377,8 @@ class PgStore final : public Store {
       const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
     ensure_connected();
     Params none;
-    Result r = exec_params(
-        "SELECT source, streamid, sequence::text FROM rejected WHERE source IS NOT NULL AND streamid IS NOT NULL "
-        "AND sequence IS NOT NULL ORDER BY source, streamid, rejected.sequence",
-        none, 1, PGRES_TUPLES_OK, "select rejected sequences");
+    Result r =
+        exec_params(queries_.rejected_positions.c_str(), none, 1, PGRES_TUPLES_OK, "select rejected sequences");
     for (int i = 0; i < PQntuples(r.get()); ++i) fn(value(r, i, 0), value(r, i, 1), std::stoll(value(r, i, 2)));
   }
 
@@ -855,33 +828,24 @@ class PgStore final : public Store {
     std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
       Params p = key();
       p.number(sequence);
-      Result r = store_.exec_params(
-          "SELECT MAX(last)::text FROM explained WHERE source = $1 AND streamid = $2 AND last >= $3::bigint AND "
-          "first <= $3::bigint",
-          p, 1, PGRES_TUPLES_OK, "select explained");
+      Result r =
+          store_.exec_params(store_.queries_.explained_reach.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
       if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
       return std::stoll(value(r, 0, 0));
     }
     std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
       Params p = key();
       p.number(sequence);
-      Result r = store_.exec_params(
-          "SELECT MIN(first)::text FROM explained WHERE source = $1 AND streamid = $2 AND first > $3::bigint", p, 1,
-          PGRES_TUPLES_OK, "select explained");
+      Result r =
+          store_.exec_params(store_.queries_.explained_after.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
       if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
       return std::stoll(value(r, 0, 0));
     }
     std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
-      static const std::string sql = "SELECT sequence::text FROM (" +
-                                     stream_events_sql("$1", "$2", "sequence >= $3::bigint") +
-                                     ") t ORDER BY t.sequence LIMIT $4::bigint";
-      return sequences(sql.c_str(), from, limit);
+      return sequences(store_.queries_.event_sequences.c_str(), from, limit);
     }
     std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(
-          "SELECT sequence::text FROM rejected WHERE source = $1 AND streamid = $2 AND sequence >= $3::bigint "
-          "AND event_id IS NOT NULL ORDER BY rejected.sequence LIMIT $4::bigint",
-          from, limit);
+      return sequences(store_.queries_.rejected_sequences.c_str(), from, limit);
     }
 
    private:
@@ -997,6 +961,7 @@ class PgStore final : public Store {
   std::string uri_;
   std::string described_;
   StoreOptions options_;
+  const StoreQueries& queries_ = store_queries(postgres_dialect);
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;

@@ -22,34 +22,13 @@
 #include "ingest/sqlite_runner.h"
 #include "ingest/store.h"
 #include "ingest/store/commit_algorithm.h"
+#include "ingest/store/queries.h"
 #include "ingest/store/schema.h"
 #include "ingest/stream_rows.h"
 #include "ingest/stream_walk.h"
 
 namespace edge_outbox::ingest {
 namespace {
-
-// A streams row without an outcome (Store::idle_streams), and whether one
-// stream has an outcome; each a probe of the indexes the walk uses.
-constexpr const char* idle_streams_sql =
-    "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
-    "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
-    "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
-    "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
-    "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
-    "ORDER BY s.device_topic, s.source, s.streamid";
-constexpr const char* stream_has_outcome_sql =
-    "SELECT EXISTS (SELECT 1 FROM events WHERE source = ?1 AND streamid = ?2) OR "
-    "EXISTS (SELECT 1 FROM rejected WHERE source = ?1 AND streamid = ?2) OR "
-    "EXISTS (SELECT 1 FROM explained WHERE source = ?1 AND streamid = ?2) OR "
-    "EXISTS (SELECT 1 FROM moved WHERE source = ?1 AND streamid = ?2)";
-
-// Every stored event's stream position, a moved one at its new position
-// (fork_records.h), for `gaps`.
-constexpr const char* stored_positions_sql =
-    "SELECT e.source, COALESCE(e.streamid, ''), e.sequence FROM events e WHERE e.sequence IS NOT NULL AND NOT EXISTS "
-    "(SELECT 1 FROM moved m WHERE m.source = e.source AND m.event_id = e.event_id) "
-    "UNION ALL SELECT source, streamid, sequence FROM moved ORDER BY 1, 2, 3";
 
 // The columns of an event, in `events` and `conflicts` alike, in the order
 // bind_event binds them and read_event reads them.
@@ -129,17 +108,10 @@ class SqliteStore final : public Store {
         db_,
         "SELECT sequence FROM events WHERE source = ? AND streamid = ? AND sequence BETWEEN ? AND ? AND type = ? "
         "ORDER BY sequence");
-    explained_reach_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT MAX(last) FROM explained WHERE source = ? AND streamid = ? AND last >= ? AND first <= ?");
-    explained_after_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT MIN(first) FROM explained WHERE source = ? AND streamid = ? AND first > ?");
-    event_sequences_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT sequence FROM (" + stream_events_sql("?1", "?2", "sequence >= ?3") +
-                 ") ORDER BY sequence LIMIT ?4");
-    rejected_sequences_ = std::make_unique<SQLite::Statement>(
-        db_,
-        "SELECT sequence FROM rejected WHERE source = ? AND streamid = ? AND sequence >= ? AND event_id IS NOT NULL "
-        "ORDER BY sequence LIMIT ?");
+    explained_reach_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_reach);
+    explained_after_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_after);
+    event_sequences_ = std::make_unique<SQLite::Statement>(db_, queries_.event_sequences);
+    rejected_sequences_ = std::make_unique<SQLite::Statement>(db_, queries_.rejected_sequences);
     select_floor_ = std::make_unique<SQLite::Statement>(
         db_, "SELECT floor, committed, walk_floor FROM streams WHERE source = ? AND streamid = ?");
     upsert_stream_ = std::make_unique<SQLite::Statement>(
@@ -153,13 +125,8 @@ class SqliteStore final : public Store {
         db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ?");
     raise_walk_floor_ = std::make_unique<SQLite::Statement>(
         db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ? AND walk_floor = ?");
-    outcome_pairs_ = std::make_unique<SQLite::Statement>(
-        db_,
-        stream_events_sql("?1", "?2", "sequence BETWEEN ?3 AND ?4") +
-            " UNION SELECT sequence, event_id FROM rejected WHERE source = ?1 AND streamid = ?2 AND sequence BETWEEN ?3 "
-        "AND ?4 AND event_id IS NOT NULL");
-    explained_spans_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT first, last FROM explained WHERE source = ? AND streamid = ? AND last >= ? AND first <= ?");
+    outcome_pairs_ = std::make_unique<SQLite::Statement>(db_, queries_.outcome_pairs);
+    explained_spans_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_spans);
     rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
   }
 
@@ -187,7 +154,7 @@ class SqliteStore final : public Store {
   void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn)
       override {
     try {
-      SQLite::Statement st(db_, stored_positions_sql);
+      SQLite::Statement st(db_, queries_.stored_positions);
       while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
     } catch (const SQLite::Exception& e) {
       throw sqlite_error(path_, e);
@@ -240,7 +207,7 @@ class SqliteStore final : public Store {
 
   std::vector<IdleStream> idle_streams() override {
     try {
-      SQLite::Statement st(db_, idle_streams_sql);
+      SQLite::Statement st(db_, queries_.idle_streams);
       std::vector<IdleStream> out;
       while (st.executeStep())
         out.push_back(IdleStream{st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getString()});
@@ -252,7 +219,7 @@ class SqliteStore final : public Store {
 
   bool stream_has_outcome(const std::string& source, const std::string& streamid) override {
     try {
-      if (!has_outcome_) has_outcome_ = std::make_unique<SQLite::Statement>(db_, stream_has_outcome_sql);
+      if (!has_outcome_) has_outcome_ = std::make_unique<SQLite::Statement>(db_, queries_.stream_has_outcome);
       auto& st = *has_outcome_;  // prepared once: a flood asks it once per refused status
       st.tryReset();
       st.clearBindings();
@@ -383,9 +350,7 @@ class SqliteStore final : public Store {
 
   std::vector<StreamRow> streams() override {
     try {
-      SQLite::Statement st(db_,
-                           "SELECT source, streamid, device_topic, floor, committed, pending, unconfirmed, "
-                           "confirmation, status, updated_at, walk_floor FROM streams ORDER BY source, streamid");
+      SQLite::Statement st(db_, queries_.list_streams);
       std::vector<StreamRow> out;
       while (st.executeStep()) {
         StreamColumns c;
@@ -411,9 +376,7 @@ class SqliteStore final : public Store {
   void for_each_rejected_sequence(
       const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
     try {
-      SQLite::Statement st(db_,
-                           "SELECT source, streamid, sequence FROM rejected WHERE source IS NOT NULL AND streamid IS "
-                           "NOT NULL AND sequence IS NOT NULL ORDER BY source, streamid, sequence");
+      SQLite::Statement st(db_, queries_.rejected_positions);
       while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
     } catch (const SQLite::Exception& e) {
       throw sqlite_error(path_, e);
@@ -629,7 +592,6 @@ class SqliteStore final : public Store {
     std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
       auto& st = bound(*store_.explained_reach_);
       st.bind(3, static_cast<std::int64_t>(sequence));
-      st.bind(4, static_cast<std::int64_t>(sequence));
       std::optional<std::int64_t> reach;
       if (st.executeStep() && !st.getColumn(0).isNull()) reach = st.getColumn(0).getInt64();
       st.tryReset();
@@ -873,6 +835,7 @@ class SqliteStore final : public Store {
   std::string path_;
   StoreOptions options_;
   SQLite::Database db_;
+  const StoreQueries& queries_ = store_queries(sqlite_dialect);
   std::unique_ptr<SQLite::Statement> insert_event_;
   std::unique_ptr<SQLite::Statement> insert_conflict_;
   std::unique_ptr<SQLite::Statement> select_stored_;

@@ -195,9 +195,9 @@ void replace_all(std::string& text, std::string_view token, std::string_view wit
 }  // namespace
 
 const SqlDialect sqlite_dialect{"INTEGER", "BLOB", "INTEGER PRIMARY KEY AUTOINCREMENT", "time        ",
-                                sqlite_rekey_events};
+                                sqlite_rekey_events, "", ""};
 const SqlDialect postgres_dialect{"BIGINT", "BYTEA", "BIGSERIAL PRIMARY KEY", "\"time\"      ",
-                                  postgres_rekey_events};
+                                  postgres_rekey_events, "::text", "::bigint"};
 
 std::string render_sql(const SqlDialect& dialect, std::string_view text) {
   std::string out(text);
@@ -206,6 +206,8 @@ std::string render_sql(const SqlDialect& dialect, std::string_view text) {
   replace_all(out, "{bytes}", dialect.bytes);
   replace_all(out, "{serial}", dialect.serial_key);
   replace_all(out, "{time}", dialect.time_column);
+  replace_all(out, "{::text}", dialect.as_text);
+  replace_all(out, "{::bigint}", dialect.as_bigint);
   return out;
 }
 

@@ -32,12 +32,15 @@ struct SqlDialect {
   const char* serial_key;  // a generated id key: INTEGER PRIMARY KEY AUTOINCREMENT / BIGSERIAL PRIMARY KEY
   const char* time_column;  // the column named time, padded to the other names' width
   const char* rekey_events;  // the version 2 to 3 step: events keyed by (source, event_id)
+  const char* as_text;       // a number read as text (PostgreSQL's binary results): "::text" / ""
+  const char* as_bigint;     // a number parameter sent as text: "::bigint" / ""
 };
 extern const SqlDialect sqlite_dialect;
 extern const SqlDialect postgres_dialect;
 
 // `text` with {event_columns} (the columns of `events` and `conflicts`),
-// {int}, {bytes}, {serial} and {time} spelled as `dialect` spells them.
+// {int}, {bytes}, {serial}, {time}, {::text} and {::bigint} spelled as
+// `dialect` spells them.
 std::string render_sql(const SqlDialect& dialect, std::string_view text);
 
 // What create_or_migrate and recreate_walk_indexes need of a store's
