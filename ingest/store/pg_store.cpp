@@ -5,7 +5,10 @@
 // whatever its size; the keys it returns are the ones this instance stored.
 // The others (a key already there) are read back in one more statement and
 // compared (see store.h); a conflict costs two more. Durability is the
-// server's synchronous_commit (see docs/ingest.md).
+// server's synchronous_commit (see docs/ingest.md). The schema and its
+// migrations are ingest/store/schema.h's, the order and the classification
+// of a commit ingest/store/commit_algorithm.h's; this file supplies their
+// statements.
 //
 // Rejections go in multi-row INSERTs too (before the events). A permanent
 // error names the row it is about (StoreError::row): a single-row
@@ -25,140 +28,17 @@
 #include <utility>
 
 #include "ingest/store/coverage.h"
-#include "ingest/store/event_content.h"
 #include "ingest/store/explained.h"
 #include "ingest/store/fork_records.h"
 #include "ingest/store/store.h"
+#include "ingest/store/commit_algorithm.h"
+#include "ingest/store/queries.h"
+#include "ingest/store/schema.h"
 #include "ingest/store/stream_rows.h"
 #include "ingest/store/stream_walk.h"
 
 namespace edge_outbox::ingest {
 namespace {
-
-// Schema version 6 (see store_schema_version); see sqlite_store.cpp for what
-// versions 1 to 4 lack and for the tables of versions 4 and 5. New columns go at the end, so a migrated store and a
-// new one have the same tables.
-constexpr const char* schema = R"sql(
-CREATE TABLE events (
-  event_id     TEXT NOT NULL,
-  source       TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  topic        TEXT NOT NULL,
-  "time"       TEXT,
-  received_at  BIGINT NOT NULL,
-  payload      BYTEA,
-  content_type TEXT,
-  streamid     TEXT,
-  sequence     BIGINT,
-  priority     TEXT,
-  mode         TEXT,
-  extensions   TEXT,
-  time_original TEXT,
-  PRIMARY KEY (source, event_id)
-);
-CREATE INDEX events_stream ON events (source, streamid, sequence);
-CREATE TABLE rejected (
-  id           BIGSERIAL PRIMARY KEY,
-  received_at  BIGINT NOT NULL,
-  topic        TEXT NOT NULL,
-  reason       TEXT NOT NULL,
-  payload      BYTEA,
-  payload_size BIGINT NOT NULL,
-  properties   TEXT NOT NULL DEFAULT '{}',
-  source       TEXT,
-  streamid     TEXT,
-  sequence     BIGINT
-);
-CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '5');
-)sql";
-
-constexpr const char* stream_tables = R"sql(
-CREATE TABLE streams (
-  source       TEXT NOT NULL,
-  streamid     TEXT NOT NULL,
-  device_topic TEXT NOT NULL,
-  floor        BIGINT NOT NULL,
-  committed    BIGINT NOT NULL,
-  pending      BIGINT NOT NULL,
-  unconfirmed  BIGINT NOT NULL,
-  confirmation TEXT NOT NULL,
-  status       TEXT NOT NULL,
-  updated_at   BIGINT NOT NULL,
-  PRIMARY KEY (source, streamid)
-);
-CREATE TABLE explained (
-  source       TEXT NOT NULL,
-  streamid     TEXT NOT NULL,
-  first        BIGINT NOT NULL,
-  last         BIGINT NOT NULL,
-  reason       TEXT NOT NULL,
-  PRIMARY KEY (source, streamid, last, first, reason)
-);
-CREATE INDEX rejected_stream ON rejected (source, streamid, sequence);
-)sql";
-
-constexpr const char* conflicts_table = R"sql(
-CREATE TABLE conflicts (
-  id           BIGSERIAL PRIMARY KEY,
-  event_id     TEXT NOT NULL,
-  source       TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  topic        TEXT NOT NULL,
-  "time"       TEXT,
-  received_at  BIGINT NOT NULL,
-  payload      BYTEA,
-  content_type TEXT,
-  streamid     TEXT,
-  sequence     BIGINT,
-  priority     TEXT,
-  mode         TEXT,
-  extensions   TEXT,
-  time_original TEXT
-);
-CREATE INDEX conflicts_key ON conflicts (source, event_id);
-)sql";
-
-constexpr const char* migrate_1_to_2 = R"sql(
-ALTER TABLE events ADD COLUMN time_original TEXT;
-ALTER TABLE rejected ADD COLUMN properties TEXT NOT NULL DEFAULT '{}';
-CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
-)sql";
-
-// The key changes in place: the old primary key (whatever its name) goes,
-// the new one is built over the rows.
-constexpr const char* migrate_2_to_3 = R"sql(
-DO $$
-DECLARE old_key text;
-BEGIN
-  SELECT conname INTO old_key FROM pg_constraint WHERE conrelid = 'events'::regclass AND contype = 'p';
-  IF old_key IS NOT NULL THEN
-    EXECUTE format('ALTER TABLE events DROP CONSTRAINT %I', old_key);
-  END IF;
-END $$;
-ALTER TABLE events ALTER COLUMN event_id SET NOT NULL;
-ALTER TABLE events ADD PRIMARY KEY (source, event_id);
-UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
-)sql";
-
-// Before stream_tables (which indexes the new columns).
-constexpr const char* migrate_3_to_4 = R"sql(
-ALTER TABLE rejected ADD COLUMN source TEXT, ADD COLUMN streamid TEXT, ADD COLUMN sequence BIGINT;
-UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';
-)sql";
-
-// Last, on a new store as on a migrated one.
-constexpr const char* version_5_additions = R"sql(
-ALTER TABLE streams ADD COLUMN walk_floor BIGINT;
-ALTER TABLE rejected ADD COLUMN event_id TEXT;
-CREATE TABLE sources (
-  source       TEXT PRIMARY KEY,
-  device_topic TEXT NOT NULL,
-  bound_at     BIGINT NOT NULL
-);
-UPDATE ingest_meta SET value = '5' WHERE key = 'schema_version';
-)sql";
 
 // The columns of an event, in `events` and `conflicts` alike, in the order
 // add_event binds them. event_select reads them back (binary results:
@@ -204,7 +84,7 @@ StoreError::Kind classify_sqlstate(const std::string& sqlstate) noexcept {
 }
 
 // Rows per INSERT statement: 14 parameters each, well below libpq's 65535.
-constexpr std::size_t rows_per_statement = 1000;
+constexpr std::size_t rows_per_insert = 1000;
 
 struct ResultDeleter {
   void operator()(PGresult* r) const noexcept { PQclear(r); }
@@ -272,7 +152,6 @@ class PgStore final : public Store {
     // Two instances starting together must not race on creating or migrating.
     exec("SELECT pg_advisory_lock(7461626)");
     open_schema();
-    check_walk_indexes();
     exec("SELECT pg_advisory_unlock(7461626)");
     Result r = exec("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected");
     rejected_bytes_ = std::stoll(PQgetvalue(r.get(), 0, 0));
@@ -280,46 +159,23 @@ class PgStore final : public Store {
 
   std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
     ensure_connected();
-    std::vector<CommitResult> written(rows.size(), CommitResult::written);
-    std::int64_t added = 0;
+    CommitProgress progress;
+    std::vector<CommitResult> written;
     try {
       exec("BEGIN");
-      uncommitted_forks_ = uncommitted_moved_ = 0;
-      std::vector<std::size_t> event_rows, rejected_rows;
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        if (std::holds_alternative<EventRow>(rows[i])) {
-          event_rows.push_back(i);
-        } else {
-          rejected_rows.push_back(i);
-          added += static_cast<std::int64_t>(std::get<RejectedRow>(rows[i]).payload.size());
-        }
-      }
-      for (std::size_t start = 0; start < rejected_rows.size(); start += rows_per_statement) {
-        const std::size_t end = std::min(rejected_rows.size(), start + rows_per_statement);
-        try {
-          insert_rejected(rows, rejected_rows, start, end);
-        } catch (const StoreError& e) {
-          if (!e.permanent() || end - start > 1) throw;
-          throw StoreError(e.kind(), e.code(), e.what(), rejected_rows[start]);
-        }
-      }
-      for (std::size_t start = 0; start < event_rows.size(); start += rows_per_statement) {
-        std::size_t end = std::min(event_rows.size(), start + rows_per_statement);
-        insert_events(rows, event_rows, start, end, written);
-      }
+      written = commit_rows(statements_, rows, progress, wall_ms(), "PostgreSQL " + described_);
       exec("COMMIT");
-      forks_detected_ += uncommitted_forks_;
-      moved_ += uncommitted_moved_;
     } catch (const StoreError& e) {
       Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
       if (!e.permanent() || e.row()) throw;
-      throw StoreError(e.kind(), e.code(), e.what(), locate_refused_row(rows));
+      const std::optional<std::size_t> row = progress.row ? progress.row : locate_refused_row(rows);
+      throw StoreError(e.kind(), e.code(), e.what(), row);
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
-    rejected_bytes_ += added;
-    if (added > 0 && static_cast<std::uint64_t>(rejected_bytes_) > options_.rejected_max_bytes) prune_rejected();
+    if (count_committed(progress, forks_detected_, moved_, rejected_bytes_, options_.rejected_max_bytes))
+      prune_rejected();
     return written;
   }
 
@@ -327,10 +183,7 @@ class PgStore final : public Store {
       override {
     ensure_connected();
     // A moved event at its new position (fork_records.h).
-    Result r = exec(
-        "SELECT e.source, COALESCE(e.streamid, ''), e.sequence FROM events e WHERE e.sequence IS NOT NULL AND NOT "
-        "EXISTS (SELECT 1 FROM moved m WHERE m.source = e.source AND m.event_id = e.event_id) "
-        "UNION ALL SELECT source, streamid, sequence FROM moved ORDER BY 1, 2, 3");
+    Result r = exec(queries_.stored_positions.c_str());
     for (int i = 0; i < PQntuples(r.get()); ++i)
       fn(PQgetvalue(r.get(), i, 0), PQgetvalue(r.get(), i, 1), std::stoll(PQgetvalue(r.get(), i, 2)));
   }
@@ -370,14 +223,7 @@ class PgStore final : public Store {
   std::vector<IdleStream> idle_streams() override {
     ensure_connected();
     Params none;
-    Result r = exec_params(
-        "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
-        "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
-        "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
-        "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
-        "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
-        "ORDER BY s.device_topic, s.source, s.streamid",
-        none, 1, PGRES_TUPLES_OK, "select idle streams");
+    Result r = exec_params(queries_.idle_streams.c_str(), none, 1, PGRES_TUPLES_OK, "select idle streams");
     std::vector<IdleStream> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(IdleStream{value(r, i, 0), value(r, i, 1), value(r, i, 2)});
     return out;
@@ -388,12 +234,7 @@ class PgStore final : public Store {
     Params p;
     p.text(source);
     p.text(streamid);
-    Result r = exec_params(
-        "SELECT EXISTS (SELECT 1 FROM events WHERE source = $1 AND streamid = $2) OR "
-        "EXISTS (SELECT 1 FROM rejected WHERE source = $1 AND streamid = $2) OR "
-        "EXISTS (SELECT 1 FROM explained WHERE source = $1 AND streamid = $2) OR "
-        "EXISTS (SELECT 1 FROM moved WHERE source = $1 AND streamid = $2)",
-        p, 0, PGRES_TUPLES_OK, "look up a stream's outcomes");
+    Result r = exec_params(queries_.stream_has_outcome.c_str(), p, 0, PGRES_TUPLES_OK, "look up a stream's outcomes");
     return PQgetvalue(r.get(), 0, 0)[0] == 't';
   }
 
@@ -429,19 +270,11 @@ class PgStore final : public Store {
     if (c.through < c.from) return c;
     p.number(c.from);
     p.number(c.through);
-    static const std::string outcomes_sql =
-        "SELECT sequence::text, event_id FROM (" +
-        stream_events_sql("$1", "$2", "sequence BETWEEN $3::bigint AND $4::bigint") +
-        " UNION SELECT sequence, event_id FROM rejected WHERE source = $1 AND streamid = $2 AND sequence BETWEEN "
-        "$3::bigint AND $4::bigint AND event_id IS NOT NULL) t";
-    Result pairs = exec_params(outcomes_sql.c_str(), p, 1, PGRES_TUPLES_OK, "select outcomes");
+    Result pairs = exec_params(queries_.outcome_pairs.c_str(), p, 1, PGRES_TUPLES_OK, "select outcomes");
     std::vector<std::pair<std::int64_t, std::string>> outcomes;
     outcomes.reserve(static_cast<std::size_t>(PQntuples(pairs.get())));
     for (int i = 0; i < PQntuples(pairs.get()); ++i) outcomes.emplace_back(std::stoll(value(pairs, i, 0)), value(pairs, i, 1));
-    Result spans = exec_params(
-        "SELECT first::text, last::text FROM explained WHERE source = $1 AND streamid = $2 AND last >= $3::bigint "
-        "AND first <= $4::bigint",
-        p, 1, PGRES_TUPLES_OK, "select explained");
+    Result spans = exec_params(queries_.explained_spans.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
     std::vector<SequenceSpan> explained;
     for (int i = 0; i < PQntuples(spans.get()); ++i)
       explained.push_back({std::stoll(value(spans, i, 0)), std::stoll(value(spans, i, 1))});
@@ -520,10 +353,7 @@ class PgStore final : public Store {
   std::vector<StreamRow> streams() override {
     ensure_connected();
     Params none;
-    Result r = exec_params(
-        "SELECT source, streamid, device_topic, floor::text, committed::text, pending::text, unconfirmed::text, "
-        "confirmation, status, updated_at::text, walk_floor::text FROM streams ORDER BY source, streamid",
-        none, 1, PGRES_TUPLES_OK, "select streams");
+    Result r = exec_params(queries_.list_streams.c_str(), none, 1, PGRES_TUPLES_OK, "select streams");
     std::vector<StreamRow> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       StreamColumns c;
@@ -547,10 +377,8 @@ class PgStore final : public Store {
       const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
     ensure_connected();
     Params none;
-    Result r = exec_params(
-        "SELECT source, streamid, sequence::text FROM rejected WHERE source IS NOT NULL AND streamid IS NOT NULL "
-        "AND sequence IS NOT NULL ORDER BY source, streamid, rejected.sequence",
-        none, 1, PGRES_TUPLES_OK, "select rejected sequences");
+    Result r =
+        exec_params(queries_.rejected_positions.c_str(), none, 1, PGRES_TUPLES_OK, "select rejected sequences");
     for (int i = 0; i < PQntuples(r.get()); ++i) fn(value(r, i, 0), value(r, i, 1), std::stoll(value(r, i, 2)));
   }
 
@@ -588,11 +416,11 @@ class PgStore final : public Store {
 
   CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event) override {
     ensure_connected();
-    std::vector<Row> rows{event};
-    std::vector<CommitResult> written(1, CommitResult::written);
+    CommitProgress progress;
+    CommitResult written = CommitResult::written;
     try {
       exec("BEGIN");
-      insert_events(rows, {0}, 0, 1, written);
+      written = commit_rows(statements_, {Row(event)}, progress, wall_ms(), "PostgreSQL " + described_).front();
       Params p;
       p.number(id);
       exec_params("DELETE FROM rejected WHERE id = $1", p, 0, PGRES_COMMAND_OK, "delete from rejected");
@@ -601,7 +429,9 @@ class PgStore final : public Store {
       Result(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
-    return written[0];
+    forks_detected_ += progress.forks;
+    moved_ += progress.moved;
+    return written;
   }
 
   void update_rejected_reason(std::int64_t id, const std::string& reason) override {
@@ -689,56 +519,44 @@ class PgStore final : public Store {
     }
   }
 
-  // Recreates an index the stream walk (coverage.h) and `gaps` read by
-  // when an operator dropped it, and says so in notices_: without it every
-  // walk and `gaps` scans the whole table.
-  void check_walk_indexes() {
-    static constexpr std::pair<const char*, const char*> walk_indexes[] = {
-        {"events_stream", "CREATE INDEX IF NOT EXISTS events_stream ON events (source, streamid, sequence)"},
-        {"rejected_stream", "CREATE INDEX IF NOT EXISTS rejected_stream ON rejected (source, streamid, sequence)"},
-    };
-    for (const auto& [name, create] : walk_indexes) {
-      Params p;
-      p.owned_text(name);
-      Result r = exec_params("SELECT to_regclass($1) IS NOT NULL", p, 0, PGRES_TUPLES_OK, "look up an index");
-      if (PQgetvalue(r.get(), 0, 0)[0] == 't') continue;
-      exec(create);
-      notices_.push_back("PostgreSQL " + described_ + ": index " + name +
-                         " was missing (dropped?); recreated it: the stream walk and gaps read by it");
+  // The schema's reads and scripts (ingest/store/schema.h) on conn_.
+  class Schema final : public SchemaConnection {
+   public:
+    explicit Schema(PgStore& store) : store_(store) {}
+    bool table_exists(const char* table) override { return exists(table); }
+    bool index_exists(const char* index) override { return exists(index); }
+    std::vector<std::string> schema_version_rows() override {
+      Result v = store_.exec("SELECT value FROM ingest_meta WHERE key = 'schema_version'");
+      std::vector<std::string> rows;
+      for (int i = 0; i < PQntuples(v.get()); ++i) rows.emplace_back(PQgetvalue(v.get(), i, 0));
+      return rows;
     }
-  }
+    void exec_script(const std::string& sql) override { store_.exec(sql.c_str()); }
+    void explain_stored_reports() override { store_.explain_stored_reports(); }
 
-  // Creates the schema, or migrates an older one, in one transaction.
+   private:
+    bool exists(const char* relation) {
+      Params p;
+      p.owned_text(relation);
+      Result r = store_.exec_params("SELECT to_regclass($1) IS NOT NULL", p, 0, PGRES_TUPLES_OK, "look up a relation");
+      return PQgetvalue(r.get(), 0, 0)[0] == 't';
+    }
+    PgStore& store_;
+  };
+
+  // Creates the schema, or migrates an older one, in one transaction; then
+  // recreates a walk index an operator dropped (open_notices).
   void open_schema() {
+    Schema schema(*this);
     exec("BEGIN");
     try {
-      Result r = exec("SELECT to_regclass('ingest_meta') IS NOT NULL, to_regclass('events') IS NOT NULL");
-      long long version = 0;
-      if (PQgetvalue(r.get(), 0, 0)[0] == 't') {
-        Result v = exec("SELECT value FROM ingest_meta WHERE key = 'schema_version'");
-        if (PQntuples(v.get()) != 1)
-          throw StoreError(StoreError::Kind::permanent, "",
-                           "PostgreSQL " + described_ + ": ingest_meta has no schema_version; not an ingest store?");
-        version = parse_schema_version("PostgreSQL " + described_, PQgetvalue(v.get(), 0, 0));
-      } else if (PQgetvalue(r.get(), 0, 1)[0] == 't') {
-        version = 1;  // made by the first release, before ingest_meta
-      }
-      if (version > store_schema_version)
-        throw StoreError(StoreError::Kind::permanent, "", newer_schema_message("PostgreSQL " + described_, version));
-      if (version == 0) exec(schema);
-      if (version == 1) exec(migrate_1_to_2);
-      if (version >= 1 && version < 3) exec(migrate_2_to_3);
-      if (version < 3) exec(conflicts_table);
-      if (version >= 1 && version < 4) exec(migrate_3_to_4);
-      if (version < 4) exec(stream_tables);
-      if (version >= 1 && version < 4) explain_stored_reports();
-      if (version < 5) exec(version_5_additions);
-      if (version < 6) exec(version_6_additions);
+      create_or_migrate(schema, postgres_dialect, "PostgreSQL " + described_);
       exec("COMMIT");
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
+    notices_ = recreate_walk_indexes(schema, "PostgreSQL " + described_);
   }
 
   void ensure_connected() {
@@ -791,18 +609,17 @@ class PgStore final : public Store {
     else p.null();
   }
 
-  // Rows index[start..end) of rows (rejections) in one multi-row INSERT.
-  void insert_rejected(const std::vector<Row>& rows, const std::vector<std::size_t>& index, std::size_t start,
-                       std::size_t end) {
+  // The rejections in one multi-row INSERT.
+  void insert_rejected(const std::vector<const RejectedRow*>& rows) {
     constexpr std::size_t columns = 10;
     std::string sql =
         "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
         "sequence, event_id) VALUES ";
     Params p;
-    for (std::size_t k = start; k < end; ++k) {
-      const auto& row = std::get<RejectedRow>(rows[index[k]]);
-      const std::size_t base = (k - start) * columns;
-      if (k > start) sql += ',';
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const auto& row = *rows[k];
+      const std::size_t base = k * columns;
+      if (k > 0) sql += ',';
       for (std::size_t c = 1; c <= columns; ++c) {
         sql += c == 1 ? "($" : ",$";
         sql += std::to_string(base + c);
@@ -872,44 +689,28 @@ class PgStore final : public Store {
 
   using Key = std::pair<std::string, std::string>;  // (source, event_id)
 
-  void insert_events(const std::vector<Row>& rows, const std::vector<std::size_t>& index, std::size_t start,
-                     std::size_t end, std::vector<CommitResult>& written) {
-    std::size_t n = end - start;
+  // The events in one multi-row INSERT; for each, whether it stored it.
+  std::vector<bool> insert_events(const std::vector<const EventRow*>& events) {
     std::string sql = "INSERT INTO events (" + std::string(event_columns) + ") VALUES ";
     Params p;
-    for (std::size_t k = 0; k < n; ++k) {
+    for (std::size_t k = 0; k < events.size(); ++k) {
       sql += k ? "," : "";
       sql += event_placeholders(k);
-      add_event(p, std::get<EventRow>(rows[index[start + k]]));
+      add_event(p, *events[k]);
     }
     sql += " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id";
     Result r = exec_params(sql.c_str(), p, 0, PGRES_TUPLES_OK, "insert into events");
     // A key returned was inserted by this statement; each returned key marks
     // one occurrence in the batch (the first), the others found it stored.
-    std::map<Key, int> inserted;
-    for (int i = 0; i < PQntuples(r.get()); ++i) ++inserted[Key(value(r, i, 0), value(r, i, 1))];
-    std::vector<std::size_t> found_stored;
-    for (std::size_t k = 0; k < n; ++k) {
-      std::size_t row = index[start + k];
-      const auto& e = std::get<EventRow>(rows[row]);
-      auto it = inserted.find(Key(e.source, e.event_id));
-      if (it != inserted.end() && it->second > 0) {
-        --it->second;
-        written[row] = CommitResult::written;
-      } else {
-        found_stored.push_back(row);
-      }
+    std::map<Key, int> returned;
+    for (int i = 0; i < PQntuples(r.get()); ++i) ++returned[Key(value(r, i, 0), value(r, i, 1))];
+    std::vector<bool> inserted;
+    inserted.reserve(events.size());
+    for (const auto* e : events) {
+      auto it = returned.find(Key(e->source, e->event_id));
+      inserted.push_back(it != returned.end() && it->second-- > 0);
     }
-    if (!found_stored.empty()) resolve_stored(rows, found_stored, written);
-    std::vector<const EventRow*> stored_new;
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::size_t row = index[start + k];
-      const auto& e = std::get<EventRow>(rows[row]);
-      if (written[row] != CommitResult::written) continue;
-      if (e.type == wire::dropped_report_type) explain(e);
-      stored_new.push_back(&e);
-    }
-    uncommitted_forks_ += record_sequence_forks_pg(runner_, stored_new, wall_ms());
+    return inserted;
   }
 
   // After a permanent error of a multi-row statement: which row it was.
@@ -920,13 +721,10 @@ class PgStore final : public Store {
     std::optional<std::size_t> found;
     try {
       exec("BEGIN");
-      std::vector<CommitResult> written(rows.size(), CommitResult::written);
-      std::vector<std::size_t> index(rows.size());
-      for (std::size_t i = 0; i < rows.size(); ++i) index[i] = i;
       for (std::size_t i = 0; i < rows.size() && !found; ++i) {
         try {
-          if (std::holds_alternative<EventRow>(rows[i])) insert_events(rows, index, i, i + 1, written);
-          else insert_rejected(rows, index, i, i + 1);
+          CommitProgress ignored;
+          commit_rows(statements_, {rows[i]}, ignored, wall_ms(), "PostgreSQL " + described_);
         } catch (const StoreError& e) {
           if (!e.permanent()) break;
           found = i;
@@ -939,14 +737,11 @@ class PgStore final : public Store {
     return found;
   }
 
-  // A new outbox.dropped event: the ranges it explains go to `explained`.
-  void explain(const EventRow& e) {
-    const auto report = wire::decode_dropped_report(e.payload);
-    if (!report) return;  // gaps counts it as malformed
-    // The stream's stored reports inside the report's ranges: one statement,
-    // an index range scan per range.
+  // The sequences of the stream's stored reports inside `ranges`: one
+  // statement, an index range scan per range.
+  std::vector<std::int64_t> stored_report_sequences(const EventRow& e, const std::vector<wire::SequenceRange>& ranges) {
     std::string firsts = "{", lasts = "{";
-    for (const auto& r : wire::merge_ranges(report->ranges)) {
+    for (const auto& r : ranges) {
       if (firsts.size() > 1) {
         firsts += ',';
         lasts += ',';
@@ -954,22 +749,20 @@ class PgStore final : public Store {
       firsts += std::to_string(r.first);
       lasts += std::to_string(r.last);
     }
-    std::vector<std::int64_t> report_sequences;
-    if (firsts.size() > 1) {
-      Params p;
-      p.text(e.source);
-      p.text(e.streamid);
-      p.owned_text(firsts + "}");
-      p.owned_text(lasts + "}");
-      p.owned_text(std::string(wire::dropped_report_type));
-      Result found = exec_params(
-          "SELECT e.sequence::text FROM unnest($3::text::bigint[], $4::text::bigint[]) AS r(f, l) JOIN events e "
-          "ON e.source = $1 AND e.streamid = $2 AND e.sequence BETWEEN r.f AND r.l WHERE e.type = $5 "
-          "ORDER BY e.sequence",
-          p, 1, PGRES_TUPLES_OK, "select superseded reports");
-      for (int i = 0; i < PQntuples(found.get()); ++i) report_sequences.push_back(std::stoll(value(found, i, 0)));
-    }
-    insert_explained(e.source, e.streamid, explained_ranges(*report, report_sequences));
+    Params p;
+    p.text(e.source);
+    p.text(e.streamid);
+    p.owned_text(firsts + "}");
+    p.owned_text(lasts + "}");
+    p.owned_text(std::string(wire::dropped_report_type));
+    Result found = exec_params(
+        "SELECT e.sequence::text FROM unnest($3::text::bigint[], $4::text::bigint[]) AS r(f, l) JOIN events e "
+        "ON e.source = $1 AND e.streamid = $2 AND e.sequence BETWEEN r.f AND r.l WHERE e.type = $5 "
+        "ORDER BY e.sequence",
+        p, 1, PGRES_TUPLES_OK, "select superseded reports");
+    std::vector<std::int64_t> sequences;
+    for (int i = 0; i < PQntuples(found.get()); ++i) sequences.push_back(std::stoll(value(found, i, 0)));
+    return sequences;
   }
 
   // Multi-row INSERTs of explained_rows_per_statement rows at most.
@@ -1035,33 +828,24 @@ class PgStore final : public Store {
     std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
       Params p = key();
       p.number(sequence);
-      Result r = store_.exec_params(
-          "SELECT MAX(last)::text FROM explained WHERE source = $1 AND streamid = $2 AND last >= $3::bigint AND "
-          "first <= $3::bigint",
-          p, 1, PGRES_TUPLES_OK, "select explained");
+      Result r =
+          store_.exec_params(store_.queries_.explained_reach.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
       if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
       return std::stoll(value(r, 0, 0));
     }
     std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
       Params p = key();
       p.number(sequence);
-      Result r = store_.exec_params(
-          "SELECT MIN(first)::text FROM explained WHERE source = $1 AND streamid = $2 AND first > $3::bigint", p, 1,
-          PGRES_TUPLES_OK, "select explained");
+      Result r =
+          store_.exec_params(store_.queries_.explained_after.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
       if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
       return std::stoll(value(r, 0, 0));
     }
     std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
-      static const std::string sql = "SELECT sequence::text FROM (" +
-                                     stream_events_sql("$1", "$2", "sequence >= $3::bigint") +
-                                     ") t ORDER BY t.sequence LIMIT $4::bigint";
-      return sequences(sql.c_str(), from, limit);
+      return sequences(store_.queries_.event_sequences.c_str(), from, limit);
     }
     std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(
-          "SELECT sequence::text FROM rejected WHERE source = $1 AND streamid = $2 AND sequence >= $3::bigint "
-          "AND event_id IS NOT NULL ORDER BY rejected.sequence LIMIT $4::bigint",
-          from, limit);
+      return sequences(store_.queries_.rejected_sequences.c_str(), from, limit);
     }
 
    private:
@@ -1086,62 +870,75 @@ class PgStore final : public Store {
     const std::string& streamid_;
   };
 
-  // Events whose key was already stored: a duplicate or a conflict (see
-  // store.h). One statement reads the stored versions; a conflict reads the
-  // versions kept in conflicts and, when it is new, adds itself.
-  void resolve_stored(const std::vector<Row>& rows, const std::vector<std::size_t>& found,
-                      std::vector<CommitResult>& written) {
+  // The stored versions of the events' keys, in one statement.
+  std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) {
     std::string sql = "SELECT " + std::string(event_select) + " FROM events WHERE (source, event_id) IN (";
     Params keys;
-    for (std::size_t k = 0; k < found.size(); ++k) {
-      const auto& e = std::get<EventRow>(rows[found[k]]);
+    for (std::size_t k = 0; k < events.size(); ++k) {
       sql += (k ? ",($" : "($") + std::to_string(2 * k + 1) + "::text,$" + std::to_string(2 * k + 2) + "::text)";
-      keys.text(e.source);
-      keys.text(e.event_id);
+      keys.text(events[k]->source);
+      keys.text(events[k]->event_id);
     }
     sql += ')';
-    Result r = exec_params(sql.c_str(), keys, 1, PGRES_TUPLES_OK, "select stored events");
-    std::map<Key, EventRow> stored;
-    for (int i = 0; i < PQntuples(r.get()); ++i) {
-      EventRow e = read_event(r, i);
-      Key key(e.source, e.event_id);
-      stored.emplace(std::move(key), std::move(e));
-    }
-    for (std::size_t row : found) {
-      const auto& e = std::get<EventRow>(rows[row]);
-      auto it = stored.find(Key(e.source, e.event_id));
-      // Absent only if it was deleted since the insert found it: retry the batch.
-      if (it == stored.end())
-        throw StoreError(StoreError::Kind::transient, "",
-                         "PostgreSQL " + described_ + ": a stored event vanished while a batch was compared with it");
-      if (same_content(it->second, e)) {
-        written[row] = CommitResult::duplicate;
-      } else if (moved_content(it->second, e)) {  // a moved duplicate (fork_records.h)
-        if (record_moved(runner_, e, wall_ms()) == MoveResult::moved) ++uncommitted_moved_;
-        written[row] = CommitResult::duplicate;
-      } else {
-        written[row] = keep_conflict(e);
-      }
-    }
+    return read_events(exec_params(sql.c_str(), keys, 1, PGRES_TUPLES_OK, "select stored events"));
   }
 
-  // e's key is stored with other content: a duplicate of a version already
-  // in conflicts, else kept there.
-  CommitResult keep_conflict(const EventRow& e) {
+  // The versions kept in conflicts under e's key, oldest first.
+  std::vector<EventRow> kept_conflicts(const EventRow& e) {
     Params key;
     key.text(e.source);
     key.text(e.event_id);
-    Result kept = exec_params(("SELECT " + std::string(event_select) +
-                               " FROM conflicts WHERE source = $1 AND event_id = $2 ORDER BY id").c_str(),
-                              key, 1, PGRES_TUPLES_OK, "select conflicts");
-    for (int i = 0; i < PQntuples(kept.get()); ++i)
-      if (same_content(read_event(kept, i), e)) return CommitResult::duplicate;
+    static const std::string sql =
+        "SELECT " + std::string(event_select) + " FROM conflicts WHERE source = $1 AND event_id = $2 ORDER BY id";
+    return read_events(exec_params(sql.c_str(), key, 1, PGRES_TUPLES_OK, "select conflicts"));
+  }
+
+  void insert_conflict(const EventRow& e) {
     Params p;
     add_event(p, e);
-    exec_params(("INSERT INTO conflicts (" + std::string(event_columns) + ") VALUES " + event_placeholders(0)).c_str(),
-                p, 0, PGRES_COMMAND_OK, "insert into conflicts");
-    return CommitResult::conflict;
+    static const std::string sql =
+        "INSERT INTO conflicts (" + std::string(event_columns) + ") VALUES " + event_placeholders(0);
+    exec_params(sql.c_str(), p, 0, PGRES_COMMAND_OK, "insert into conflicts");
   }
+
+  static std::vector<EventRow> read_events(const Result& r) {
+    std::vector<EventRow> events;
+    events.reserve(static_cast<std::size_t>(PQntuples(r.get())));
+    for (int i = 0; i < PQntuples(r.get()); ++i) events.push_back(read_event(r, i));
+    return events;
+  }
+
+  // The commit's statements (ingest/store/commit_algorithm.h): multi-row
+  // INSERTs of rows_per_insert rows at most.
+  class Statements final : public CommitStatements {
+   public:
+    explicit Statements(PgStore& store) : store_(store) {}
+    std::size_t rows_per_statement() const override { return rows_per_insert; }
+    void insert_rejected(const std::vector<const RejectedRow*>& rows) override { store_.insert_rejected(rows); }
+    std::vector<bool> insert_events(const std::vector<const EventRow*>& events) override {
+      return store_.insert_events(events);
+    }
+    std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) override {
+      return store_.stored_events(events);
+    }
+    std::vector<EventRow> kept_conflicts(const EventRow& e) override { return store_.kept_conflicts(e); }
+    void insert_conflict(const EventRow& e) override { store_.insert_conflict(e); }
+    std::vector<std::int64_t> stored_report_sequences(const EventRow& report,
+                                                      const std::vector<wire::SequenceRange>& ranges) override {
+      return store_.stored_report_sequences(report, ranges);
+    }
+    void insert_explained(const std::string& source, const std::string& streamid,
+                          const std::vector<ExplainedRange>& ranges) override {
+      store_.insert_explained(source, streamid, ranges);
+    }
+    std::uint64_t record_sequence_forks(const std::vector<const EventRow*>& stored_new, std::int64_t now_ms) override {
+      return record_sequence_forks_pg(store_.runner_, stored_new, now_ms);
+    }
+    SqlRunner& runner() override { return store_.runner_; }
+
+   private:
+    PgStore& store_;
+  };
 
   // Deletes the oldest rejected rows until their payloads take at most 90%
   // of the quota. Runs after a commit; a failure is retried after the next.
@@ -1164,6 +961,7 @@ class PgStore final : public Store {
   std::string uri_;
   std::string described_;
   StoreOptions options_;
+  const StoreQueries& queries_ = store_queries(postgres_dialect);
   std::unique_ptr<PGconn, ConnDeleter> conn_;
   std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;
@@ -1192,8 +990,8 @@ class PgStore final : public Store {
     PgStore& store_;
   };
   Runner runner_{*this};
-  std::uint64_t forks_detected_ = 0, moved_ = 0;                   // committed
-  std::uint64_t uncommitted_forks_ = 0, uncommitted_moved_ = 0;  // the open commit()'s
+  Statements statements_{*this};
+  std::uint64_t forks_detected_ = 0, moved_ = 0;  // committed
 };
 
 }  // namespace

@@ -5,6 +5,9 @@
 // The SQLite store: one file in WAL mode. synchronous=FULL makes each commit
 // durable against power loss; NORMAL keeps every commit across a process
 // crash but may lose the newest ones on power loss (see docs/ingest.md).
+// The schema and its migrations are ingest/store/schema.h's, the order and
+// the classification of a commit ingest/store/commit_algorithm.h's; this
+// file supplies their statements, one row each, prepared once.
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <sqlite3.h>
@@ -14,214 +17,21 @@
 #include <optional>
 
 #include "ingest/store/coverage.h"
-#include "ingest/store/event_content.h"
 #include "ingest/store/explained.h"
 #include "ingest/store/fork_records.h"
 #include "ingest/store/sqlite_runner.h"
 #include "ingest/store/store.h"
+#include "ingest/store/commit_algorithm.h"
+#include "ingest/store/queries.h"
+#include "ingest/store/schema.h"
 #include "ingest/store/stream_rows.h"
 #include "ingest/store/stream_walk.h"
 
 namespace edge_outbox::ingest {
 namespace {
 
-// Schema version 6 (see store_schema_version). A store made by version 1
-// has the same tables without events.time_original, rejected.properties,
-// ingest_meta, conflicts, streams, explained and the rejected stream
-// columns, and events keyed by event_id alone; version 2 lacks conflicts
-// and what version 4 adds, and has that key; version 3 lacks what version
-// 4 adds; version 4 lacks what version 5 adds (version_5_additions), version 5
-// what version 6 adds (version_6_additions, fork_records.h).
-// open_schema() migrates them all. New columns go at the end, so a
-// migrated store and a new one have the same tables. `conflicts` has the
-// columns of `events` (the new version in full; received_at is when it
-// arrived) behind its own id.
-constexpr const char* schema = R"sql(
-CREATE TABLE events (
-  event_id     TEXT NOT NULL,
-  source       TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  topic        TEXT NOT NULL,
-  time         TEXT,
-  received_at  INTEGER NOT NULL,
-  payload      BLOB,
-  content_type TEXT,
-  streamid     TEXT,
-  sequence     INTEGER,
-  priority     TEXT,
-  mode         TEXT,
-  extensions   TEXT,
-  time_original TEXT,
-  PRIMARY KEY (source, event_id)
-);
-CREATE INDEX events_stream ON events (source, streamid, sequence);
-CREATE TABLE rejected (
-  id           INTEGER PRIMARY KEY AUTOINCREMENT,
-  received_at  INTEGER NOT NULL,
-  topic        TEXT NOT NULL,
-  reason       TEXT NOT NULL,
-  payload      BLOB,
-  payload_size INTEGER NOT NULL,
-  properties   TEXT NOT NULL DEFAULT '{}',
-  source       TEXT,
-  streamid     TEXT,
-  sequence     INTEGER
-);
-CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '5');
-)sql";
-
-constexpr const char* conflicts_table = R"sql(
-CREATE TABLE conflicts (
-  id           INTEGER PRIMARY KEY AUTOINCREMENT,
-  event_id     TEXT NOT NULL,
-  source       TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  topic        TEXT NOT NULL,
-  time         TEXT,
-  received_at  INTEGER NOT NULL,
-  payload      BLOB,
-  content_type TEXT,
-  streamid     TEXT,
-  sequence     INTEGER,
-  priority     TEXT,
-  mode         TEXT,
-  extensions   TEXT,
-  time_original TEXT
-);
-CREATE INDEX conflicts_key ON conflicts (source, event_id);
-)sql";
-
-// Version 4's tables. `streams`: each stream's latest status (status: its
-// JSON). `explained`: ranges [first, last] of a stream's sequences and why
-// the device gave them up (explained.h); its key leads with last, so that
-// the ranges that reach a sequence are one index range scan.
-constexpr const char* stream_tables = R"sql(
-CREATE TABLE streams (
-  source       TEXT NOT NULL,
-  streamid     TEXT NOT NULL,
-  device_topic TEXT NOT NULL,
-  floor        INTEGER NOT NULL,
-  committed    INTEGER NOT NULL,
-  pending      INTEGER NOT NULL,
-  unconfirmed  INTEGER NOT NULL,
-  confirmation TEXT NOT NULL,
-  status       TEXT NOT NULL,
-  updated_at   INTEGER NOT NULL,
-  PRIMARY KEY (source, streamid)
-);
-CREATE TABLE explained (
-  source       TEXT NOT NULL,
-  streamid     TEXT NOT NULL,
-  first        INTEGER NOT NULL,
-  last         INTEGER NOT NULL,
-  reason       TEXT NOT NULL,
-  PRIMARY KEY (source, streamid, last, first, reason)
-);
-CREATE INDEX rejected_stream ON rejected (source, streamid, sequence);
-)sql";
-
-// A streams row without an outcome (Store::idle_streams), and whether one
-// stream has an outcome; each a probe of the indexes the walk uses.
-constexpr const char* idle_streams_sql =
-    "SELECT s.device_topic, s.source, s.streamid FROM streams s WHERE "
-    "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
-    "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
-    "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
-    "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
-    "ORDER BY s.device_topic, s.source, s.streamid";
-constexpr const char* stream_has_outcome_sql =
-    "SELECT EXISTS (SELECT 1 FROM events WHERE source = ?1 AND streamid = ?2) OR "
-    "EXISTS (SELECT 1 FROM rejected WHERE source = ?1 AND streamid = ?2) OR "
-    "EXISTS (SELECT 1 FROM explained WHERE source = ?1 AND streamid = ?2) OR "
-    "EXISTS (SELECT 1 FROM moved WHERE source = ?1 AND streamid = ?2)";
-
-// Every stored event's stream position, a moved one at its new position
-// (fork_records.h), for `gaps`.
-constexpr const char* stored_positions_sql =
-    "SELECT e.source, COALESCE(e.streamid, ''), e.sequence FROM events e WHERE e.sequence IS NOT NULL AND NOT EXISTS "
-    "(SELECT 1 FROM moved m WHERE m.source = e.source AND m.event_id = e.event_id) "
-    "UNION ALL SELECT source, streamid, sequence FROM moved ORDER BY 1, 2, 3";
-
-// The indexes the stream walk (coverage.h) and `gaps` read by: checked at
-// every open, recreated when an operator dropped one.
-struct WalkIndex {
-  const char* name;
-  const char* create;
-};
-constexpr WalkIndex walk_indexes[] = {
-    {"events_stream", "CREATE INDEX IF NOT EXISTS events_stream ON events (source, streamid, sequence)"},
-    {"rejected_stream", "CREATE INDEX IF NOT EXISTS rejected_stream ON rejected (source, streamid, sequence)"},
-};
-
-constexpr const char* migrate_1_to_2 = R"sql(
-ALTER TABLE events ADD COLUMN time_original TEXT;
-ALTER TABLE rejected ADD COLUMN properties TEXT NOT NULL DEFAULT '{}';
-CREATE TABLE ingest_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT INTO ingest_meta (key, value) VALUES ('schema_version', '2');
-)sql";
-
-// SQLite cannot change a primary key in place: a new table takes the rows
-// (SQLite's documented procedure: create, copy, drop, rename).
-// legacy_alter_table keeps the rename from rewriting or checking the views
-// and triggers an operator may have on `events`: they name `events` and
-// find the new table under that name.
-constexpr const char* migrate_2_to_3 = R"sql(
-PRAGMA legacy_alter_table = ON;
-CREATE TABLE events_v3 (
-  event_id     TEXT NOT NULL,
-  source       TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  topic        TEXT NOT NULL,
-  time         TEXT,
-  received_at  INTEGER NOT NULL,
-  payload      BLOB,
-  content_type TEXT,
-  streamid     TEXT,
-  sequence     INTEGER,
-  priority     TEXT,
-  mode         TEXT,
-  extensions   TEXT,
-  time_original TEXT,
-  PRIMARY KEY (source, event_id)
-);
-INSERT INTO events_v3 (event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence,
-                       priority, mode, extensions, time_original)
-  SELECT event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence, priority, mode,
-         extensions, time_original FROM events;
-DROP TABLE events;
-ALTER TABLE events_v3 RENAME TO events;
-PRAGMA legacy_alter_table = OFF;
-CREATE INDEX events_stream ON events (source, streamid, sequence);
-UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
-)sql";
-
-// Before stream_tables (which indexes the new columns).
-constexpr const char* migrate_3_to_4 = R"sql(
-ALTER TABLE rejected ADD COLUMN source TEXT;
-ALTER TABLE rejected ADD COLUMN streamid TEXT;
-ALTER TABLE rejected ADD COLUMN sequence INTEGER;
-UPDATE ingest_meta SET value = '4' WHERE key = 'schema_version';
-)sql";
-
-// Version 5's additions, on a new store as on a migrated one (last, after
-// every earlier step). streams.walk_floor: where confirmations start
-// (stream_walk.h), NULL until the stream's next server-mode status.
-// rejected.event_id: the id a rejected message names. sources: the device
-// topic each event source is bound to.
-constexpr const char* version_5_additions = R"sql(
-ALTER TABLE streams ADD COLUMN walk_floor INTEGER;
-ALTER TABLE rejected ADD COLUMN event_id TEXT;
-CREATE TABLE sources (
-  source       TEXT PRIMARY KEY,
-  device_topic TEXT NOT NULL,
-  bound_at     INTEGER NOT NULL
-);
-UPDATE ingest_meta SET value = '5' WHERE key = 'schema_version';
-)sql";
-
 // The columns of an event, in `events` and `conflicts` alike, in the order
-// insert_event binds them and read_event reads them.
+// bind_event binds them and read_event reads them.
 constexpr const char* event_columns =
     "event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence, priority, mode, "
     "extensions, time_original";
@@ -279,7 +89,6 @@ class SqliteStore final : public Store {
     db_.exec("PRAGMA journal_mode=WAL");
     db_.exec(options.sqlite_sync == SqliteSync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     open_schema();
-    check_walk_indexes();
     const std::string columns = event_columns;
     insert_event_ = std::make_unique<SQLite::Statement>(
         db_, "INSERT INTO events (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING");
@@ -299,17 +108,10 @@ class SqliteStore final : public Store {
         db_,
         "SELECT sequence FROM events WHERE source = ? AND streamid = ? AND sequence BETWEEN ? AND ? AND type = ? "
         "ORDER BY sequence");
-    explained_reach_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT MAX(last) FROM explained WHERE source = ? AND streamid = ? AND last >= ? AND first <= ?");
-    explained_after_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT MIN(first) FROM explained WHERE source = ? AND streamid = ? AND first > ?");
-    event_sequences_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT sequence FROM (" + stream_events_sql("?1", "?2", "sequence >= ?3") +
-                 ") ORDER BY sequence LIMIT ?4");
-    rejected_sequences_ = std::make_unique<SQLite::Statement>(
-        db_,
-        "SELECT sequence FROM rejected WHERE source = ? AND streamid = ? AND sequence >= ? AND event_id IS NOT NULL "
-        "ORDER BY sequence LIMIT ?");
+    explained_reach_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_reach);
+    explained_after_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_after);
+    event_sequences_ = std::make_unique<SQLite::Statement>(db_, queries_.event_sequences);
+    rejected_sequences_ = std::make_unique<SQLite::Statement>(db_, queries_.rejected_sequences);
     select_floor_ = std::make_unique<SQLite::Statement>(
         db_, "SELECT floor, committed, walk_floor FROM streams WHERE source = ? AND streamid = ?");
     upsert_stream_ = std::make_unique<SQLite::Statement>(
@@ -323,54 +125,36 @@ class SqliteStore final : public Store {
         db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ?");
     raise_walk_floor_ = std::make_unique<SQLite::Statement>(
         db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ? AND walk_floor = ?");
-    outcome_pairs_ = std::make_unique<SQLite::Statement>(
-        db_,
-        stream_events_sql("?1", "?2", "sequence BETWEEN ?3 AND ?4") +
-            " UNION SELECT sequence, event_id FROM rejected WHERE source = ?1 AND streamid = ?2 AND sequence BETWEEN ?3 "
-        "AND ?4 AND event_id IS NOT NULL");
-    explained_spans_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT first, last FROM explained WHERE source = ? AND streamid = ? AND last >= ? AND first <= ?");
+    outcome_pairs_ = std::make_unique<SQLite::Statement>(db_, queries_.outcome_pairs);
+    explained_spans_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_spans);
     rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
   }
 
   std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
+    CommitProgress progress;
     std::vector<CommitResult> written;
-    written.reserve(rows.size());
-    std::int64_t added = 0;
-    std::optional<std::size_t> at;  // the row being inserted
-    std::uint64_t forks = 0, moved = 0;
     try {
       SQLite::Transaction tx(db_);
-      for (const auto& row : rows) {
-        at = written.size();
-        if (const auto* e = std::get_if<EventRow>(&row)) {
-          written.push_back(insert_event(*e, forks, moved));
-        } else {
-          const auto& r = std::get<RejectedRow>(row);
-          insert_rejected(r);
-          added += static_cast<std::int64_t>(r.payload.size());
-          written.push_back(CommitResult::written);
-        }
-      }
-      at.reset();
+      written = commit_rows(statements_, rows, progress, wall_ms(), "SQLite store " + path_);
       tx.commit();
-      forks_detected_ += forks;
-      moved_ += moved;
     } catch (const SQLite::Exception& e) {
       reset_statements();
       const StoreError error = sqlite_error(path_, e);
       if (!error.permanent()) throw error;
-      throw StoreError(error.kind(), error.code(), error.what(), at);
+      throw StoreError(error.kind(), error.code(), error.what(), progress.row);
+    } catch (const StoreError&) {
+      reset_statements();
+      throw;
     }
-    rejected_bytes_ += added;
-    if (added > 0 && static_cast<std::uint64_t>(rejected_bytes_) > options_.rejected_max_bytes) prune_rejected();
+    if (count_committed(progress, forks_detected_, moved_, rejected_bytes_, options_.rejected_max_bytes))
+      prune_rejected();
     return written;
   }
 
   void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn)
       override {
     try {
-      SQLite::Statement st(db_, stored_positions_sql);
+      SQLite::Statement st(db_, queries_.stored_positions);
       while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
     } catch (const SQLite::Exception& e) {
       throw sqlite_error(path_, e);
@@ -423,7 +207,7 @@ class SqliteStore final : public Store {
 
   std::vector<IdleStream> idle_streams() override {
     try {
-      SQLite::Statement st(db_, idle_streams_sql);
+      SQLite::Statement st(db_, queries_.idle_streams);
       std::vector<IdleStream> out;
       while (st.executeStep())
         out.push_back(IdleStream{st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getString()});
@@ -435,7 +219,7 @@ class SqliteStore final : public Store {
 
   bool stream_has_outcome(const std::string& source, const std::string& streamid) override {
     try {
-      if (!has_outcome_) has_outcome_ = std::make_unique<SQLite::Statement>(db_, stream_has_outcome_sql);
+      if (!has_outcome_) has_outcome_ = std::make_unique<SQLite::Statement>(db_, queries_.stream_has_outcome);
       auto& st = *has_outcome_;  // prepared once: a flood asks it once per refused status
       st.tryReset();
       st.clearBindings();
@@ -566,9 +350,7 @@ class SqliteStore final : public Store {
 
   std::vector<StreamRow> streams() override {
     try {
-      SQLite::Statement st(db_,
-                           "SELECT source, streamid, device_topic, floor, committed, pending, unconfirmed, "
-                           "confirmation, status, updated_at, walk_floor FROM streams ORDER BY source, streamid");
+      SQLite::Statement st(db_, queries_.list_streams);
       std::vector<StreamRow> out;
       while (st.executeStep()) {
         StreamColumns c;
@@ -594,9 +376,7 @@ class SqliteStore final : public Store {
   void for_each_rejected_sequence(
       const std::function<void(const std::string&, const std::string&, std::int64_t)>& fn) override {
     try {
-      SQLite::Statement st(db_,
-                           "SELECT source, streamid, sequence FROM rejected WHERE source IS NOT NULL AND streamid IS "
-                           "NOT NULL AND sequence IS NOT NULL ORDER BY source, streamid, sequence");
+      SQLite::Statement st(db_, queries_.rejected_positions);
       while (st.executeStep()) fn(st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64());
     } catch (const SQLite::Exception& e) {
       throw sqlite_error(path_, e);
@@ -635,18 +415,22 @@ class SqliteStore final : public Store {
   CommitResult move_rejected_to_events(std::int64_t id, const EventRow& event) override {
     try {
       SQLite::Transaction tx(db_);
-      std::uint64_t forks = 0, moved = 0;
-      const CommitResult written = insert_event(event, forks, moved);
+      CommitProgress progress;
+      const CommitResult written =
+          commit_rows(statements_, {Row(event)}, progress, wall_ms(), "SQLite store " + path_).front();
       SQLite::Statement del(db_, "DELETE FROM rejected WHERE id = ?");
       del.bind(1, static_cast<std::int64_t>(id));
       del.exec();
       tx.commit();
-      forks_detected_ += forks;
-      moved_ += moved;
+      forks_detected_ += progress.forks;
+      moved_ += progress.moved;
       return written;
     } catch (const SQLite::Exception& e) {
       reset_statements();
       throw sqlite_error(path_, e);
+    } catch (const StoreError&) {
+      reset_statements();
+      throw;
     }
   }
 
@@ -731,44 +515,37 @@ class SqliteStore final : public Store {
     st.tryReset();
   }
 
-  // Recreates a walk index (walk_indexes) an operator dropped, and says so
-  // in notices_: without it every walk and `gaps` scans the whole table.
-  void check_walk_indexes() {
-    for (const auto& index : walk_indexes) {
-      SQLite::Statement st(db_, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
-      st.bind(1, index.name);
-      if (st.executeStep()) continue;
-      db_.exec(index.create);
-      notices_.push_back("SQLite store " + path_ + ": index " + index.name +
-                         " was missing (dropped?); recreated it: the stream walk and gaps read by it");
+  // The schema's reads and scripts (ingest/store/schema.h) on db_.
+  class Schema final : public SchemaConnection {
+   public:
+    explicit Schema(SqliteStore& store) : store_(store) {}
+    bool table_exists(const char* table) override { return store_.db_.tableExists(table); }
+    bool index_exists(const char* index) override {
+      SQLite::Statement st(store_.db_, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
+      st.bind(1, index);
+      return st.executeStep();
     }
-  }
+    std::vector<std::string> schema_version_rows() override {
+      SQLite::Statement st(store_.db_, "SELECT value FROM ingest_meta WHERE key = 'schema_version'");
+      std::vector<std::string> rows;
+      while (st.executeStep()) rows.push_back(st.getColumn(0).getString());
+      return rows;
+    }
+    void exec_script(const std::string& sql) override { store_.db_.exec(sql); }
+    void explain_stored_reports() override { store_.explain_stored_reports(); }
 
-  // Creates the schema, or migrates an older one, in one transaction.
+   private:
+    SqliteStore& store_;
+  };
+
+  // Creates the schema, or migrates an older one, in one transaction; then
+  // recreates a walk index an operator dropped (open_notices).
   void open_schema() {
+    Schema schema(*this);
     SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-    long long version = 0;
-    if (db_.tableExists("ingest_meta")) {
-      SQLite::Statement st(db_, "SELECT value FROM ingest_meta WHERE key = 'schema_version'");
-      if (!st.executeStep())
-        throw StoreError(StoreError::Kind::permanent, "",
-                         "SQLite store " + path_ + ": ingest_meta has no schema_version; not an ingest store?");
-      version = parse_schema_version("SQLite store " + path_, st.getColumn(0).getString());
-    } else if (db_.tableExists("events")) {
-      version = 1;  // made by the first release, before ingest_meta
-    }
-    if (version > store_schema_version)
-      throw StoreError(StoreError::Kind::permanent, "", newer_schema_message("SQLite store " + path_, version));
-    if (version == 0) db_.exec(schema);
-    if (version == 1) db_.exec(migrate_1_to_2);
-    if (version >= 1 && version < 3) db_.exec(migrate_2_to_3);
-    if (version < 3) db_.exec(conflicts_table);
-    if (version >= 1 && version < 4) db_.exec(migrate_3_to_4);
-    if (version < 4) db_.exec(stream_tables);
-    if (version >= 1 && version < 4) explain_stored_reports();
-    if (version < 5) db_.exec(version_5_additions);
-    if (version < 6) db_.exec(version_6_additions);
+    create_or_migrate(schema, sqlite_dialect, "SQLite store " + path_);
     tx.commit();
+    notices_ = recreate_walk_indexes(schema, "SQLite store " + path_);
   }
 
   // Fills `explained` from the outbox.dropped events already stored.
@@ -815,7 +592,6 @@ class SqliteStore final : public Store {
     std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
       auto& st = bound(*store_.explained_reach_);
       st.bind(3, static_cast<std::int64_t>(sequence));
-      st.bind(4, static_cast<std::int64_t>(sequence));
       std::optional<std::int64_t> reach;
       if (st.executeStep() && !st.getColumn(0).isNull()) reach = st.getColumn(0).getInt64();
       st.tryReset();
@@ -884,82 +660,90 @@ class SqliteStore final : public Store {
     return fold_outcomes(std::move(pairs), explained);
   }
 
-  // A new outbox.dropped event: the ranges it explains go to `explained`.
-  void explain(const EventRow& e) {
-    const auto report = wire::decode_dropped_report(e.payload);
-    if (!report) return;  // gaps counts it as malformed
-    std::vector<std::int64_t> report_sequences;
-    auto& st = *select_report_sequences_;
-    for (const auto& r : wire::merge_ranges(report->ranges)) {
+  // The commit's statements (ingest/store/commit_algorithm.h): one row
+  // each, every statement prepared once.
+  class Statements final : public CommitStatements {
+   public:
+    explicit Statements(SqliteStore& store) : store_(store) {}
+    std::size_t rows_per_statement() const override { return 1; }
+    void insert_rejected(const std::vector<const RejectedRow*>& rows) override {
+      for (const auto* r : rows) store_.insert_rejected(*r);
+    }
+    std::vector<bool> insert_events(const std::vector<const EventRow*>& events) override {
+      std::vector<bool> inserted;
+      inserted.reserve(events.size());
+      for (const auto* e : events) {
+        inserted.push_back(bind_event(*store_.insert_event_, *e).exec() == 1);
+        store_.insert_event_->tryReset();
+      }
+      return inserted;
+    }
+    std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) override {
+      std::vector<EventRow> stored;
+      for (const auto* e : events) read_events(*store_.select_stored_, *e, stored);
+      return stored;
+    }
+    std::vector<EventRow> kept_conflicts(const EventRow& e) override {
+      std::vector<EventRow> kept;
+      read_events(*store_.select_conflicts_, e, kept);
+      return kept;
+    }
+    void insert_conflict(const EventRow& e) override {
+      bind_event(*store_.insert_conflict_, e).exec();
+      store_.insert_conflict_->tryReset();
+    }
+    std::vector<std::int64_t> stored_report_sequences(const EventRow& report,
+                                                      const std::vector<wire::SequenceRange>& ranges) override {
+      std::vector<std::int64_t> sequences;
+      auto& st = *store_.select_report_sequences_;
+      for (const auto& r : ranges) {
+        st.tryReset();
+        st.clearBindings();
+        st.bind(1, report.source);
+        st.bind(2, report.streamid);
+        st.bind(3, static_cast<std::int64_t>(r.first));
+        st.bind(4, static_cast<std::int64_t>(r.last));
+        st.bind(5, std::string(wire::dropped_report_type));
+        while (st.executeStep()) sequences.push_back(st.getColumn(0).getInt64());
+        st.tryReset();
+      }
+      return sequences;
+    }
+    void insert_explained(const std::string& source, const std::string& streamid,
+                          const std::vector<ExplainedRange>& ranges) override {
+      auto& insert = *store_.insert_explained_;
+      for (const auto& range : ranges) {
+        insert.tryReset();
+        insert.clearBindings();
+        insert.bind(1, source);
+        insert.bind(2, streamid);
+        insert.bind(3, static_cast<std::int64_t>(range.first));
+        insert.bind(4, static_cast<std::int64_t>(range.last));
+        insert.bind(5, range.reason);
+        insert.exec();
+        insert.tryReset();
+      }
+    }
+    std::uint64_t record_sequence_forks(const std::vector<const EventRow*>& stored_new, std::int64_t now_ms) override {
+      std::uint64_t forks = 0;
+      for (const auto* e : stored_new)
+        if (record_sequence_fork(store_.runner_, *e, now_ms)) ++forks;
+      return forks;
+    }
+    SqlRunner& runner() override { return store_.runner_; }
+
+   private:
+    // Appends the rows `st` (keyed by source, event_id) reads for e's key.
+    static void read_events(SQLite::Statement& st, const EventRow& e, std::vector<EventRow>& out) {
       st.tryReset();
       st.clearBindings();
       st.bind(1, e.source);
-      st.bind(2, e.streamid);
-      st.bind(3, static_cast<std::int64_t>(r.first));
-      st.bind(4, static_cast<std::int64_t>(r.last));
-      st.bind(5, std::string(wire::dropped_report_type));
-      while (st.executeStep()) report_sequences.push_back(st.getColumn(0).getInt64());
+      st.bind(2, e.event_id);
+      while (st.executeStep()) out.push_back(read_event(st));
       st.tryReset();
     }
-    auto& insert = *insert_explained_;
-    for (const auto& range : explained_ranges(*report, report_sequences)) {
-      insert.tryReset();
-      insert.clearBindings();
-      insert.bind(1, e.source);
-      insert.bind(2, e.streamid);
-      insert.bind(3, static_cast<std::int64_t>(range.first));
-      insert.bind(4, static_cast<std::int64_t>(range.last));
-      insert.bind(5, range.reason);
-      insert.exec();
-      insert.tryReset();
-    }
-  }
-
-  // Inserts the event; when its key is stored, tells a duplicate from a
-  // conflict and keeps a conflict (see store.h).
-  // A new event at a sequence that holds another id counts in `forks`, a
-  // moved duplicate in `moved` (fork_records.h).
-  CommitResult insert_event(const EventRow& e, std::uint64_t& forks, std::uint64_t& moved) {
-    if (bind_event(*insert_event_, e).exec() == 1) {
-      insert_event_->tryReset();
-      if (e.type == wire::dropped_report_type) explain(e);
-      if (record_sequence_fork(runner_, e, wall_ms())) ++forks;
-      return CommitResult::written;
-    }
-    insert_event_->tryReset();
-    std::optional<EventRow> stored = find_event(*select_stored_, e);
-    // Absent only if the row went between the insert and this read, which the
-    // write transaction excludes: then it is not a duplicate either.
-    if (stored && same_content(*stored, e)) return CommitResult::duplicate;
-    if (stored && moved_content(*stored, e)) {
-      if (record_moved(runner_, e, wall_ms()) == MoveResult::moved) ++moved;
-      return CommitResult::duplicate;
-    }
-    auto& kept = *select_conflicts_;
-    kept.tryReset();
-    kept.clearBindings();
-    kept.bind(1, e.source);
-    kept.bind(2, e.event_id);
-    bool known = false;
-    while (!known && kept.executeStep()) known = same_content(read_event(kept), e);
-    kept.tryReset();
-    if (known) return CommitResult::duplicate;
-    bind_event(*insert_conflict_, e).exec();
-    insert_conflict_->tryReset();
-    return CommitResult::conflict;
-  }
-
-  // The stored event with e's key, if any.
-  static std::optional<EventRow> find_event(SQLite::Statement& st, const EventRow& e) {
-    st.tryReset();
-    st.clearBindings();
-    st.bind(1, e.source);
-    st.bind(2, e.event_id);
-    std::optional<EventRow> found;
-    if (st.executeStep()) found = read_event(st);
-    st.tryReset();
-    return found;
-  }
+    SqliteStore& store_;
+  };
 
   // An event from a row of event_columns.
   static EventRow read_event(const SQLite::Statement& st) {
@@ -1051,6 +835,7 @@ class SqliteStore final : public Store {
   std::string path_;
   StoreOptions options_;
   SQLite::Database db_;
+  const StoreQueries& queries_ = store_queries(sqlite_dialect);
   std::unique_ptr<SQLite::Statement> insert_event_;
   std::unique_ptr<SQLite::Statement> insert_conflict_;
   std::unique_ptr<SQLite::Statement> select_stored_;
@@ -1074,6 +859,7 @@ class SqliteStore final : public Store {
   std::vector<std::string> notices_;  // what opening repaired (open_notices)
   std::unique_ptr<SQLite::Statement> has_outcome_;  // stream_has_outcome's, prepared at first use
   SqliteRunner runner_{db_};  // fork_records.h's statements
+  Statements statements_{*this};  // commit_algorithm.h's
   std::uint64_t forks_detected_ = 0;  // committed
   std::uint64_t moved_ = 0;           // committed
 
