@@ -25,6 +25,7 @@
 #include "ingest/store.h"
 #include "ingest/writer.h"
 #include "support/eventually.h"
+#include "support/ingest_fakes.h"
 #include "support/manual_clock.h"
 
 namespace ce = edge_outbox::cloudevents;
@@ -52,7 +53,7 @@ struct Journal {
 
 // A store that journals its commits; it can fail (transiently) or hold a
 // commit until released.
-class JournalStore final : public Store {
+class JournalStore final : public edge_outbox::test::StubStore {
  public:
   explicit JournalStore(Journal& journal) : journal_(journal) {}
   std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
@@ -66,16 +67,6 @@ class JournalStore final : public Store {
     }
     return std::vector<CommitResult>(rows.size(), CommitResult::written);
   }
-  void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>&) override {}
-  void for_each_event_of_type(std::string_view,
-                              const std::function<void(const std::string&, const std::string&, const std::string&)>&)
-      override {}
-  void record_stream_status(const std::string&, const edge_outbox::wire::StreamStatus&) override {}
-  std::optional<std::int64_t> confirmed_through(const std::string&, const std::string&) override {
-    return std::nullopt;
-  }
-  std::vector<StreamRow> streams() override { return {}; }
-  std::string describe() const override { return "journal"; }
 
   std::atomic<bool> failing{false};
   std::atomic<bool> hold{false};
@@ -106,28 +97,20 @@ struct Message {
   Received received;
 };
 
-struct Lines {
-  std::mutex mutex;
-  std::vector<std::string> lines;
-  Logger logger() {
-    return [this](const std::string& level, const std::string& message) {
-      std::lock_guard lock(mutex);
-      lines.push_back(level + ": " + message);
-    };
-  }
-  std::size_t count(const std::string& part) {
-    std::lock_guard lock(mutex);
-    return static_cast<std::size_t>(std::count_if(
-        lines.begin(), lines.end(), [&](const std::string& l) { return l.find(part) != std::string::npos; }));
-  }
-};
+// How many logged lines contain `part`.
+std::size_t count_lines(edge_outbox::test::LogLines& log, const std::string& part) {
+  std::lock_guard lock(log.mutex);
+  return static_cast<std::size_t>(std::count_if(log.lines.begin(), log.lines.end(), [&](const std::string& l) {
+    return l.find(part) != std::string::npos;
+  }));
+}
 
 // The intake's parts: a journaled store, a Writer and the intake on a manual clock.
 struct Rig {
   Journal journal;
   JournalStore store{journal};
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
-  Lines log;
+  edge_outbox::test::LogLines log;
   Writer writer{store, 64, log.logger(), std::chrono::milliseconds(400), clock};
   MessageIntake intake{ClassifyOptions{}, writer, log.logger(), clock};
 
@@ -269,5 +252,5 @@ TEST_CASE("a retained delivery is acknowledged without a commit, counted and log
   }
   CHECK(rig.store.attempts.load() == 0);
   CHECK(rig.writer.counters().retained_ignored == 3);
-  CHECK(rig.log.count("ignoring the retained message") == 1);
+  CHECK(count_lines(rig.log, "ignoring the retained message") == 1);
 }
