@@ -33,6 +33,7 @@
 #include <edge_outbox/event.h>
 
 #include "bench_util.h"
+#include "ingest/intake/message_intake.h"
 #include "ingest/store/store.h"
 #include "ingest/intake/subscriber.h"
 #include "ingest/commit/writer.h"
@@ -166,7 +167,8 @@ Latency latency_run(const b::ScratchDir& dir, const std::string& broker, int rep
   TimingStore store(ig::open_sqlite_store(store_file.string(), ig::SqliteSync::full));
   const auto subscribed = std::make_shared<std::atomic<bool>>(false);
   ig::Writer writer(store, 512, ingest_log(subscribed));
-  ig::Subscriber subscriber(subscriber_options(broker, "bench-latency-ingest-" + tag), {}, writer,
+  ig::MessageIntake intake({}, writer, ingest_log(subscribed), eo::system_clock());
+  ig::Subscriber subscriber(subscriber_options(broker, "bench-latency-ingest-" + tag), {}, intake,
                             ingest_log(subscribed));
 
   const auto device_file = dir / ("latency-device-" + tag + ".db");
@@ -225,7 +227,8 @@ Rates ingest_run(const b::ScratchDir& dir, const std::string& broker, std::uint6
     TimingStore store(ig::open_sqlite_store(store_file.string(), sync));
     const auto subscribed = std::make_shared<std::atomic<bool>>(false);
     ig::Writer writer(store, 512, ingest_log(subscribed));
-    ig::Subscriber subscriber(subscriber_options(broker, client_id), {}, writer, ingest_log(subscribed));
+    ig::MessageIntake intake({}, writer, ingest_log(subscribed), eo::system_clock());
+    ig::Subscriber subscriber(subscriber_options(broker, client_id), {}, intake, ingest_log(subscribed));
     wait_subscribed(subscriber, *subscribed);
     subscriber.stop(std::chrono::seconds(5));
     writer.stop();
@@ -239,8 +242,9 @@ Rates ingest_run(const b::ScratchDir& dir, const std::string& broker, std::uint6
   TimingStore store(ig::open_sqlite_store(store_file.string(), sync));
   const auto subscribed = std::make_shared<std::atomic<bool>>(false);
   ig::Writer writer(store, 512, ingest_log(subscribed));
+  ig::MessageIntake intake({}, writer, ingest_log(subscribed), eo::system_clock());
   const auto t0 = b::SteadyClock::now();
-  ig::Subscriber subscriber(subscriber_options(broker, client_id), {}, writer, ingest_log(subscribed));
+  ig::Subscriber subscriber(subscriber_options(broker, client_id), {}, intake, ingest_log(subscribed));
   drive(subscriber, [&] { return store.count() >= events; }, std::chrono::seconds(600), "the ingest to store all");
   const double ingest_s = b::seconds_since(t0);
   // The session's messages can all arrive before the SUBACK of the

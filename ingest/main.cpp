@@ -3,6 +3,8 @@
 // (source, id) once (SQLite or PostgreSQL); `gaps` reports missing sequences;
 // `reprocess` classifies rejected messages again; `forks` lists the streams'
 // forks and `forks resolve` records the operator's resolution of one.
+// main() parses the command line (CLI11) and runs the command: serving is
+// IngestService's (service/ingest_service.h), which owns the threads.
 //
 // Every error is one line on stderr ("<time> edge-outbox-ingest error: what
 // failed and what to do", see host/log_sink.h), then the exit code
@@ -33,82 +35,39 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "common/mutex.h"
 #include "host/command_line.h"
 #include "host/duration.h"
 #include "host/exit_codes.h"
 #include "host/log_sink.h"
-#include "host/read_secret.h"
-#include "host/service_notify.h"
 #include "host/termination_signals.h"
-#include "host/watchdog_pacer.h"
 #include "ingest/confirm/confirmer.h"
 #include "ingest/tools/forks.h"
 #include "ingest/tools/gaps.h"
 #include "ingest/service/ingest_metrics.h"
 #include "ingest/tools/reprocess.h"
+#include "ingest/service/ingest_service.h"
 #include "ingest/store/store.h"
 #include "ingest/intake/subscriber.h"
-#include "ingest/commit/writer.h"
 
 namespace host = edge_outbox::host;
 namespace ingest = edge_outbox::ingest;
 namespace wire = edge_outbox::wire;
-using edge_outbox::CondVar;
-using edge_outbox::Mutex;
-using edge_outbox::MutexLock;
 
 namespace {
 
 namespace exit_code = host::exit_code;
-constexpr int kExitCannotStart = exit_code::failure;
-constexpr int kExitStoreFailing = exit_code::incomplete;
 constexpr int kExitGapsUnexplained = exit_code::failure;
 constexpr int kExitGapsUnreadable = exit_code::incomplete;
 constexpr int kExitStillRejected = exit_code::failure;
 constexpr int kExitReprocessFailed = exit_code::incomplete;
-
-// The stop request to the thread that runs the Paho calls, and its answer.
-struct MqttThreadState {
-  Mutex mutex;
-  CondVar cv;
-  bool stop GUARDED_BY(mutex) = false;
-  bool done GUARDED_BY(mutex) = false;
-};
-
-std::string counters_json(const ingest::Counters& c, const ingest::ConfirmerCounters& confirm) {
-  return nlohmann::json{{"messages", c.messages},
-                        {"received", c.received},
-                        {"stored", c.stored},
-                        {"duplicates", c.duplicates},
-                        {"conflicts", c.conflicts},
-                        {"rejected", c.rejected},
-                        {"commits", c.commits},
-                        {"store_errors", c.store_errors},
-                        {"store_refused", c.store_refused},
-                        {"invalid_time", c.invalid_time},
-                        {"rejected_pruned", c.rejected_pruned},
-                        {"retained_ignored", c.retained_ignored},
-                        {"statuses", confirm.statuses},
-                        {"statuses_invalid", confirm.statuses_invalid},
-                        {"statuses_refused", confirm.statuses_refused},
-                        {"confirmations", confirm.confirmations},
-                        {"source_conflicts", c.source_conflicts + confirm.source_conflicts},
-                        {"forks_detected", c.forks_detected + confirm.forks_detected},
-                        {"moved_duplicates", c.moved_duplicates}}
-      .dump();
-}
 
 // gaps reads a store, never makes one: a missing or empty SQLite file (which
 // opening would turn into an empty store) is refused as unreadable.
@@ -216,17 +175,6 @@ int run_reprocess(const std::string& store_spec, const ingest::ClassifyOptions& 
     log("error", std::string("reprocess stopped: ") + e.what() + " (what was reprocessed so far stays; run it again)");
     return kExitReprocessFailed;
   }
-}
-
-// The service manager's STATUS= line: the broker connection and what the
-// store holds since start.
-std::string service_status(const ingest::Writer& writer, const ingest::Subscriber& subscriber) {
-  const auto c = writer.counters();
-  std::string text = std::string(subscriber.connected() ? "connected" : "offline") + ", stored " +
-                     std::to_string(c.stored) + ", duplicates " + std::to_string(c.duplicates) +
-                     ", rejected " + std::to_string(c.rejected) + ", pending " + std::to_string(writer.pending());
-  if (writer.failing()) text += "; the store is failing (retrying)";
-  return text;
 }
 
 // The options of the serving ingest that mean the same to every
@@ -428,7 +376,6 @@ int main(int argc, char** argv) {
   if (given("--require-source-match")) reprocess_classify.require_source_match = true;
   if (given("--max-batch")) reprocess_classify.max_batch_events = max_batch;
 
-  sub.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
   sub.keepalive = std::chrono::seconds(keepalive_s);
   // A pool member that dies leaves its share of the messages queued in its
   // session until the session expires: short by default (docs/ingest.md
@@ -468,172 +415,28 @@ int main(int argc, char** argv) {
 
   if (reprocess_cmd->parsed()) return run_reprocess(reprocess_store, reprocess_classify, log);
 
-  if (sub.mqtt_version == wire::MqttVersionChoice::v3_1_1)
-    log("warn",
-        "--mqtt-version 4 (MQTT 3.1.1): the broker drops MQTT 5 user properties for this subscriber, so binary-mode "
-        "events (attributes in user properties, what edge-outbox devices send by default over MQTT 5) arrive "
-        "without their attributes and are rejected; use --mqtt-version 5 unless every device sends structured mode");
+  ingest::IngestOptions serving;
+  serving.store_spec = store_spec;
+  serving.store.sqlite_sync = sqlite_sync == "normal" ? ingest::SqliteSync::normal : ingest::SqliteSync::full;
+  serving.store.rejected_max_bytes = rejected_max_bytes;
+  serving.subscriber = sub;
+  serving.password_file = password_file;
+  serving.password_env = password_env;
+  serving.classify = classify;
+  serving.confirmer.publish = !no_confirm;
+  serving.confirmer.max_idle_streams_per_device = max_idle_streams;
+  serving.max_batch = max_batch;
+  serving.metrics_listen = metrics_listen;
+  serving.commit_pending_max = host::parse_duration(commit_pending_max);
+  serving.store_failure_max = store_failure_limit;
+  serving.store_failure_max_text = store_failure_max;
+  serving.stats_interval_s = stats_interval;
+  serving.exit_after_idle_s = exit_after_idle;
+  serving.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
 
   // Signals are taken in this thread only; block them before Paho and the
   // Writer start their threads.
   const host::TerminationSignals signals;
-
-  // Declared in this order so that the subscriber goes first, then the
-  // writer, then the confirmer, then the store. The confirmer publishes
-  // through the subscriber's connection: it is stopped before the
-  // subscriber goes.
-  std::unique_ptr<ingest::Store> store;
-  std::optional<ingest::Confirmer> confirmer;
-  std::optional<ingest::Writer> writer_holder;
-  std::optional<ingest::Subscriber> subscriber;
-  std::unique_ptr<host::MetricsEndpoint> metrics;  // reads the writer, subscriber and confirmer
-  try {
-    sub.password = host::read_secret(password_file, password_env,
-                                     password_file.empty() ? "--password-env" : "--password-file");
-    ingest::StoreOptions store_options;
-    store_options.sqlite_sync = sqlite_sync == "normal" ? ingest::SqliteSync::normal : ingest::SqliteSync::full;
-    store_options.rejected_max_bytes = rejected_max_bytes;
-    store = ingest::open_store(store_spec, store_options);
-    for (const auto& notice : store->open_notices()) log("warn", notice);
-    ingest::ConfirmerOptions confirm_options;
-    confirm_options.publish = !no_confirm;
-    confirm_options.max_idle_streams_per_device = max_idle_streams;
-    confirmer.emplace(ingest::open_store(store_spec, store_options), confirm_options,
-                      [&subscriber](const std::string& topic, const std::string& payload) {
-                        return subscriber && subscriber->publish_retained(topic, payload);
-                      },
-                      log);
-    writer_holder.emplace(*store, max_batch, log);
-    writer_holder->set_commit_observer(
-        [&confirmer](const std::vector<ingest::StreamKey>& streams) { confirmer->committed(streams); });
-  } catch (const std::exception& e) {
-    log("error", e.what());
-    return kExitCannotStart;
-  }
-  ingest::Writer& writer = *writer_holder;
-  try {
-    subscriber.emplace(sub, classify, writer, log, &*confirmer);
-    std::string filters;
-    for (const auto& f : subscriber->subscriptions()) filters += (filters.empty() ? "" : " ") + f;
-    log("info", "storing into " + store->describe() + "; subscribing to " + filters + " at " + sub.broker +
-                    (no_confirm ? "; publishing no confirmations (--no-confirm)" : ""));
-  } catch (const std::exception& e) {
-    log("error", std::string("cannot create the MQTT client: ") + e.what());
-    return kExitCannotStart;
-  }
-  if (!metrics_listen.empty()) {
-    try {
-      metrics = ingest::serve_ingest_metrics(metrics_listen, writer, *subscriber, *confirmer,
-                                             host::parse_duration(commit_pending_max));
-      log("info", "serving metrics at http://" + metrics->address() + "/metrics and /healthz");
-    } catch (const std::exception& e) {
-      log("error", e.what());
-      return kExitCannotStart;
-    }
-  }
-
-  // Under a service manager (Type=notify): ready once the store is open,
-  // never waiting for the broker; keep-alives only while the writer thread
-  // goes round (host/watchdog_pacer.h).
-  const host::ServiceNotifier notifier;
-  host::WatchdogPacer watchdog(notifier.watchdog_interval());
-  notifier.ready("storing into " + store->describe() + "; " + service_status(writer, *subscriber));
-  auto last_status = std::chrono::steady_clock::now();
-
-  // Paho calls (connect, is_connected, disconnect) can block while a
-  // message callback waits on the Writer (a failing store): they run on
-  // their own thread, so this one always answers signals.
-  MqttThreadState mqtt;
-  std::thread mqtt_thread([&] {
-    MutexLock lock(mqtt.mutex);
-    while (!mqtt.stop) {
-      lock.unlock();
-      subscriber->maintain();
-      lock.lock();
-      auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-      while (!mqtt.stop && mqtt.cv.wait_until(lock, next)) {
-      }
-    }
-    lock.unlock();
-    subscriber->stop(std::chrono::milliseconds(5000));  // messages in callbacks are committed first
-    lock.lock();
-    mqtt.done = true;
-    mqtt.cv.notify_all();
-  });
-
-  auto started = std::chrono::steady_clock::now();
-  auto last_stats = started;
-  int exit_signal = 0;
-  for (;;) {
-    exit_signal = signals.wait(std::chrono::milliseconds(200));
-    if (exit_signal) break;
-    auto now = std::chrono::steady_clock::now();
-    if (watchdog.due(writer.worker_passes(), now)) notifier.watchdog();
-    if (notifier.active() && now - last_status >= std::chrono::seconds(2)) {
-      last_status = now;
-      notifier.status(service_status(writer, *subscriber));
-    }
-    if (stats_interval > 0 && now - last_stats >= std::chrono::duration<double>(stats_interval)) {
-      last_stats = now;
-      log("info", "stats " + counters_json(writer.counters(), confirmer->counters()));
-    }
-    if (const auto since = writer.commit_pending_since();
-        store_failure_limit > std::chrono::milliseconds(0) && since && now - *since >= store_failure_limit) {
-      // Paho holds its lock while a message callback waits on the store, so
-      // a clean disconnect could wait as long: end the process. What the
-      // callbacks hold was not acknowledged; the broker drops the
-      // connection, the session expires and the pool's other members take
-      // this one's share.
-      log("error", "the store took no commit for " + store_failure_max + " (--store-failure-max): exiting so that "
-                   "the broker gives this member's share to the others; messages in hand were not acknowledged");
-      std::fflush(nullptr);
-      std::_Exit(kExitStoreFailing);
-    }
-    if (exit_after_idle > 0 && writer.pending() == 0 &&
-        now - std::max(writer.last_submit(), started) >= std::chrono::duration<double>(exit_after_idle)) {
-      std::ostringstream idle;
-      idle << "no message for " << exit_after_idle << " s; exiting";
-      log("info", idle.str());
-      break;
-    }
-  }
-  if (exit_signal) log("info", "stopping on " + std::string(host::TerminationSignals::name(exit_signal)));
-  notifier.stopping();
-  metrics.reset();
-
-  // Disconnect, letting callbacks commit what they hold; but while the store
-  // fails they cannot, and Paho's disconnect waits for them: then do not
-  // wait (nor past 10 s in any case).
-  bool disconnected;
-  {
-    MutexLock lock(mqtt.mutex);
-    mqtt.stop = true;
-    mqtt.cv.notify_all();
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!mqtt.done && std::chrono::steady_clock::now() < deadline &&
-           !(writer.failing() && writer.pending() > 0))
-      mqtt.cv.wait_for(lock, std::chrono::milliseconds(100));
-    disconnected = mqtt.done;
-  }
-  writer.request_stop();
-  bool clean = disconnected && writer.wait_finished(std::chrono::seconds(10)) && writer.abandoned() == 0;
-  // The confirmer stops first (within one store transaction), so that the
-  // counters printed are those of what it committed.
-  confirmer->stop();
-  std::cout << counters_json(writer.counters(), confirmer->counters()) << std::endl;
-  if (!clean) {
-    // Callbacks hold messages that are not stored: returning from them
-    // would acknowledge them. End the process without returning; the store
-    // is left as after a crash (SQLite and PostgreSQL roll back what was
-    // not committed).
-    log("error", "exiting with messages not stored (the store is failing); they were not acknowledged and the "
-                 "broker will redeliver them");
-    std::fflush(nullptr);
-    std::_Exit(kExitStoreFailing);
-  }
-  mqtt_thread.join();
-  writer.stop();
-  confirmer->stop();
-  subscriber.reset();
-  return 0;
+  ingest::IngestService service(std::move(serving), log);
+  return service.run(signals);
 }

@@ -62,11 +62,14 @@ std::vector<StreamKey> streams_of(const std::vector<Row>& rows) {
   return out;
 }
 
-Writer::Writer(Store& store, std::size_t max_batch, Logger log, std::chrono::milliseconds max_backoff)
+Writer::Writer(Store& store, std::size_t max_batch, Logger log, std::chrono::milliseconds max_backoff,
+               std::shared_ptr<const Clock> clock)
     : store_(store),
       max_batch_(std::max<std::size_t>(1, max_batch)),
       log_(std::move(log)),
-      max_backoff_(std::max(max_backoff, first_backoff)) {
+      max_backoff_(std::max(max_backoff, first_backoff)),
+      clock_(clock ? std::move(clock) : system_clock()) {
+  last_submit_ = clock_->steady_now();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -74,7 +77,7 @@ Writer::~Writer() { stop(); }
 
 void Writer::request_stop() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -98,10 +101,10 @@ std::vector<Outcome> Writer::submit_group(std::vector<Row> rows, const RejectRow
   Slot slot;
   slot.rows = std::move(rows);
   slot.as_rejected = as_rejected ? &as_rejected : nullptr;
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   ++counters_.messages;
   counters_.received += n;
-  last_submit_ = std::chrono::steady_clock::now();
+  last_submit_ = clock_->steady_now();
   if (finished_ || n == 0) {
     if (n > 0) ++abandoned_;
     return std::vector<Outcome>(n, Outcome::not_committed);
@@ -109,72 +112,86 @@ std::vector<Outcome> Writer::submit_group(std::vector<Row> rows, const RejectRow
   queue_.push_back(&slot);
   queued_rows_ += n;
   cv_.notify_all();
-  cv_.wait(lock, [&] { return slot.done; });
+  while (!slot.done) cv_.wait(lock);
   if (slot.outcomes.size() != n) slot.outcomes.assign(n, Outcome::not_committed);
   return std::move(slot.outcomes);
 }
 
 Counters Writer::counters() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return counters_;
 }
 
 host::HistogramSnapshot Writer::commit_latency() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return commit_latency_.snapshot();
 }
 
 std::size_t Writer::pending() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return queued_rows_ + in_commit_;
 }
 
 bool Writer::wait_finished(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mutex_);
-  return cv_.wait_for(lock, timeout, [&] { return finished_; });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(mutex_);
+  while (!finished_ && cv_.wait_until(lock, deadline)) {
+  }
+  return finished_;
 }
 
 std::size_t Writer::abandoned() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return abandoned_;
 }
 
 std::uint64_t Writer::worker_passes() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return worker_passes_;
 }
 
 bool Writer::failing() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return failing_;
 }
 
 std::optional<std::chrono::steady_clock::time_point> Writer::commit_pending_since() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return commit_pending_since_;
 }
 
+std::chrono::milliseconds Writer::commit_pending_for() const {
+  MutexLock lock(mutex_);
+  if (!commit_pending_since_) return std::chrono::milliseconds(0);
+  const auto now = clock_->steady_now();
+  if (now <= *commit_pending_since_) return std::chrono::milliseconds(0);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now - *commit_pending_since_);
+}
+
 std::chrono::steady_clock::time_point Writer::last_submit() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return last_submit_;
 }
 
 void Writer::add_retained_ignored() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ++counters_.retained_ignored;
 }
 
 void Writer::set_commit_observer(CommitObserver observer) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   observer_ = std::move(observer);
 }
 
 void Writer::run() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   for (;;) {
     ++worker_passes_;
     // Wakes every second even when idle, so that worker_passes() moves.
-    if (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || !queue_.empty(); })) continue;
+    if (!stopping_ && queue_.empty()) {
+      cv_.wait_for(lock, std::chrono::seconds(1));
+      continue;
+    }
     if (queue_.empty()) {  // stopping with nothing left
       finished_ = true;
       cv_.notify_all();
@@ -190,7 +207,7 @@ void Writer::run() {
       queue_.pop_front();
     }
     in_commit_ = rows;
-    commit_pending_since_ = std::chrono::steady_clock::now();
+    commit_pending_since_ = clock_->steady_now();
 
     const bool committed = commit_batch(lock, batch);
     in_commit_ = 0;
@@ -214,16 +231,16 @@ void Writer::run() {
   }
 }
 
-bool Writer::back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds& backoff,
-                      const std::string& error) {
+bool Writer::back_off(MutexLock& lock, std::chrono::milliseconds& backoff, const std::string& error) {
   if (log_) log_("error", "store commit failed, retrying in " + std::to_string(backoff.count()) + " ms: " + error);
-  // In slices of at most a second, each a round of worker_passes().
-  const auto until = std::chrono::steady_clock::now() + backoff;
-  while (std::chrono::steady_clock::now() < until) {
+  // In slices of at most a second, each a round of worker_passes(); the
+  // clock says when the backoff is over.
+  const auto until = clock_->steady_now() + backoff;
+  for (auto now = clock_->steady_now(); now < until; now = clock_->steady_now()) {
     ++worker_passes_;
-    const auto slice = std::min<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now(),
-                                                                     std::chrono::seconds(1));
-    if (cv_.wait_for(lock, slice, [&] { return stopping_; })) return false;
+    if (stopping_) return false;
+    cv_.wait_for(lock, std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::seconds(1)));
+    if (stopping_) return false;
   }
   backoff = std::min(backoff * 2, max_backoff_);
   return true;
@@ -291,7 +308,7 @@ std::uint64_t Writer::refuse_bound_elsewhere(std::vector<Row>& rows, const std::
   return refused;
 }
 
-bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch) {
+bool Writer::commit_batch(MutexLock& lock, std::vector<Slot*>& batch) {
   // The messages' rows in one vector; message k has rows [begin[k], begin[k + 1]).
   std::vector<Row> rows;
   std::vector<std::size_t> begin;
@@ -332,40 +349,42 @@ bool Writer::commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>
     const std::size_t lo = begin[next], hi = begin[k_end];
 
     const CommitObserver observer = observer_;
-    lock.unlock();
     std::vector<CommitResult> written;
     std::vector<Row> part;
     std::string error;
     bool permanent = false;
     std::optional<std::size_t> refused_row;
-    const auto commit_start = std::chrono::steady_clock::now();
-    try {
-      if (!bindings_checked) {
-        source_conflicts = refuse_bound_elsewhere(rows, begin, batch);
-        bindings_checked = true;
-      }
-      if (lo == 0 && hi == rows.size()) {
-        written = store_.commit(rows);
-      } else {
-        part.assign(rows.begin() + static_cast<std::ptrdiff_t>(lo), rows.begin() + static_cast<std::ptrdiff_t>(hi));
-        written = store_.commit(part);
-      }
-    } catch (const StoreError& e) {
-      error = e.what();
-      permanent = e.permanent();
-      if (e.row() && *e.row() < hi - lo) refused_row = lo + *e.row();
-    } catch (const std::exception& e) {  // bad_alloc and the like: retry
-      error = e.what();
-    }
-    const double commit_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - commit_start).count();
-    if (error.empty() && observer) {
+    double commit_seconds = 0;
+    {
+      MutexUnlock unlocked(mutex_);  // the store and the observer are called without the lock
+      const auto commit_start = clock_->steady_now();
       try {
-        observer(part.empty() ? streams_of(rows) : streams_of(part));
-      } catch (const std::exception& e) {  // bad_alloc: the confirmation waits for the next commit
-        if (log_) log_("warn", std::string("after a commit: ") + e.what());
+        if (!bindings_checked) {
+          source_conflicts = refuse_bound_elsewhere(rows, begin, batch);
+          bindings_checked = true;
+        }
+        if (lo == 0 && hi == rows.size()) {
+          written = store_.commit(rows);
+        } else {
+          part.assign(rows.begin() + static_cast<std::ptrdiff_t>(lo), rows.begin() + static_cast<std::ptrdiff_t>(hi));
+          written = store_.commit(part);
+        }
+      } catch (const StoreError& e) {
+        error = e.what();
+        permanent = e.permanent();
+        if (e.row() && *e.row() < hi - lo) refused_row = lo + *e.row();
+      } catch (const std::exception& e) {  // bad_alloc and the like: retry
+        error = e.what();
+      }
+      commit_seconds = std::chrono::duration<double>(clock_->steady_now() - commit_start).count();
+      if (error.empty() && observer) {
+        try {
+          observer(part.empty() ? streams_of(rows) : streams_of(part));
+        } catch (const std::exception& e) {  // bad_alloc: the confirmation waits for the next commit
+          if (log_) log_("warn", std::string("after a commit: ") + e.what());
+        }
       }
     }
-    lock.lock();
 
     if (error.empty()) {
       ++counters_.commits;

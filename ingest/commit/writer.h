@@ -45,10 +45,20 @@
 // committed rows belong to (see streams_of), on the Writer's thread, with no
 // lock of the Writer held: it must be quick (the Confirmer queues them).
 //
+// Time: every reading comes from the Clock given to the constructor (the
+// backoff's end, when a group commit was taken, the last submit, a commit's
+// latency), so a test drives these decisions with a manual clock
+// (tests/support/manual_clock.h); only the waits themselves are real: the
+// idle round of at most a second, and the backoff's slices, each at most
+// what the clock says is left of it (and a second), after which the clock
+// is asked again. The Clock is shared: it lives as long as the Writer.
+//
 // Thread rule: submit(), submit_group(), counters(), commit_latency(),
-// pending(), failing(), commit_pending_since(),
-// set_commit_observer() and request_stop() from any thread; one mutex and
-// condition variable guard the queue, the counters and the observer.
+// pending(), failing(), commit_pending_since(), commit_pending_for(),
+// set_commit_observer() and request_stop() from any thread; one Mutex and
+// CondVar (common/mutex.h, checked by Clang's thread-safety analysis) guard
+// the queue, the counters and the observer. The store is called from the
+// writer thread only, without the lock.
 //
 // Throws: the constructor std::system_error when its thread cannot start;
 // nothing else escapes (store errors are handled as above, never thrown to
@@ -57,17 +67,19 @@
 
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <edge_outbox/clock.h>
+
+#include "common/mutex.h"
 #include "host/histogram.h"
 #include "ingest/model/rejection_reason.h"
 #include "ingest/model/rows.h"
@@ -122,8 +134,10 @@ std::vector<StreamKey> streams_of(const std::vector<Row>& rows);
 
 class Writer {
  public:
+  // clock: where the Writer reads time; nullptr: edge_outbox::system_clock().
   Writer(Store& store, std::size_t max_batch, Logger log,
-         std::chrono::milliseconds max_backoff = std::chrono::milliseconds(5000));
+         std::chrono::milliseconds max_backoff = std::chrono::milliseconds(5000),
+         std::shared_ptr<const Clock> clock = nullptr);
   ~Writer();
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -133,66 +147,75 @@ class Writer {
   // not acknowledge the message. as_rejected: what to store if the store
   // refuses the row for good; without it, a rejection is made from the row
   // itself (an event's data as the payload).
-  Outcome submit(Row row, const RejectFn& as_rejected = {});
+  Outcome submit(Row row, const RejectFn& as_rejected = {}) EXCLUDES(mutex_);
   // The rows of one message (a batch message: one per element), committed
   // in one transaction; blocks until then. One outcome per row, in order;
   // every one not_committed when the Writer was stopped while the store
   // was failing (then the caller must not acknowledge the message).
   // as_rejected: as for submit(), by row index.
   // Requires: rows non-empty.
-  std::vector<Outcome> submit_group(std::vector<Row> rows, const RejectRowFn& as_rejected = {});
-  Counters counters() const;
+  std::vector<Outcome> submit_group(std::vector<Row> rows, const RejectRowFn& as_rejected = {}) EXCLUDES(mutex_);
+  Counters counters() const EXCLUDES(mutex_);
   // Seconds each successful store commit took (Store::commit, one per
   // group commit), in host::latency_seconds_buckets().
-  host::HistogramSnapshot commit_latency() const;
+  host::HistogramSnapshot commit_latency() const EXCLUDES(mutex_);
   // Number of rows submitted and not yet committed.
-  std::size_t pending() const;
+  std::size_t pending() const EXCLUDES(mutex_);
   // True from a failed commit attempt until the next successful one.
-  bool failing() const;
+  bool failing() const EXCLUDES(mutex_);
   // When the thread took the group commit it is working on (a store call
   // in progress, or failed attempts and their backoff); nullopt while it
   // waits for rows. A time long past means the store takes nothing, e.g.
   // a table locked by another client.
-  std::optional<std::chrono::steady_clock::time_point> commit_pending_since() const;
-  std::chrono::steady_clock::time_point last_submit() const;
-  void add_retained_ignored();
+  // (The clock's steady_now() readings.)
+  std::optional<std::chrono::steady_clock::time_point> commit_pending_since() const EXCLUDES(mutex_);
+  // How long, by the clock, the group commit in progress has been pending
+  // (see commit_pending_since); zero while the thread waits for rows. What
+  // --store-failure-max compares.
+  std::chrono::milliseconds commit_pending_for() const EXCLUDES(mutex_);
+  std::chrono::steady_clock::time_point last_submit() const EXCLUDES(mutex_);
+  void add_retained_ignored() EXCLUDES(mutex_);
   // Replaces the commit observer (see above); empty: none.
-  void set_commit_observer(CommitObserver observer);
+  void set_commit_observer(CommitObserver observer) EXCLUDES(mutex_);
   // Asks the thread to end without waiting: queued rows are committed if
   // the store works; while it fails, they end not_committed at once.
-  void request_stop();
+  void request_stop() EXCLUDES(mutex_);
   // request_stop(), then waits for the thread.
-  void stop();
-  // After request_stop(): waits up to `timeout` for the thread to end (it
-  // may be inside a store call that hangs). True if it ended.
-  bool wait_finished(std::chrono::milliseconds timeout);
+  void stop() EXCLUDES(mutex_);
+  // After request_stop(): waits up to `timeout` (real time) for the thread
+  // to end (it may be inside a store call that hangs). True if it ended.
+  bool wait_finished(std::chrono::milliseconds timeout) EXCLUDES(mutex_);
   // Rows that ended not_committed (stopped while the store failed).
-  std::size_t abandoned() const;
+  std::size_t abandoned() const EXCLUDES(mutex_);
   // Rounds of the writer thread's loop, since start: at least one a second
   // while it runs, idle or committing (a backoff wait counts as a round). A
   // count that stands still means the thread is stuck, e.g. in a store call
   // that hangs (a service manager's watchdog pings only while it moves).
-  std::uint64_t worker_passes() const;
+  std::uint64_t worker_passes() const EXCLUDES(mutex_);
 
  private:
-  // One submitted message: its rows, and what became of each.
+  // One submitted message: its rows, and what became of each. Its fields
+  // are read and written under mutex_ (which the analysis cannot name from
+  // here), but for `rows`, which the writer thread moves out once it took
+  // the slot from the queue.
   struct Slot {
     std::vector<Row> rows;
     const RejectRowFn* as_rejected = nullptr;
     bool done = false;
     std::vector<Outcome> outcomes;
   };
-  void run();
+  void run() EXCLUDES(mutex_);
   // Commits the messages' rows; false if stopped while the store failed.
-  bool commit_batch(std::unique_lock<std::mutex>& lock, std::vector<Slot*>& batch);
+  // Releases the lock around each store call.
+  bool commit_batch(MutexLock& lock, std::vector<Slot*>& batch) REQUIRES(mutex_);
   // Waits the backoff; false when stopping.
-  bool back_off(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds& backoff, const std::string& error);
-  Outcome finish(const Row& row, CommitResult result, bool refused);
+  bool back_off(MutexLock& lock, std::chrono::milliseconds& backoff, const std::string& error) REQUIRES(mutex_);
+  Outcome finish(const Row& row, CommitResult result, bool refused) REQUIRES(mutex_);
   // Refuses the rows whose source is bound to another device topic (see
   // above); returns how many. Throws StoreError (transient) when the store
   // cannot tell. Runs on the writer thread without the lock.
   std::uint64_t refuse_bound_elsewhere(std::vector<Row>& rows, const std::vector<std::size_t>& begin,
-                                       const std::vector<Slot*>& batch);
+                                       const std::vector<Slot*>& batch) EXCLUDES(mutex_);
 
   Store& store_;
   SourceBindings bindings_;  // the writer thread's only
@@ -200,21 +223,22 @@ class Writer {
   const std::size_t max_batch_;
   Logger log_;
   const std::chrono::milliseconds max_backoff_;
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<Slot*> queue_;
-  std::size_t queued_rows_ = 0;  // rows of the messages in queue_
-  bool stopping_ = false;
-  bool finished_ = false;  // run() has returned
-  bool failing_ = false;
-  std::size_t abandoned_ = 0;
-  std::uint64_t worker_passes_ = 0;
-  Counters counters_;
-  host::Histogram commit_latency_{host::latency_seconds_buckets()};
-  CommitObserver observer_;
-  std::size_t in_commit_ = 0;
-  std::optional<std::chrono::steady_clock::time_point> commit_pending_since_;
-  std::chrono::steady_clock::time_point last_submit_ = std::chrono::steady_clock::now();
+  const std::shared_ptr<const Clock> clock_;
+  mutable Mutex mutex_;
+  CondVar cv_;
+  std::deque<Slot*> queue_ GUARDED_BY(mutex_);
+  std::size_t queued_rows_ GUARDED_BY(mutex_) = 0;  // rows of the messages in queue_
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  bool finished_ GUARDED_BY(mutex_) = false;  // run() has returned
+  bool failing_ GUARDED_BY(mutex_) = false;
+  std::size_t abandoned_ GUARDED_BY(mutex_) = 0;
+  std::uint64_t worker_passes_ GUARDED_BY(mutex_) = 0;
+  Counters counters_ GUARDED_BY(mutex_);
+  host::Histogram commit_latency_ GUARDED_BY(mutex_){host::latency_seconds_buckets()};
+  CommitObserver observer_ GUARDED_BY(mutex_);
+  std::size_t in_commit_ GUARDED_BY(mutex_) = 0;
+  std::optional<std::chrono::steady_clock::time_point> commit_pending_since_ GUARDED_BY(mutex_);
+  std::chrono::steady_clock::time_point last_submit_ GUARDED_BY(mutex_);
   std::thread thread_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <utility>
 
 #include <edge_outbox/wire/connect_probe.h>
 #include <edge_outbox/wire/stream_status.h>
@@ -50,8 +51,7 @@ class SubscribeListener final : public mqtt::iaction_listener {
 
 struct Subscriber::Connection {
   std::unique_ptr<SubscribeListener> subscribed;
-  std::unique_ptr<mqtt::async_client> client;
-  wire::MqttVersion client_version = wire::MqttVersion::v5;  // what `client` was made for
+  wire::MqttVersion client_version = wire::MqttVersion::v5;  // what the client was made for
   wire::MqttVersion attempt = wire::MqttVersion::v5;         // the next connect's version
   int closes_in_a_row = 0;  // MQTT 5 attempts in a row closed during CONNECT (wire::fallback_version)
   mqtt::token_ptr connecting;
@@ -67,16 +67,16 @@ constexpr std::chrono::milliseconds kProbeTimeout{2000};
 // The largest MQTT 5 reason code (Paho C++ reports 0xff, none, after 3.1.1).
 constexpr int kLastReasonCode = 0xA2;
 
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
-Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log,
-                       Confirmer* confirmer)
-    : options_(std::move(options)), classify_(classify), writer_(writer), log_(std::move(log)), confirmer_(confirmer) {
+Subscriber::Subscriber(SubscriberOptions options, ClassifyOptions classify, MessageIntake& intake, Logger log,
+                       Confirmer* confirmer, std::shared_ptr<const Clock> clock)
+    : options_(std::move(options)),
+      classify_(classify),
+      intake_(intake),
+      log_(std::move(log)),
+      confirmer_(confirmer),
+      clock_(clock ? std::move(clock) : system_clock()) {
   const std::string& group = options_.share_group;
   for (const auto& f : options_.filters) subscriptions_.push_back(group.empty() ? f : "$share/" + group + "/" + f);
   if (confirmer_) {
@@ -102,16 +102,28 @@ bool Subscriber::tls() const {
   return options_.broker.starts_with("mqtts://") || options_.broker.starts_with("ssl://");
 }
 
+std::shared_ptr<mqtt::async_client> Subscriber::client() const {
+  MutexLock lock(client_mutex_);
+  return client_;
+}
+
 void Subscriber::make_client(Connection& c, wire::MqttVersion version) {
-  c.client.reset();  // not connected, no connect in progress: nothing to wait for
+  // Not connected, no connect in progress: nothing to wait for. Destroyed
+  // here, outside the lock, or by a publish_retained() that holds it.
+  std::shared_ptr<mqtt::async_client> old;
+  {
+    MutexLock lock(client_mutex_);
+    old = std::exchange(client_, nullptr);
+  }
+  old.reset();
   // No Paho persistence: incoming QoS 1 needs none, and the store is ours.
   const int paho_version = version == wire::MqttVersion::v5 ? MQTTVERSION_5 : MQTTVERSION_3_1_1;
-  c.client = std::make_unique<mqtt::async_client>(options_.broker, c.id, mqtt::create_options(paho_version), nullptr);
+  auto paho = std::make_shared<mqtt::async_client>(options_.broker, c.id, mqtt::create_options(paho_version), nullptr);
   c.client_version = version;
-  auto* raw = c.client.get();
+  auto* raw = paho.get();
   std::string id = c.id;
   auto* listener = c.subscribed.get();
-  c.client->set_connected_handler([this, raw, id, listener, version](const std::string&) {
+  paho->set_connected_handler([this, raw, id, listener, version](const std::string&) {
     connected_ = true;
     if (log_) {
       log_("info", id + " connected to " + options_.broker + " with MQTT " + std::string(wire::version_name(version)) +
@@ -127,13 +139,15 @@ void Subscriber::make_client(Connection& c, wire::MqttVersion version) {
       if (log_) log_("error", id + " subscribe failed: " + e.what());
     }
   });
-  c.client->set_connection_lost_handler([this, id](const std::string& cause) {
+  paho->set_connection_lost_handler([this, id](const std::string& cause) {
     connected_ = false;
     if (log_) log_("warn", id + " lost the connection" + (cause.empty() ? "" : ": " + cause) + "; reconnecting");
   });
-  c.client->set_message_callback([this](mqtt::const_message_ptr m) {
+  paho->set_message_callback([this](mqtt::const_message_ptr m) {
     on_message(m->get_topic(), m->get_payload(), &m->get_properties().c_struct(), m->is_retained());
   });
+  MutexLock lock(client_mutex_);
+  client_ = std::move(paho);
 }
 
 void Subscriber::connect_failed(Connection& c) {
@@ -173,9 +187,9 @@ Subscriber::~Subscriber() {
   }
 }
 
-bool Subscriber::first_time(std::set<std::string>& logged, const std::string& topic) {
-  std::lock_guard lock(logged_mutex_);
-  return logged.insert(topic).second;
+bool Subscriber::first_invalid_status(const std::string& topic) {
+  MutexLock lock(logged_mutex_);
+  return invalid_status_logged_.insert(topic).second;
 }
 
 bool Subscriber::is_status_topic(const std::string& topic) const {
@@ -199,7 +213,7 @@ void Subscriber::on_status(const std::string& topic, const std::string& payload)
     return;
   }
   confirmer_->status_invalid();
-  if (first_time(invalid_status_logged_, topic) && log_)
+  if (first_invalid_status(topic) && log_)
     log_("warn", "ignoring the message on '" + printable(topic) + "': " + problem + " (logged once per topic)");
 }
 
@@ -210,19 +224,10 @@ void Subscriber::on_message(const std::string& topic, const std::string& payload
     on_status(topic, payload);
     return;
   }
-  if (retained) {
-    writer_.add_retained_ignored();
-    const bool first = first_time(retained_topics_logged_, topic);
-    if (first && log_)
-      log_("warn", "ignoring the retained message on '" + printable(topic) +
-                       "' (sent again on every subscribe; clear it with an empty retained publish)");
-    return;
-  }
   Received m;
   m.retained = retained;
   m.topic = topic;
   m.payload = payload;
-  m.received_at_ms = now_ms();
   const auto* props = static_cast<const MQTTProperties*>(properties);
   for (int i = 0; i < props->count; ++i) {
     const MQTTProperty& p = props->array[i];
@@ -232,55 +237,19 @@ void Subscriber::on_message(const std::string& topic, const std::string& payload
       m.user_properties.emplace_back(std::string(p.value.data.data, static_cast<std::size_t>(p.value.data.len)),
                                      std::string(p.value.value.data, static_cast<std::size_t>(p.value.value.len)));
   }
-  ClassifiedMessage classified;
-  try {
-    classified = classify_message(m, classify_);
-  } catch (const std::exception& e) {  // bad_alloc and the like: still a bad message, not a crash
-    classified = ClassifiedMessage{};
-    classified.rows.emplace_back(rejected_row(m, classify_, std::string("internal error while decoding: ") + e.what()));
-  }
-  log_rejections(topic, classified.rows);
-  if (options_.debug_delay_before_commit.count() > 0) std::this_thread::sleep_for(options_.debug_delay_before_commit);
-  // If the store refuses a row for good, the message (or the batch element)
-  // is kept as a rejection, whole, so that `reprocess` can try it again.
-  const std::size_t count = classified.rows.size();
-  const RejectRowFn as_rejected = [&](std::size_t index, const std::string& reason) {
-    if (classified.element_texts.size() != count) return rejected_row(m, classify_, reason);
-    return element_rejected_row(m, classify_, classified.element_texts[index], index, count, reason);
-  };
-  // One message, one transaction (see writer.h); acknowledged when this returns.
-  const auto outcomes = writer_.submit_group(std::move(classified.rows), as_rejected);
-  if (outcomes.empty() || outcomes.front() == Outcome::not_committed) {
+  // Acknowledged when this returns (see message_intake.h).
+  if (intake_.take(std::move(m)) == MessageIntake::Ack::withhold) {
     // The store failed and the ingest is stopping: returning would send the
     // PUBACK for a message that is not stored. Wait for the process to end.
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   }
 }
 
-void Subscriber::log_rejections(const std::string& topic, const std::vector<Row>& rows) {
-  if (!log_) return;
-  const RejectedRow* first = nullptr;
-  std::size_t rejected = 0;
-  for (const auto& row : rows)
-    if (const auto* r = std::get_if<RejectedRow>(&row)) {
-      if (!first) first = r;
-      ++rejected;
-    }
-  if (!first) return;
-  if (rows.size() == 1) {
-    log_("warn", "rejected a message on '" + printable(topic) + "': " + first->reason);
-    return;
-  }
-  // One line per batch message, however many of its events are rejected.
-  log_("warn", "rejected " + std::to_string(rejected) + " of the " + std::to_string(rows.size()) +
-                   " events of a batch on '" + printable(topic) + "'; the first: " + first->reason);
-}
-
 void Subscriber::maintain() {
-  auto now = std::chrono::steady_clock::now();
+  auto now = clock_->steady_now();
   {
     auto& c = connection_;
-    if (c->client->is_connected()) {
+    if (client()->is_connected()) {
       c->backoff = std::chrono::milliseconds(250);
       c->closes_in_a_row = 0;
       c->connecting.reset();
@@ -296,6 +265,7 @@ void Subscriber::maintain() {
     }
     if (now < c->next_attempt) return;
     if (c->client_version != c->attempt) make_client(*c, c->attempt);
+    const auto paho = client();
     const bool v5 = c->attempt == wire::MqttVersion::v5;
     auto builder = mqtt::connect_options_builder();
     builder.mqtt_version(v5 ? MQTTVERSION_5 : MQTTVERSION_3_1_1).keep_alive_interval(options_.keepalive);
@@ -317,7 +287,7 @@ void Subscriber::maintain() {
       builder.ssl(ssl.finalize());
     }
     try {
-      c->connecting = c->client->connect(builder.finalize());
+      c->connecting = paho->connect(builder.finalize());
     } catch (const std::exception& e) {
       if (log_) log_("warn", c->id + " connect to " + options_.broker + " failed: " + e.what());
     }
@@ -327,13 +297,13 @@ void Subscriber::maintain() {
 }
 
 bool Subscriber::publish_retained(const std::string& topic, const std::string& payload) {
-  auto& c = connection_;
+  const auto paho = client();
   try {
-    if (!c->client->is_connected()) return false;
-    c->client->publish(mqtt::make_message(topic, payload, 1, true));
+    if (!paho || !paho->is_connected()) return false;
+    paho->publish(mqtt::make_message(topic, payload, 1, true));
     return true;
   } catch (const std::exception& e) {
-    if (log_) log_("debug", c->id + " publish on '" + printable(topic) + "' not taken: " + e.what());
+    if (log_) log_("debug", options_.client_id + " publish on '" + printable(topic) + "' not taken: " + e.what());
     return false;
   }
 }
@@ -341,18 +311,19 @@ bool Subscriber::publish_retained(const std::string& topic, const std::string& p
 void Subscriber::stop(std::chrono::milliseconds timeout) {
   connected_ = false;
   if (auto& c = connection_) {
+    const auto paho = client();
     try {
       if (c->connecting && !c->connecting->is_complete()) c->connecting->wait_for(timeout);
     } catch (const std::exception&) {
       // a failed connect attempt: nothing to disconnect
     }
     try {
-      if (c->client->is_connected()) c->client->disconnect(timeout)->wait_for(timeout);
+      if (paho && paho->is_connected()) paho->disconnect(timeout)->wait_for(timeout);
     } catch (const std::exception& e) {
       if (log_) log_("warn", c->id + " disconnect: " + e.what());
     }
     try {
-      c->client->disable_callbacks();
+      if (paho) paho->disable_callbacks();
     } catch (const std::exception& e) {
       // Paho refuses while a connect or disconnect is still in progress
       // (MQTTAsync_setCallbacks: "Failure"); the client's destruction ends

@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // Subscriber holds the ingest's MQTT connection (Paho C++ async_client)
-// and turns each arriving message into committed rows before Paho
+// and hands each arriving event message to the MessageIntake
+// (intake/message_intake.h), which turns it into committed rows before Paho
 // acknowledges it.
 //
 // When the PUBACK goes out (checked against Paho C 1.3.11 / Paho C++ 1.2 as
 // installed here, see docs/ingest.md): Paho's receive thread
 // calls the message callback and sends the PUBACK for a QoS 1 message only
 // when that callback returns; messages of one connection are delivered one
-// at a time. So the callback returns only after Writer::submit_group() has
-// committed the message's rows (one per event of a batch message, see
-// classify_message.h, all in one transaction): a crash before the commit
+// at a time. So the callback returns only after MessageIntake::take() said
+// the message may be acknowledged: the Writer has committed the message's
+// rows (one per event of a batch message, see classify_message.h, all in
+// one transaction). When it says withhold (the store failed and the ingest
+// is stopping), the callback never returns: the process ends without the
+// PUBACK. A crash before the commit
 // leaves the message unacknowledged, and the broker redelivers it to the
 // persistent session. The price: one commit per message, which batch
 // messages (many events each) amortize. Paho C runs the callbacks of every
@@ -32,8 +36,8 @@
 // Retained events: a delivery from the broker's retained store (the
 // retain flag set on delivery, which the broker does only for messages it
 // holds as retained, sent again on every subscribe) is ignored and
-// acknowledged: counted as retained_ignored and logged once per topic per
-// process. An event published with the retain flag while the ingest is
+// acknowledged (by the MessageIntake): counted as retained_ignored and
+// logged once per topic per process. An event published with the retain flag while the ingest is
 // subscribed arrives as a normal delivery (flag clear) and is stored once;
 // what the broker keeps retained is not an event stream.
 //
@@ -41,10 +45,18 @@
 // run on Paho's threads. maintain() and stop() call into Paho and can block
 // while a callback waits on the Writer (Paho holds its lock around
 // callbacks): the process's main thread must not call them while it needs
-// to answer signals (main.cpp runs them on their own thread).
+// to answer signals (IngestService runs them on their own thread).
 // publish_retained() from any thread but Paho's callback thread; it can
 // block the same way (the Confirmer's thread calls it, and holds no lock
-// that a callback takes while it does).
+// that a callback takes while it does). The Paho client, which maintain()
+// makes again when the MQTT version changes and publish_retained() uses, is
+// guarded by a Mutex that is never held during a Paho call (a copy of the
+// shared pointer is taken under it); the topics logged once are guarded by
+// another. Reconnect backoff reads the Clock's steady_now().
+//
+// Ownership: holds the MessageIntake and the Confirmer by reference; owns
+// the Paho client. Requires: the MessageIntake and the Confirmer (if any)
+// outlive the Subscriber.
 //
 // Connection: options.mqtt_version as the device's MqttPublisher: auto
 // tries MQTT 5 and falls back to 3.1.1 at once when the broker refuses 5 in
@@ -63,17 +75,21 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include <edge_outbox/clock.h>
 #include <edge_outbox/wire/mqtt_connect.h>
 
+#include "common/mutex.h"
 #include "ingest/intake/classify.h"
-#include "ingest/intake/classify_message.h"
 #include "ingest/confirm/confirmer.h"
-#include "ingest/commit/writer.h"
+#include "ingest/intake/message_intake.h"
+
+namespace mqtt {
+class async_client;
+}
 
 namespace edge_outbox::ingest {
 
@@ -90,16 +106,16 @@ struct SubscriberOptions {
   std::string ca_file;    // mqtts:// only; empty: the system trust store
   std::string cert_file;  // mqtts:// only: the client certificate (PEM) for mutual TLS; empty: none
   std::string key_file;   // its private key (PEM). Requires: given with cert_file
-  // Testing only: sleep this long in the callback before committing, to
-  // show that a crash there leaves the message unacknowledged.
-  std::chrono::milliseconds debug_delay_before_commit{0};
 };
 
 class Subscriber {
  public:
-  // confirmer: where the stream statuses go; nullptr: no status subscription.
-  Subscriber(SubscriberOptions options, ClassifyOptions classify, Writer& writer, Logger log,
-             Confirmer* confirmer = nullptr);
+  // intake: where the event messages go. confirmer: where the stream
+  // statuses go; nullptr: no status subscription. classify: its
+  // require_source_match applies to statuses too. clock: nullptr:
+  // edge_outbox::system_clock().
+  Subscriber(SubscriberOptions options, ClassifyOptions classify, MessageIntake& intake, Logger log,
+             Confirmer* confirmer = nullptr, std::shared_ptr<const Clock> clock = nullptr);
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
@@ -117,35 +133,39 @@ class Subscriber {
   // Hands a QoS 1 retained message to Paho without waiting for its outcome;
   // false when not connected or Paho refuses it. Never call it from a
   // message callback.
-  bool publish_retained(const std::string& topic, const std::string& payload);
+  bool publish_retained(const std::string& topic, const std::string& payload) EXCLUDES(client_mutex_);
 
  private:
   struct Connection;
+  // The current Paho client (nullptr before the first and while one is made again).
+  std::shared_ptr<mqtt::async_client> client() const EXCLUDES(client_mutex_);
   // A new Paho client for `version` with the callbacks installed.
-  void make_client(Connection& c, wire::MqttVersion version);
+  void make_client(Connection& c, wire::MqttVersion version) EXCLUDES(client_mutex_);
   // After a failed connect: logs its cause; decides the next attempt's version.
   void connect_failed(Connection& c);
   bool tls() const;
   void on_message(const std::string& topic, const std::string& payload, const void* properties, bool retained);
   bool is_status_topic(const std::string& topic) const;
   void on_status(const std::string& topic, const std::string& payload);
-  // Logs a message's rejections at warning: one line per message.
-  void log_rejections(const std::string& topic, const std::vector<Row>& rows);
-  // True the first time for `topic` (logs once per topic).
-  bool first_time(std::set<std::string>& logged, const std::string& topic);
+  // True the first time for `topic` (an invalid status is logged once per topic).
+  bool first_invalid_status(const std::string& topic) EXCLUDES(logged_mutex_);
 
   SubscriberOptions options_;
   ClassifyOptions classify_;
-  Writer& writer_;
+  MessageIntake& intake_;
   Logger log_;
   Confirmer* confirmer_;
+  const std::shared_ptr<const Clock> clock_;
   std::vector<std::string> subscriptions_;
   std::vector<std::string> status_filters_;  // without the $share prefix
-  std::unique_ptr<Connection> connection_;
+  std::unique_ptr<Connection> connection_;  // maintain() and stop()'s only
   std::atomic<bool> connected_{false};
-  std::mutex logged_mutex_;
-  std::set<std::string> retained_topics_logged_;   // guarded by logged_mutex_
-  std::set<std::string> invalid_status_logged_;    // guarded by logged_mutex_
+  Mutex logged_mutex_;
+  std::set<std::string> invalid_status_logged_ GUARDED_BY(logged_mutex_);
+  // Declared last: destroyed first, before the listener it calls
+  // (Connection::subscribed) and the state its callbacks read.
+  mutable Mutex client_mutex_;
+  std::shared_ptr<mqtt::async_client> client_ GUARDED_BY(client_mutex_);
 };
 
 }  // namespace edge_outbox::ingest

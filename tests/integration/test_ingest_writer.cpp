@@ -13,6 +13,7 @@
 
 #include <edge_outbox/wire/cloudevents.h>
 
+#include "support/ingest_fakes.h"
 #include "support/postgres.h"
 #include "ingest/intake/classify.h"
 #include "ingest/store/store.h"
@@ -37,7 +38,7 @@ EventRow event(const std::string& id) {
 }
 
 // A unit-test store: records batch sizes, can be slow or fail.
-class FakeStore final : public Store {
+class FakeStore final : public edge_outbox::test::StubStore {
  public:
   std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
     std::this_thread::sleep_for(delay);
@@ -68,16 +69,6 @@ class FakeStore final : public Store {
     commits.push_back(std::move(names));
     return std::vector<CommitResult>(rows.size(), CommitResult::written);
   }
-  void for_each_sequence(const std::function<void(const std::string&, const std::string&, std::int64_t)>&) override {}
-  void for_each_event_of_type(std::string_view,
-                              const std::function<void(const std::string&, const std::string&, const std::string&)>&)
-      override {}
-  void record_stream_status(const std::string&, const edge_outbox::wire::StreamStatus&) override {}
-  std::optional<std::int64_t> confirmed_through(const std::string&, const std::string&) override {
-    return std::nullopt;
-  }
-  std::vector<StreamRow> streams() override { return {}; }
-  std::string describe() const override { return "fake"; }
 
   std::chrono::milliseconds delay{0};
   std::mutex mutex;
@@ -90,16 +81,7 @@ class FakeStore final : public Store {
   std::atomic<int> entered{0};     // commit() calls so far
 };
 
-struct Log {
-  std::mutex mutex;
-  std::vector<std::string> lines;
-  Logger logger() {
-    return [this](const std::string& level, const std::string& message) {
-      std::lock_guard lock(mutex);
-      lines.push_back(level + ": " + message);
-    };
-  }
-};
+using Log = edge_outbox::test::LogLines;
 
 }  // namespace
 
