@@ -30,6 +30,7 @@
 #include "ingest/store/coverage.h"
 #include "ingest/store/explained.h"
 #include "ingest/store/fork_records.h"
+#include "ingest/store/pg_connection.h"
 #include "ingest/store/store.h"
 #include "ingest/store/commit_algorithm.h"
 #include "ingest/store/queries.h"
@@ -39,6 +40,10 @@
 
 namespace edge_outbox::ingest {
 namespace {
+
+using pg::Params;
+using pg::PgConnection;
+using pg::Result;
 
 // The columns of an event, in `events` and `conflicts` alike, in the order
 // add_event binds them. event_select reads them back (binary results:
@@ -51,103 +56,12 @@ constexpr const char* event_select =
     "priority, mode, extensions, time_original";
 constexpr int event_column_count = 14;
 
-// Which PostgreSQL errors are permanent (this row can never be stored:
-// retrying gives the same error) and which transient (retry with backoff),
-// by SQLSTATE class. docs/ingest.md "Store errors" has the same table. A class not
-// listed is transient: retrying loses nothing, rejecting might.
-struct SqlstateClass {
-  const char* klass;
-  StoreError::Kind kind;
-};
-constexpr SqlstateClass sqlstate_classes[] = {
-    {"08", StoreError::Kind::transient},  // connection exception
-    {"22", StoreError::Kind::permanent},  // data exception (value too long, invalid encoding, NUL byte, ...)
-    {"23", StoreError::Kind::permanent},  // integrity constraint violation (NOT NULL, CHECK, an added unique
-                                          // index; the key (source, event_id) is ON CONFLICT DO NOTHING)
-    {"25", StoreError::Kind::transient},  // invalid transaction state (e.g. read-only transaction on a standby)
-    {"40", StoreError::Kind::transient},  // transaction rollback (serialization failure, deadlock)
-    {"42", StoreError::Kind::transient},  // syntax error or access rule violation: a table or grant changed,
-                                          // as during a rolling upgrade
-    {"53", StoreError::Kind::transient},  // insufficient resources (disk full, out of memory, too many connections)
-    {"54", StoreError::Kind::permanent},  // program limit exceeded (e.g. index row size exceeds the btree maximum)
-    {"55", StoreError::Kind::transient},  // object not in prerequisite state (lock not available)
-    {"57", StoreError::Kind::transient},  // operator intervention (admin shutdown, query canceled)
-    {"58", StoreError::Kind::transient},  // system error (I/O error)
-    {"XX", StoreError::Kind::transient},  // internal error (data corrupted: needs an operator)
-};
-
-StoreError::Kind classify_sqlstate(const std::string& sqlstate) noexcept {
-  if (sqlstate.size() == 5)
-    for (const auto& c : sqlstate_classes)
-      if (sqlstate.compare(0, 2, c.klass) == 0) return c.kind;
-  return StoreError::Kind::transient;
-}
-
 // Rows per INSERT statement: 14 parameters each, well below libpq's 65535.
 constexpr std::size_t rows_per_insert = 1000;
 
-struct ResultDeleter {
-  void operator()(PGresult* r) const noexcept { PQclear(r); }
-};
-using Result = std::unique_ptr<PGresult, ResultDeleter>;
-
-struct ConnDeleter {
-  void operator()(PGconn* c) const noexcept { PQfinish(c); }
-};
-
-// The URI without its password, for logs.
-std::string elide_password(const std::string& uri) {
-  auto scheme = uri.find("://");
-  auto at = uri.find('@');
-  if (scheme == std::string::npos || at == std::string::npos) return uri;
-  auto colon = uri.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return uri;
-  return uri.substr(0, colon) + ":***" + uri.substr(at);
-}
-
-// Parameters of one statement: text and bytes in binary format with their
-// lengths, numbers as text.
-class Params {
+class PgStore final : public Store, private PgConnection {
  public:
-  void bytes(const std::string& v) { add(v.data(), static_cast<int>(v.size()), 1); }
-  void text(const std::string& v, bool null_if_empty = false) {
-    if (null_if_empty && v.empty()) null();
-    else bytes(v);
-  }
-  void owned_text(std::string v) {  // a temporary: kept here
-    owned_.push_back(std::move(v));
-    bytes(owned_.back());
-  }
-  void number(std::int64_t v) {
-    numbers_.push_back(std::to_string(v));
-    add(numbers_.back().c_str(), 0, 0);
-  }
-  void null() { add(nullptr, 0, 0); }
-  int size() const { return static_cast<int>(values_.size()); }
-  const char* const* values() const { return values_.data(); }
-  const int* lengths() const { return lengths_.data(); }
-  const int* formats() const { return formats_.data(); }
-
- private:
-  void add(const char* v, int length, int format) {
-    values_.push_back(v);
-    lengths_.push_back(length);
-    formats_.push_back(format);
-  }
-  std::deque<std::string> numbers_, owned_;  // stable addresses
-  std::vector<const char*> values_;
-  std::vector<int> lengths_, formats_;
-};
-
-class PgStore final : public Store {
- public:
-  PgStore(const std::string& uri, const StoreOptions& options)
-      : uri_(uri), described_(elide_password(uri)), options_(options) {
-    conn_.reset(PQconnectdb(uri.c_str()));
-    if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK)
-      throw StoreError(StoreError::Kind::transient, "",
-                       "cannot connect to PostgreSQL " + described_ + ": " + error() +
-                           " (check host, port, database and credentials)");
+  PgStore(const std::string& uri, const StoreOptions& options) : PgConnection(uri), uri_(uri), options_(options) {
     exec("SET client_min_messages TO warning");  // no "already exists" notices on stderr
     // Two instances starting together must not race on creating or migrating.
     exec("SELECT pg_advisory_lock(7461626)");
@@ -458,10 +372,6 @@ class PgStore final : public Store {
  private:
   std::string error() const { return conn_ ? PQerrorMessage(conn_.get()) : std::string("out of memory"); }
 
-  static std::string value(const Result& r, int row, int column) {
-    return std::string(PQgetvalue(r.get(), row, column), static_cast<std::size_t>(PQgetlength(r.get(), row, column)));
-  }
-
   // The streams row's update for one status (stream_walk.h's rules), in
   // the caller's transaction.
   void upsert_stream_status(const std::string& device_topic, const wire::StreamStatus& status) {
@@ -557,38 +467,6 @@ class PgStore final : public Store {
       throw;
     }
     notices_ = recreate_walk_indexes(schema, "PostgreSQL " + described_);
-  }
-
-  void ensure_connected() {
-    if (PQstatus(conn_.get()) == CONNECTION_OK) return;
-    PQreset(conn_.get());
-    if (PQstatus(conn_.get()) != CONNECTION_OK)
-      throw StoreError(StoreError::Kind::transient, "", "PostgreSQL " + described_ + " unreachable: " + error());
-  }
-
-  // The error of a failed statement, classified by its SQLSTATE.
-  StoreError failure(const Result& r, const std::string& what) const {
-    const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
-    std::string sqlstate = state ? state : "";
-    std::string message = r ? PQresultErrorMessage(r.get()) : error();
-    if (message.empty()) message = error();
-    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
-    return StoreError(classify_sqlstate(sqlstate), sqlstate.empty() ? "" : "SQLSTATE " + sqlstate,
-                      "PostgreSQL " + described_ + ": " + what + " failed" +
-                          (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")") + ": " + message);
-  }
-
-  Result exec(const char* sql) {
-    Result r(PQexec(conn_.get(), sql));
-    ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw failure(r, sql);
-    return r;
-  }
-
-  Result exec_params(const char* sql, const Params& p, int result_format, ExecStatusType expected, const char* what) {
-    Result r(PQexecParams(conn_.get(), sql, p.size(), nullptr, p.values(), p.lengths(), p.formats(), result_format));
-    if (!r || PQresultStatus(r.get()) != expected) throw failure(r, what);
-    return r;
   }
 
   // The row's stream position and event id: four NULLs unless it has all
@@ -959,10 +837,8 @@ class PgStore final : public Store {
   }
 
   std::string uri_;
-  std::string described_;
   StoreOptions options_;
   const StoreQueries& queries_ = store_queries(postgres_dialect);
-  std::unique_ptr<PGconn, ConnDeleter> conn_;
   std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;
