@@ -20,6 +20,7 @@
 #include "ingest/store/explained.h"
 #include "ingest/store/fork_records.h"
 #include "ingest/store/sqlite_runner.h"
+#include "ingest/store/sqlite_statements.h"
 #include "ingest/store/store.h"
 #include "ingest/store/commit_algorithm.h"
 #include "ingest/store/queries.h"
@@ -29,12 +30,6 @@
 
 namespace edge_outbox::ingest {
 namespace {
-
-// The columns of an event, in `events` and `conflicts` alike, in the order
-// bind_event binds them and read_event reads them.
-constexpr const char* event_columns =
-    "event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence, priority, mode, "
-    "extensions, time_original";
 
 // Which SQLite errors are permanent (this row can never be stored: retrying
 // gives the same error) and which transient (retry later). docs/ingest.md
@@ -89,44 +84,7 @@ class SqliteStore final : public Store {
     db_.exec("PRAGMA journal_mode=WAL");
     db_.exec(options.sqlite_sync == SqliteSync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     open_schema();
-    const std::string columns = event_columns;
-    insert_event_ = std::make_unique<SQLite::Statement>(
-        db_, "INSERT INTO events (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING");
-    insert_conflict_ = std::make_unique<SQLite::Statement>(
-        db_, "INSERT INTO conflicts (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-    select_stored_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT " + columns + " FROM events WHERE source = ? AND event_id = ?");
-    select_conflicts_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT " + columns + " FROM conflicts WHERE source = ? AND event_id = ? ORDER BY id");
-    insert_rejected_ = std::make_unique<SQLite::Statement>(
-        db_,
-        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
-        "sequence, event_id) VALUES (?,?,?,?,?,?,?,?,?,?)");
-    insert_explained_ = std::make_unique<SQLite::Statement>(
-        db_, "INSERT INTO explained (source, streamid, first, last, reason) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING");
-    select_report_sequences_ = std::make_unique<SQLite::Statement>(
-        db_,
-        "SELECT sequence FROM events WHERE source = ? AND streamid = ? AND sequence BETWEEN ? AND ? AND type = ? "
-        "ORDER BY sequence");
-    explained_reach_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_reach);
-    explained_after_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_after);
-    event_sequences_ = std::make_unique<SQLite::Statement>(db_, queries_.event_sequences);
-    rejected_sequences_ = std::make_unique<SQLite::Statement>(db_, queries_.rejected_sequences);
-    select_floor_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT floor, committed, walk_floor FROM streams WHERE source = ? AND streamid = ?");
-    upsert_stream_ = std::make_unique<SQLite::Statement>(
-        db_,
-        "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, confirmation, "
-        "status, updated_at, walk_floor) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (source, streamid) DO UPDATE SET "
-        "device_topic = excluded.device_topic, floor = excluded.floor, committed = excluded.committed, "
-        "pending = excluded.pending, unconfirmed = excluded.unconfirmed, confirmation = excluded.confirmation, "
-        "status = excluded.status, updated_at = excluded.updated_at, walk_floor = excluded.walk_floor");
-    update_walk_floor_ = std::make_unique<SQLite::Statement>(
-        db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ?");
-    raise_walk_floor_ = std::make_unique<SQLite::Statement>(
-        db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ? AND walk_floor = ?");
-    outcome_pairs_ = std::make_unique<SQLite::Statement>(db_, queries_.outcome_pairs);
-    explained_spans_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_spans);
+    st_.prepare(db_, queries_);
     rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
   }
 
@@ -238,7 +196,7 @@ class SqliteStore final : public Store {
 
   std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
     try {
-      auto& st = *select_floor_;
+      auto& st = *st_.select_floor;
       st.tryReset();
       st.clearBindings();
       st.bind(1, source);
@@ -280,7 +238,7 @@ class SqliteStore final : public Store {
       bool raised = false;
       {
         SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-        auto& st = *raise_walk_floor_;
+        auto& st = *st_.raise_walk_floor;
         st.tryReset();
         st.clearBindings();
         st.bind(1, static_cast<std::int64_t>(next));
@@ -329,7 +287,7 @@ class SqliteStore final : public Store {
 
   std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
     try {
-      auto& st = *select_floor_;
+      auto& st = *st_.select_floor;
       st.tryReset();
       st.clearBindings();
       st.bind(1, source);
@@ -473,7 +431,7 @@ class SqliteStore final : public Store {
     const std::string json = stream_status_json(describe(), device_topic, status);
     std::optional<wire::StreamStatus> recorded;
     std::optional<std::int64_t> walk_floor;
-    auto& read = *select_floor_;
+    auto& read = *st_.select_floor;
     read.tryReset();
     read.clearBindings();
     read.bind(1, status.source);
@@ -487,7 +445,7 @@ class SqliteStore final : public Store {
     read.tryReset();
     const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
     if (!update.replace_status) {
-      auto& st = *update_walk_floor_;
+      auto& st = *st_.update_walk_floor;
       st.tryReset();
       st.clearBindings();
       if (update.walk_floor) st.bind(1, static_cast<std::int64_t>(*update.walk_floor));
@@ -497,7 +455,7 @@ class SqliteStore final : public Store {
       st.tryReset();
       return;
     }
-    auto& st = *upsert_stream_;
+    auto& st = *st_.upsert_stream;
     st.tryReset();
     st.clearBindings();
     st.bind(1, status.source);
@@ -575,12 +533,7 @@ class SqliteStore final : public Store {
   }
 
   void reset_statements() {
-    for (auto* st : {insert_event_.get(), insert_conflict_.get(), select_stored_.get(), select_conflicts_.get(),
-                     insert_rejected_.get(), insert_explained_.get(), select_report_sequences_.get(),
-                     explained_reach_.get(), explained_after_.get(), event_sequences_.get(), rejected_sequences_.get(), select_floor_.get(),
-                     upsert_stream_.get(), update_walk_floor_.get(), raise_walk_floor_.get(), outcome_pairs_.get(),
-                     explained_spans_.get()})
-      st->tryReset();
+    st_.reset();
     runner_.reset();
   }
 
@@ -590,7 +543,7 @@ class SqliteStore final : public Store {
     Lookups(SqliteStore& store, const std::string& source, const std::string& streamid)
         : store_(store), source_(source), streamid_(streamid) {}
     std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
-      auto& st = bound(*store_.explained_reach_);
+      auto& st = bound(*store_.st_.explained_reach);
       st.bind(3, static_cast<std::int64_t>(sequence));
       std::optional<std::int64_t> reach;
       if (st.executeStep() && !st.getColumn(0).isNull()) reach = st.getColumn(0).getInt64();
@@ -598,7 +551,7 @@ class SqliteStore final : public Store {
       return reach;
     }
     std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
-      auto& st = bound(*store_.explained_after_);
+      auto& st = bound(*store_.st_.explained_after);
       st.bind(3, static_cast<std::int64_t>(sequence));
       std::optional<std::int64_t> first;
       if (st.executeStep() && !st.getColumn(0).isNull()) first = st.getColumn(0).getInt64();
@@ -606,10 +559,10 @@ class SqliteStore final : public Store {
       return first;
     }
     std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(*store_.event_sequences_, from, limit);
+      return sequences(*store_.st_.event_sequences, from, limit);
     }
     std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(*store_.rejected_sequences_, from, limit);
+      return sequences(*store_.st_.rejected_sequences, from, limit);
     }
 
    private:
@@ -638,7 +591,7 @@ class SqliteStore final : public Store {
   wire::OutcomeDigest digest(const std::string& source, const std::string& streamid, std::int64_t from,
                              std::int64_t through) {
     std::vector<std::pair<std::int64_t, std::string>> pairs;
-    auto& st = *outcome_pairs_;
+    auto& st = *st_.outcome_pairs;
     st.tryReset();
     st.clearBindings();
     st.bind(1, source);
@@ -648,7 +601,7 @@ class SqliteStore final : public Store {
     while (st.executeStep()) pairs.emplace_back(st.getColumn(0).getInt64(), st.getColumn(1).getString());
     st.tryReset();
     std::vector<SequenceSpan> explained;
-    auto& spans = *explained_spans_;
+    auto& spans = *st_.explained_spans;
     spans.tryReset();
     spans.clearBindings();
     spans.bind(1, source);
@@ -673,29 +626,29 @@ class SqliteStore final : public Store {
       std::vector<bool> inserted;
       inserted.reserve(events.size());
       for (const auto* e : events) {
-        inserted.push_back(bind_event(*store_.insert_event_, *e).exec() == 1);
-        store_.insert_event_->tryReset();
+        inserted.push_back(bind_event(*store_.st_.insert_event, *e).exec() == 1);
+        store_.st_.insert_event->tryReset();
       }
       return inserted;
     }
     std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) override {
       std::vector<EventRow> stored;
-      for (const auto* e : events) read_events(*store_.select_stored_, *e, stored);
+      for (const auto* e : events) read_events(*store_.st_.select_stored, *e, stored);
       return stored;
     }
     std::vector<EventRow> kept_conflicts(const EventRow& e) override {
       std::vector<EventRow> kept;
-      read_events(*store_.select_conflicts_, e, kept);
+      read_events(*store_.st_.select_conflicts, e, kept);
       return kept;
     }
     void insert_conflict(const EventRow& e) override {
-      bind_event(*store_.insert_conflict_, e).exec();
-      store_.insert_conflict_->tryReset();
+      bind_event(*store_.st_.insert_conflict, e).exec();
+      store_.st_.insert_conflict->tryReset();
     }
     std::vector<std::int64_t> stored_report_sequences(const EventRow& report,
                                                       const std::vector<wire::SequenceRange>& ranges) override {
       std::vector<std::int64_t> sequences;
-      auto& st = *store_.select_report_sequences_;
+      auto& st = *store_.st_.select_report_sequences;
       for (const auto& r : ranges) {
         st.tryReset();
         st.clearBindings();
@@ -711,7 +664,7 @@ class SqliteStore final : public Store {
     }
     void insert_explained(const std::string& source, const std::string& streamid,
                           const std::vector<ExplainedRange>& ranges) override {
-      auto& insert = *store_.insert_explained_;
+      auto& insert = *store_.st_.insert_explained;
       for (const auto& range : ranges) {
         insert.tryReset();
         insert.clearBindings();
@@ -800,7 +753,7 @@ class SqliteStore final : public Store {
   }
 
   void insert_rejected(const RejectedRow& r) {
-    auto& st = *insert_rejected_;
+    auto& st = *st_.insert_rejected;
     st.tryReset();
     st.clearBindings();
     st.bind(1, static_cast<std::int64_t>(r.received_at_ms));
@@ -836,23 +789,7 @@ class SqliteStore final : public Store {
   StoreOptions options_;
   SQLite::Database db_;
   const StoreQueries& queries_ = store_queries(sqlite_dialect);
-  std::unique_ptr<SQLite::Statement> insert_event_;
-  std::unique_ptr<SQLite::Statement> insert_conflict_;
-  std::unique_ptr<SQLite::Statement> select_stored_;
-  std::unique_ptr<SQLite::Statement> select_conflicts_;
-  std::unique_ptr<SQLite::Statement> insert_rejected_;
-  std::unique_ptr<SQLite::Statement> insert_explained_;
-  std::unique_ptr<SQLite::Statement> select_report_sequences_;
-  std::unique_ptr<SQLite::Statement> explained_reach_;
-  std::unique_ptr<SQLite::Statement> explained_after_;
-  std::unique_ptr<SQLite::Statement> event_sequences_;
-  std::unique_ptr<SQLite::Statement> rejected_sequences_;
-  std::unique_ptr<SQLite::Statement> select_floor_;
-  std::unique_ptr<SQLite::Statement> upsert_stream_;
-  std::unique_ptr<SQLite::Statement> update_walk_floor_;
-  std::unique_ptr<SQLite::Statement> raise_walk_floor_;
-  std::unique_ptr<SQLite::Statement> outcome_pairs_;
-  std::unique_ptr<SQLite::Statement> explained_spans_;
+  SqliteStatements st_;  // prepared after the schema is open
   std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;
