@@ -150,7 +150,8 @@ std::vector<bool> PgCommitStatements::insert_events(const std::vector<const Even
   // A key returned was inserted by this statement; each returned key marks
   // one occurrence in the batch (the first), the others found it stored.
   std::map<Key, int> returned;
-  for (int i = 0; i < PQntuples(r.get()); ++i) ++returned[Key(PgConnection::value(r, i, 0), PgConnection::value(r, i, 1))];
+  for (int i = 0; i < PQntuples(r.get()); ++i)
+    ++returned[Key(PgConnection::value(r, i, 0), PgConnection::value(r, i, 1))];
   std::vector<bool> inserted;
   inserted.reserve(events.size());
   for (const auto* e : events) {
@@ -162,7 +163,8 @@ std::vector<bool> PgCommitStatements::insert_events(const std::vector<const Even
 
 // The sequences of the stream's stored reports inside `ranges`: one
 // statement, an index range scan per range.
-std::vector<std::int64_t> PgCommitStatements::stored_report_sequences(const EventRow& e, const std::vector<wire::SequenceRange>& ranges) {
+std::vector<std::int64_t> PgCommitStatements::stored_report_sequences(const EventRow& e,
+                                                                    const std::vector<wire::SequenceRange>& ranges) {
   std::string firsts = "{", lasts = "{";
   for (const auto& r : ranges) {
     if (firsts.size() > 1) {

@@ -19,6 +19,7 @@
 #include "ingest/store/coverage.h"
 #include "ingest/store/explained.h"
 #include "ingest/store/fork_records.h"
+#include "ingest/store/sqlite_commit_statements.h"
 #include "ingest/store/sqlite_runner.h"
 #include "ingest/store/sqlite_statements.h"
 #include "ingest/store/store.h"
@@ -30,6 +31,10 @@
 
 namespace edge_outbox::ingest {
 namespace {
+
+using sqlite::bind_position;
+using sqlite::blob;
+using sqlite::SqliteCommitStatements;
 
 // Which SQLite errors are permanent (this row can never be stored: retrying
 // gives the same error) and which transient (retry later). docs/ingest.md
@@ -60,11 +65,6 @@ StoreError sqlite_error(const std::string& path, const SQLite::Exception& e) {
   const char* name = sqlite3_errstr(code);
   return StoreError(classify_sqlite_error(code), std::string("SQLite ") + (name ? name : "error") + " (" + std::to_string(code) + ")",
                     "SQLite store " + path + ": " + e.what());
-}
-
-void bind_text_or_null(SQLite::Statement& st, int index, const std::string& value) {
-  if (value.empty()) st.bind(index);
-  else st.bind(index, value);
 }
 
 // The store may hold device data: create it readable by its owner only.
@@ -420,11 +420,6 @@ class SqliteStore final : public Store {
   std::string describe() const override { return "sqlite:" + path_; }
 
  private:
-  static std::string blob(const SQLite::Column& c) {
-    if (c.getBytes() == 0) return {};  // NULL or empty: getBlob() may be null
-    return std::string(static_cast<const char*>(c.getBlob()), static_cast<std::size_t>(c.getBytes()));
-  }
-
   // The streams row's update for one status (stream_walk.h's rules), in
   // the caller's transaction.
   void upsert_stream_status(const std::string& device_topic, const wire::StreamStatus& status) {
@@ -613,159 +608,6 @@ class SqliteStore final : public Store {
     return fold_outcomes(std::move(pairs), explained);
   }
 
-  // The commit's statements (ingest/store/commit_algorithm.h): one row
-  // each, every statement prepared once.
-  class Statements final : public CommitStatements {
-   public:
-    explicit Statements(SqliteStore& store) : store_(store) {}
-    std::size_t rows_per_statement() const override { return 1; }
-    void insert_rejected(const std::vector<const RejectedRow*>& rows) override {
-      for (const auto* r : rows) store_.insert_rejected(*r);
-    }
-    std::vector<bool> insert_events(const std::vector<const EventRow*>& events) override {
-      std::vector<bool> inserted;
-      inserted.reserve(events.size());
-      for (const auto* e : events) {
-        inserted.push_back(bind_event(*store_.st_.insert_event, *e).exec() == 1);
-        store_.st_.insert_event->tryReset();
-      }
-      return inserted;
-    }
-    std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) override {
-      std::vector<EventRow> stored;
-      for (const auto* e : events) read_events(*store_.st_.select_stored, *e, stored);
-      return stored;
-    }
-    std::vector<EventRow> kept_conflicts(const EventRow& e) override {
-      std::vector<EventRow> kept;
-      read_events(*store_.st_.select_conflicts, e, kept);
-      return kept;
-    }
-    void insert_conflict(const EventRow& e) override {
-      bind_event(*store_.st_.insert_conflict, e).exec();
-      store_.st_.insert_conflict->tryReset();
-    }
-    std::vector<std::int64_t> stored_report_sequences(const EventRow& report,
-                                                      const std::vector<wire::SequenceRange>& ranges) override {
-      std::vector<std::int64_t> sequences;
-      auto& st = *store_.st_.select_report_sequences;
-      for (const auto& r : ranges) {
-        st.tryReset();
-        st.clearBindings();
-        st.bind(1, report.source);
-        st.bind(2, report.streamid);
-        st.bind(3, static_cast<std::int64_t>(r.first));
-        st.bind(4, static_cast<std::int64_t>(r.last));
-        st.bind(5, std::string(wire::dropped_report_type));
-        while (st.executeStep()) sequences.push_back(st.getColumn(0).getInt64());
-        st.tryReset();
-      }
-      return sequences;
-    }
-    void insert_explained(const std::string& source, const std::string& streamid,
-                          const std::vector<ExplainedRange>& ranges) override {
-      auto& insert = *store_.st_.insert_explained;
-      for (const auto& range : ranges) {
-        insert.tryReset();
-        insert.clearBindings();
-        insert.bind(1, source);
-        insert.bind(2, streamid);
-        insert.bind(3, static_cast<std::int64_t>(range.first));
-        insert.bind(4, static_cast<std::int64_t>(range.last));
-        insert.bind(5, range.reason);
-        insert.exec();
-        insert.tryReset();
-      }
-    }
-    std::uint64_t record_sequence_forks(const std::vector<const EventRow*>& stored_new, std::int64_t now_ms) override {
-      std::uint64_t forks = 0;
-      for (const auto* e : stored_new)
-        if (record_sequence_fork(store_.runner_, *e, now_ms)) ++forks;
-      return forks;
-    }
-    SqlRunner& runner() override { return store_.runner_; }
-
-   private:
-    // Appends the rows `st` (keyed by source, event_id) reads for e's key.
-    static void read_events(SQLite::Statement& st, const EventRow& e, std::vector<EventRow>& out) {
-      st.tryReset();
-      st.clearBindings();
-      st.bind(1, e.source);
-      st.bind(2, e.event_id);
-      while (st.executeStep()) out.push_back(read_event(st));
-      st.tryReset();
-    }
-    SqliteStore& store_;
-  };
-
-  // An event from a row of event_columns.
-  static EventRow read_event(const SQLite::Statement& st) {
-    EventRow e;
-    e.event_id = st.getColumn(0).getString();
-    e.source = st.getColumn(1).getString();
-    e.type = st.getColumn(2).getString();
-    e.topic = st.getColumn(3).getString();
-    e.time = st.getColumn(4).getString();  // NULL reads as ""
-    e.received_at_ms = st.getColumn(5).getInt64();
-    e.payload = blob(st.getColumn(6));
-    e.content_type = st.getColumn(7).getString();
-    e.streamid = st.getColumn(8).getString();
-    if (!st.getColumn(9).isNull()) e.sequence = st.getColumn(9).getInt64();
-    e.priority = st.getColumn(10).getString();
-    e.mode = st.getColumn(11).getString();
-    e.extensions = st.getColumn(12).getString();
-    e.time_original = st.getColumn(13).getString();
-    return e;
-  }
-
-  // Binds e to an INSERT of event_columns.
-  static SQLite::Statement& bind_event(SQLite::Statement& st, const EventRow& e) {
-    st.tryReset();
-    st.clearBindings();
-    st.bind(1, e.event_id);
-    st.bind(2, e.source);
-    st.bind(3, e.type);
-    st.bind(4, e.topic);
-    bind_text_or_null(st, 5, e.time);
-    st.bind(6, static_cast<std::int64_t>(e.received_at_ms));
-    st.bind(7, e.payload.data(), static_cast<int>(e.payload.size()));
-    bind_text_or_null(st, 8, e.content_type);
-    bind_text_or_null(st, 9, e.streamid);
-    if (e.sequence) st.bind(10, static_cast<std::int64_t>(*e.sequence));
-    bind_text_or_null(st, 11, e.priority);
-    st.bind(12, e.mode);
-    st.bind(13, e.extensions);
-    bind_text_or_null(st, 14, e.time_original);
-    return st;
-  }
-
-  // Binds r's stream position and event id at index .. index + 3: NULLs
-  // unless it has all three of the position (the id NULL when empty).
-  static void bind_position(SQLite::Statement& st, int index, const RejectedRow& r) {
-    if (r.source.empty() || r.streamid.empty() || !r.sequence) {
-      for (int i = 0; i < 4; ++i) st.bind(index + i);
-    } else {
-      st.bind(index, r.source);
-      st.bind(index + 1, r.streamid);
-      st.bind(index + 2, static_cast<std::int64_t>(*r.sequence));
-      bind_text_or_null(st, index + 3, r.event_id);
-    }
-  }
-
-  void insert_rejected(const RejectedRow& r) {
-    auto& st = *st_.insert_rejected;
-    st.tryReset();
-    st.clearBindings();
-    st.bind(1, static_cast<std::int64_t>(r.received_at_ms));
-    st.bind(2, r.topic);
-    st.bind(3, r.reason);
-    st.bind(4, r.payload.data(), static_cast<int>(r.payload.size()));
-    st.bind(5, static_cast<std::int64_t>(r.payload_size));
-    st.bind(6, r.properties.empty() ? std::string("{}") : r.properties);
-    bind_position(st, 7, r);
-    st.exec();
-  }
-
   // Deletes the oldest rejected rows until their payloads take at most 90%
   // of the quota. Runs after a commit; a failure is retried after the next.
   void prune_rejected() {
@@ -796,7 +638,7 @@ class SqliteStore final : public Store {
   std::vector<std::string> notices_;  // what opening repaired (open_notices)
   std::unique_ptr<SQLite::Statement> has_outcome_;  // stream_has_outcome's, prepared at first use
   SqliteRunner runner_{db_};  // fork_records.h's statements
-  Statements statements_{*this};  // commit_algorithm.h's
+  SqliteCommitStatements statements_{st_, runner_};  // commit_algorithm.h's
   std::uint64_t forks_detected_ = 0;  // committed
   std::uint64_t moved_ = 0;           // committed
 
