@@ -32,6 +32,7 @@
 #include "ingest/store/fork_records.h"
 #include "ingest/store/pg_commit_statements.h"
 #include "ingest/store/pg_connection.h"
+#include "ingest/store/pg_coverage_lookups.h"
 #include "ingest/store/store.h"
 #include "ingest/store/commit_algorithm.h"
 #include "ingest/store/queries.h"
@@ -45,6 +46,7 @@ namespace {
 using pg::Params;
 using pg::PgCommitStatements;
 using pg::PgConnection;
+using pg::PgCoverageLookups;
 using pg::Result;
 
 class PgStore final : public Store, private PgConnection {
@@ -167,7 +169,7 @@ class PgStore final : public Store, private PgConnection {
     if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
     StreamConfirmation c;
     c.from = std::max<std::int64_t>(std::stoll(value(r, 0, 0)), 1);
-    Lookups lookups(*this, source, streamid);
+    PgCoverageLookups lookups(*this, queries_, source, streamid);
     c.through = confirmed_from_floor(c.from, &memos_[{source, streamid}], lookups);
     if (c.through < c.from) return c;
     p.number(c.from);
@@ -187,7 +189,7 @@ class PgStore final : public Store, private PgConnection {
   std::vector<wire::SequenceRange> missing_above(const std::string& source, const std::string& streamid,
                                                  std::int64_t through) override {
     ensure_connected();
-    Lookups lookups(*this, source, streamid);
+    PgCoverageLookups lookups(*this, queries_, source, streamid);
     return holes_above(through, lookups);
   }
 
@@ -248,7 +250,7 @@ class PgStore final : public Store, private PgConnection {
                            PGRES_TUPLES_OK, "select stream floor");
     if (PQntuples(r.get()) == 0) return std::nullopt;
     const std::int64_t floor = std::stoll(value(r, 0, 0));
-    Lookups lookups(*this, source, streamid);
+    PgCoverageLookups lookups(*this, queries_, source, streamid);
     return confirmed_from_floor(floor, &memos_[{source, streamid}], lookups);
   }
 
@@ -513,55 +515,6 @@ class PgStore final : public Store, private PgConnection {
     }
   }
 
-  // One stream's rows for the confirmed_through walk (coverage.h).
-  class Lookups final : public CoverageLookups {
-   public:
-    Lookups(PgStore& store, const std::string& source, const std::string& streamid)
-        : store_(store), source_(source), streamid_(streamid) {}
-    std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
-      Params p = key();
-      p.number(sequence);
-      Result r =
-          store_.exec_params(store_.queries_.explained_reach.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
-      if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
-      return std::stoll(value(r, 0, 0));
-    }
-    std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
-      Params p = key();
-      p.number(sequence);
-      Result r =
-          store_.exec_params(store_.queries_.explained_after.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
-      if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
-      return std::stoll(value(r, 0, 0));
-    }
-    std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(store_.queries_.event_sequences.c_str(), from, limit);
-    }
-    std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(store_.queries_.rejected_sequences.c_str(), from, limit);
-    }
-
-   private:
-    Params key() const {
-      Params p;
-      p.text(source_);
-      p.text(streamid_);
-      return p;
-    }
-    std::vector<std::int64_t> sequences(const char* sql, std::int64_t from, std::size_t limit) {
-      Params p = key();
-      p.number(from);
-      p.number(static_cast<std::int64_t>(limit));
-      Result r = store_.exec_params(sql, p, 1, PGRES_TUPLES_OK, "select sequences");
-      std::vector<std::int64_t> out;
-      out.reserve(static_cast<std::size_t>(PQntuples(r.get())));
-      for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(std::stoll(value(r, i, 0)));
-      return out;
-    }
-    PgStore& store_;
-    const std::string& source_;
-    const std::string& streamid_;
-  };
 
   // Deletes the oldest rejected rows until their payloads take at most 90%
   // of the quota. Runs after a commit; a failure is retried after the next.

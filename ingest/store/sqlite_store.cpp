@@ -20,6 +20,7 @@
 #include "ingest/store/explained.h"
 #include "ingest/store/fork_records.h"
 #include "ingest/store/sqlite_commit_statements.h"
+#include "ingest/store/sqlite_coverage_lookups.h"
 #include "ingest/store/sqlite_runner.h"
 #include "ingest/store/sqlite_statements.h"
 #include "ingest/store/store.h"
@@ -35,6 +36,7 @@ namespace {
 using sqlite::bind_position;
 using sqlite::blob;
 using sqlite::SqliteCommitStatements;
+using sqlite::SqliteCoverageLookups;
 
 // Which SQLite errors are permanent (this row can never be stored: retrying
 // gives the same error) and which transient (retry later). docs/ingest.md
@@ -207,7 +209,7 @@ class SqliteStore final : public Store {
       if (!walk_floor) return std::nullopt;
       StreamConfirmation c;
       c.from = std::max<std::int64_t>(*walk_floor, 1);
-      Lookups lookups(*this, source, streamid);
+      SqliteCoverageLookups lookups(st_, source, streamid);
       c.through = confirmed_from_floor(c.from, &memos_[{source, streamid}], lookups);
       if (c.through >= c.from) c.digest = digest(source, streamid, c.from, c.through);
       return c;
@@ -220,7 +222,7 @@ class SqliteStore final : public Store {
   std::vector<wire::SequenceRange> missing_above(const std::string& source, const std::string& streamid,
                                                  std::int64_t through) override {
     try {
-      Lookups lookups(*this, source, streamid);
+      SqliteCoverageLookups lookups(st_, source, streamid);
       return holes_above(through, lookups);
     } catch (const SQLite::Exception& e) {
       reset_statements();
@@ -298,7 +300,7 @@ class SqliteStore final : public Store {
       }
       const std::int64_t floor = st.getColumn(0).getInt64();
       st.tryReset();
-      Lookups lookups(*this, source, streamid);
+      SqliteCoverageLookups lookups(st_, source, streamid);
       return confirmed_from_floor(floor, &memos_[{source, streamid}], lookups);
     } catch (const SQLite::Exception& e) {
       reset_statements();
@@ -532,55 +534,6 @@ class SqliteStore final : public Store {
     runner_.reset();
   }
 
-  // One stream's rows for the confirmed_through walk (coverage.h).
-  class Lookups final : public CoverageLookups {
-   public:
-    Lookups(SqliteStore& store, const std::string& source, const std::string& streamid)
-        : store_(store), source_(source), streamid_(streamid) {}
-    std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
-      auto& st = bound(*store_.st_.explained_reach);
-      st.bind(3, static_cast<std::int64_t>(sequence));
-      std::optional<std::int64_t> reach;
-      if (st.executeStep() && !st.getColumn(0).isNull()) reach = st.getColumn(0).getInt64();
-      st.tryReset();
-      return reach;
-    }
-    std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
-      auto& st = bound(*store_.st_.explained_after);
-      st.bind(3, static_cast<std::int64_t>(sequence));
-      std::optional<std::int64_t> first;
-      if (st.executeStep() && !st.getColumn(0).isNull()) first = st.getColumn(0).getInt64();
-      st.tryReset();
-      return first;
-    }
-    std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(*store_.st_.event_sequences, from, limit);
-    }
-    std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(*store_.st_.rejected_sequences, from, limit);
-    }
-
-   private:
-    SQLite::Statement& bound(SQLite::Statement& st) {
-      st.tryReset();
-      st.clearBindings();
-      st.bind(1, source_);
-      st.bind(2, streamid_);
-      return st;
-    }
-    std::vector<std::int64_t> sequences(SQLite::Statement& statement, std::int64_t from, std::size_t limit) {
-      auto& st = bound(statement);
-      st.bind(3, static_cast<std::int64_t>(from));
-      st.bind(4, static_cast<std::int64_t>(limit));
-      std::vector<std::int64_t> out;
-      while (st.executeStep()) out.push_back(st.getColumn(0).getInt64());
-      st.tryReset();
-      return out;
-    }
-    SqliteStore& store_;
-    const std::string& source_;
-    const std::string& streamid_;
-  };
 
   // The digest of the stream's outcomes in [from, through] (store.h).
   wire::OutcomeDigest digest(const std::string& source, const std::string& streamid, std::int64_t from,
