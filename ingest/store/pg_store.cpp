@@ -33,6 +33,7 @@
 #include "ingest/store/pg_commit_statements.h"
 #include "ingest/store/pg_connection.h"
 #include "ingest/store/pg_coverage_lookups.h"
+#include "ingest/store/pg_schema_connection.h"
 #include "ingest/store/store.h"
 #include "ingest/store/commit_algorithm.h"
 #include "ingest/store/queries.h"
@@ -47,6 +48,7 @@ using pg::Params;
 using pg::PgCommitStatements;
 using pg::PgConnection;
 using pg::PgCoverageLookups;
+using pg::PgSchemaConnection;
 using pg::Result;
 
 class PgStore final : public Store, private PgConnection {
@@ -419,35 +421,10 @@ class PgStore final : public Store, private PgConnection {
     }
   }
 
-  // The schema's reads and scripts (ingest/store/schema.h) on conn_.
-  class Schema final : public SchemaConnection {
-   public:
-    explicit Schema(PgStore& store) : store_(store) {}
-    bool table_exists(const char* table) override { return exists(table); }
-    bool index_exists(const char* index) override { return exists(index); }
-    std::vector<std::string> schema_version_rows() override {
-      Result v = store_.exec("SELECT value FROM ingest_meta WHERE key = 'schema_version'");
-      std::vector<std::string> rows;
-      for (int i = 0; i < PQntuples(v.get()); ++i) rows.emplace_back(PQgetvalue(v.get(), i, 0));
-      return rows;
-    }
-    void exec_script(const std::string& sql) override { store_.exec(sql.c_str()); }
-    void explain_stored_reports() override { store_.explain_stored_reports(); }
-
-   private:
-    bool exists(const char* relation) {
-      Params p;
-      p.owned_text(relation);
-      Result r = store_.exec_params("SELECT to_regclass($1) IS NOT NULL", p, 0, PGRES_TUPLES_OK, "look up a relation");
-      return PQgetvalue(r.get(), 0, 0)[0] == 't';
-    }
-    PgStore& store_;
-  };
-
   // Creates the schema, or migrates an older one, in one transaction; then
   // recreates a walk index an operator dropped (open_notices).
   void open_schema() {
-    Schema schema(*this);
+    PgSchemaConnection schema(*this, statements_);
     exec("BEGIN");
     try {
       create_or_migrate(schema, postgres_dialect, "PostgreSQL " + described_);
@@ -487,34 +464,6 @@ class PgStore final : public Store, private PgConnection {
     Result(PQexec(conn_.get(), "ROLLBACK"));
     return found;
   }
-
-  // Fills `explained` from the outbox.dropped events already stored.
-  void explain_stored_reports() {
-    Params p;
-    p.owned_text(std::string(wire::dropped_report_type));
-    Result r = exec_params(
-        "SELECT source, COALESCE(streamid, ''), sequence::text, payload FROM events WHERE type = $1", p, 1,
-        PGRES_TUPLES_OK, "select outbox.dropped events");
-    std::vector<StoredReport> reports;
-    for (int i = 0; i < PQntuples(r.get()); ++i) {
-      StoredReport report;
-      report.source = value(r, i, 0);
-      report.streamid = value(r, i, 1);
-      if (!PQgetisnull(r.get(), i, 2)) report.sequence = std::stoll(value(r, i, 2));
-      report.payload = value(r, i, 3);
-      reports.push_back(std::move(report));
-    }
-    const auto rows = explained_by_reports(reports);
-    for (std::size_t i = 0; i < rows.size();) {  // one stream at a time
-      std::vector<ExplainedRange> ranges;
-      std::size_t j = i;
-      for (; j < rows.size() && rows[j].source == rows[i].source && rows[j].streamid == rows[i].streamid; ++j)
-        ranges.push_back(rows[j].range);
-      statements_.insert_explained(rows[i].source, rows[i].streamid, ranges);
-      i = j;
-    }
-  }
-
 
   // Deletes the oldest rejected rows until their payloads take at most 90%
   // of the quota. Runs after a commit; a failure is retried after the next.
