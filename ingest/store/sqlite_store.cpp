@@ -22,6 +22,7 @@
 #include "ingest/store/sqlite_commit_statements.h"
 #include "ingest/store/sqlite_coverage_lookups.h"
 #include "ingest/store/sqlite_runner.h"
+#include "ingest/store/sqlite_schema_connection.h"
 #include "ingest/store/sqlite_statements.h"
 #include "ingest/store/store.h"
 #include "ingest/store/commit_algorithm.h"
@@ -37,6 +38,7 @@ using sqlite::bind_position;
 using sqlite::blob;
 using sqlite::SqliteCommitStatements;
 using sqlite::SqliteCoverageLookups;
+using sqlite::SqliteSchemaConnection;
 
 // Which SQLite errors are permanent (this row can never be stored: retrying
 // gives the same error) and which transient (retry later). docs/ingest.md
@@ -470,63 +472,14 @@ class SqliteStore final : public Store {
     st.tryReset();
   }
 
-  // The schema's reads and scripts (ingest/store/schema.h) on db_.
-  class Schema final : public SchemaConnection {
-   public:
-    explicit Schema(SqliteStore& store) : store_(store) {}
-    bool table_exists(const char* table) override { return store_.db_.tableExists(table); }
-    bool index_exists(const char* index) override {
-      SQLite::Statement st(store_.db_, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
-      st.bind(1, index);
-      return st.executeStep();
-    }
-    std::vector<std::string> schema_version_rows() override {
-      SQLite::Statement st(store_.db_, "SELECT value FROM ingest_meta WHERE key = 'schema_version'");
-      std::vector<std::string> rows;
-      while (st.executeStep()) rows.push_back(st.getColumn(0).getString());
-      return rows;
-    }
-    void exec_script(const std::string& sql) override { store_.db_.exec(sql); }
-    void explain_stored_reports() override { store_.explain_stored_reports(); }
-
-   private:
-    SqliteStore& store_;
-  };
-
   // Creates the schema, or migrates an older one, in one transaction; then
   // recreates a walk index an operator dropped (open_notices).
   void open_schema() {
-    Schema schema(*this);
+    SqliteSchemaConnection schema(db_);
     SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
     create_or_migrate(schema, sqlite_dialect, "SQLite store " + path_);
     tx.commit();
     notices_ = recreate_walk_indexes(schema, "SQLite store " + path_);
-  }
-
-  // Fills `explained` from the outbox.dropped events already stored.
-  void explain_stored_reports() {
-    std::vector<StoredReport> reports;
-    SQLite::Statement st(db_, "SELECT source, COALESCE(streamid, ''), sequence, payload FROM events WHERE type = ?");
-    st.bind(1, std::string(wire::dropped_report_type));
-    while (st.executeStep()) {
-      StoredReport r;
-      r.source = st.getColumn(0).getString();
-      r.streamid = st.getColumn(1).getString();
-      if (!st.getColumn(2).isNull()) r.sequence = st.getColumn(2).getInt64();
-      r.payload = blob(st.getColumn(3));
-      reports.push_back(std::move(r));
-    }
-    SQLite::Statement insert(
-        db_, "INSERT INTO explained (source, streamid, first, last, reason) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING");
-    for (const auto& e : explained_by_reports(reports)) {
-      insert.reset();
-      insert.bind(1, e.source);
-      insert.bind(2, e.streamid);
-      insert.bind(3, static_cast<std::int64_t>(e.range.first));
-      insert.bind(4, static_cast<std::int64_t>(e.range.last));
-      insert.bind(5, e.range.reason);
-      insert.exec();
-    }
   }
 
   void reset_statements() {
