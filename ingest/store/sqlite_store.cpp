@@ -24,6 +24,7 @@
 #include "ingest/store/sqlite_runner.h"
 #include "ingest/store/sqlite_schema_connection.h"
 #include "ingest/store/sqlite_statements.h"
+#include "ingest/store/sqlite_stream_status.h"
 #include "ingest/store/store.h"
 #include "ingest/store/commit_algorithm.h"
 #include "ingest/store/queries.h"
@@ -144,7 +145,7 @@ class SqliteStore final : public Store {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
       std::uint64_t forks = 0;
       for (const auto& s : statuses) {
-        upsert_stream_status(s.device_topic, s.status);
+        sqlite::upsert_stream_status(st_, describe(), s.device_topic, s.status);
         if (record_session(runner_, s.status, wall_ms())) ++forks;
       }
       tx.commit();
@@ -424,54 +425,6 @@ class SqliteStore final : public Store {
   std::string describe() const override { return "sqlite:" + path_; }
 
  private:
-  // The streams row's update for one status (stream_walk.h's rules), in
-  // the caller's transaction.
-  void upsert_stream_status(const std::string& device_topic, const wire::StreamStatus& status) {
-    const std::string json = stream_status_json(describe(), device_topic, status);
-    std::optional<wire::StreamStatus> recorded;
-    std::optional<std::int64_t> walk_floor;
-    auto& read = *st_.select_floor;
-    read.tryReset();
-    read.clearBindings();
-    read.bind(1, status.source);
-    read.bind(2, status.streamid);
-    if (read.executeStep()) {
-      recorded.emplace();
-      recorded->floor = read.getColumn(0).getInt64();
-      recorded->committed = read.getColumn(1).getInt64();
-      if (!read.getColumn(2).isNull()) walk_floor = read.getColumn(2).getInt64();
-    }
-    read.tryReset();
-    const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
-    if (!update.replace_status) {
-      auto& st = *st_.update_walk_floor;
-      st.tryReset();
-      st.clearBindings();
-      if (update.walk_floor) st.bind(1, static_cast<std::int64_t>(*update.walk_floor));
-      st.bind(2, status.source);
-      st.bind(3, status.streamid);
-      st.exec();
-      st.tryReset();
-      return;
-    }
-    auto& st = *st_.upsert_stream;
-    st.tryReset();
-    st.clearBindings();
-    st.bind(1, status.source);
-    st.bind(2, status.streamid);
-    st.bind(3, device_topic);
-    st.bind(4, static_cast<std::int64_t>(status.floor));
-    st.bind(5, static_cast<std::int64_t>(status.committed));
-    st.bind(6, static_cast<std::int64_t>(status.pending));
-    st.bind(7, static_cast<std::int64_t>(status.unconfirmed));
-    st.bind(8, std::string(wire::to_string(status.confirmation)));
-    st.bind(9, json);
-    st.bind(10, static_cast<std::int64_t>(wall_ms()));
-    if (update.walk_floor) st.bind(11, static_cast<std::int64_t>(*update.walk_floor));
-    st.exec();
-    st.tryReset();
-  }
-
   // Creates the schema, or migrates an older one, in one transaction; then
   // recreates a walk index an operator dropped (open_notices).
   void open_schema() {
