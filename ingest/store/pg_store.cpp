@@ -30,6 +30,11 @@
 #include "ingest/store/coverage.h"
 #include "ingest/store/explained.h"
 #include "ingest/store/fork_records.h"
+#include "ingest/store/pg_commit_statements.h"
+#include "ingest/store/pg_connection.h"
+#include "ingest/store/pg_coverage_lookups.h"
+#include "ingest/store/pg_schema_connection.h"
+#include "ingest/store/pg_stream_status.h"
 #include "ingest/store/store.h"
 #include "ingest/store/commit_algorithm.h"
 #include "ingest/store/queries.h"
@@ -40,114 +45,16 @@
 namespace edge_outbox::ingest {
 namespace {
 
-// The columns of an event, in `events` and `conflicts` alike, in the order
-// add_event binds them. event_select reads them back (binary results:
-// numbers cast to text so that one format fits every column).
-constexpr const char* event_columns =
-    "event_id, source, type, topic, \"time\", received_at, payload, content_type, streamid, sequence, priority, "
-    "mode, extensions, time_original";
-constexpr const char* event_select =
-    "event_id, source, type, topic, \"time\", received_at::text, payload, content_type, streamid, sequence::text, "
-    "priority, mode, extensions, time_original";
-constexpr int event_column_count = 14;
+using pg::Params;
+using pg::PgCommitStatements;
+using pg::PgConnection;
+using pg::PgCoverageLookups;
+using pg::PgSchemaConnection;
+using pg::Result;
 
-// Which PostgreSQL errors are permanent (this row can never be stored:
-// retrying gives the same error) and which transient (retry with backoff),
-// by SQLSTATE class. docs/ingest.md "Store errors" has the same table. A class not
-// listed is transient: retrying loses nothing, rejecting might.
-struct SqlstateClass {
-  const char* klass;
-  StoreError::Kind kind;
-};
-constexpr SqlstateClass sqlstate_classes[] = {
-    {"08", StoreError::Kind::transient},  // connection exception
-    {"22", StoreError::Kind::permanent},  // data exception (value too long, invalid encoding, NUL byte, ...)
-    {"23", StoreError::Kind::permanent},  // integrity constraint violation (NOT NULL, CHECK, an added unique
-                                          // index; the key (source, event_id) is ON CONFLICT DO NOTHING)
-    {"25", StoreError::Kind::transient},  // invalid transaction state (e.g. read-only transaction on a standby)
-    {"40", StoreError::Kind::transient},  // transaction rollback (serialization failure, deadlock)
-    {"42", StoreError::Kind::transient},  // syntax error or access rule violation: a table or grant changed,
-                                          // as during a rolling upgrade
-    {"53", StoreError::Kind::transient},  // insufficient resources (disk full, out of memory, too many connections)
-    {"54", StoreError::Kind::permanent},  // program limit exceeded (e.g. index row size exceeds the btree maximum)
-    {"55", StoreError::Kind::transient},  // object not in prerequisite state (lock not available)
-    {"57", StoreError::Kind::transient},  // operator intervention (admin shutdown, query canceled)
-    {"58", StoreError::Kind::transient},  // system error (I/O error)
-    {"XX", StoreError::Kind::transient},  // internal error (data corrupted: needs an operator)
-};
-
-StoreError::Kind classify_sqlstate(const std::string& sqlstate) noexcept {
-  if (sqlstate.size() == 5)
-    for (const auto& c : sqlstate_classes)
-      if (sqlstate.compare(0, 2, c.klass) == 0) return c.kind;
-  return StoreError::Kind::transient;
-}
-
-// Rows per INSERT statement: 14 parameters each, well below libpq's 65535.
-constexpr std::size_t rows_per_insert = 1000;
-
-struct ResultDeleter {
-  void operator()(PGresult* r) const noexcept { PQclear(r); }
-};
-using Result = std::unique_ptr<PGresult, ResultDeleter>;
-
-struct ConnDeleter {
-  void operator()(PGconn* c) const noexcept { PQfinish(c); }
-};
-
-// The URI without its password, for logs.
-std::string elide_password(const std::string& uri) {
-  auto scheme = uri.find("://");
-  auto at = uri.find('@');
-  if (scheme == std::string::npos || at == std::string::npos) return uri;
-  auto colon = uri.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return uri;
-  return uri.substr(0, colon) + ":***" + uri.substr(at);
-}
-
-// Parameters of one statement: text and bytes in binary format with their
-// lengths, numbers as text.
-class Params {
+class PgStore final : public Store, private PgConnection {
  public:
-  void bytes(const std::string& v) { add(v.data(), static_cast<int>(v.size()), 1); }
-  void text(const std::string& v, bool null_if_empty = false) {
-    if (null_if_empty && v.empty()) null();
-    else bytes(v);
-  }
-  void owned_text(std::string v) {  // a temporary: kept here
-    owned_.push_back(std::move(v));
-    bytes(owned_.back());
-  }
-  void number(std::int64_t v) {
-    numbers_.push_back(std::to_string(v));
-    add(numbers_.back().c_str(), 0, 0);
-  }
-  void null() { add(nullptr, 0, 0); }
-  int size() const { return static_cast<int>(values_.size()); }
-  const char* const* values() const { return values_.data(); }
-  const int* lengths() const { return lengths_.data(); }
-  const int* formats() const { return formats_.data(); }
-
- private:
-  void add(const char* v, int length, int format) {
-    values_.push_back(v);
-    lengths_.push_back(length);
-    formats_.push_back(format);
-  }
-  std::deque<std::string> numbers_, owned_;  // stable addresses
-  std::vector<const char*> values_;
-  std::vector<int> lengths_, formats_;
-};
-
-class PgStore final : public Store {
- public:
-  PgStore(const std::string& uri, const StoreOptions& options)
-      : uri_(uri), described_(elide_password(uri)), options_(options) {
-    conn_.reset(PQconnectdb(uri.c_str()));
-    if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK)
-      throw StoreError(StoreError::Kind::transient, "",
-                       "cannot connect to PostgreSQL " + described_ + ": " + error() +
-                           " (check host, port, database and credentials)");
+  PgStore(const std::string& uri, const StoreOptions& options) : PgConnection(uri), uri_(uri), options_(options) {
     exec("SET client_min_messages TO warning");  // no "already exists" notices on stderr
     // Two instances starting together must not race on creating or migrating.
     exec("SELECT pg_advisory_lock(7461626)");
@@ -209,7 +116,7 @@ class PgStore final : public Store {
       exec("BEGIN");
       std::uint64_t forks = 0;
       for (const auto& s : statuses) {
-        upsert_stream_status(s.device_topic, s.status);
+        pg::upsert_stream_status(*this, described_, s.device_topic, s.status);
         if (record_session(runner_, s.status, wall_ms())) ++forks;
       }
       exec("COMMIT");
@@ -265,7 +172,7 @@ class PgStore final : public Store {
     if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
     StreamConfirmation c;
     c.from = std::max<std::int64_t>(std::stoll(value(r, 0, 0)), 1);
-    Lookups lookups(*this, source, streamid);
+    PgCoverageLookups lookups(*this, queries_, source, streamid);
     c.through = confirmed_from_floor(c.from, &memos_[{source, streamid}], lookups);
     if (c.through < c.from) return c;
     p.number(c.from);
@@ -285,7 +192,7 @@ class PgStore final : public Store {
   std::vector<wire::SequenceRange> missing_above(const std::string& source, const std::string& streamid,
                                                  std::int64_t through) override {
     ensure_connected();
-    Lookups lookups(*this, source, streamid);
+    PgCoverageLookups lookups(*this, queries_, source, streamid);
     return holes_above(through, lookups);
   }
 
@@ -346,7 +253,7 @@ class PgStore final : public Store {
                            PGRES_TUPLES_OK, "select stream floor");
     if (PQntuples(r.get()) == 0) return std::nullopt;
     const std::int64_t floor = std::stoll(value(r, 0, 0));
-    Lookups lookups(*this, source, streamid);
+    PgCoverageLookups lookups(*this, queries_, source, streamid);
     return confirmed_from_floor(floor, &memos_[{source, streamid}], lookups);
   }
 
@@ -445,7 +352,7 @@ class PgStore final : public Store {
   void update_rejected_position(std::int64_t id, const RejectedRow& position) override {
     ensure_connected();
     Params p;
-    add_position(p, position);
+    pg::add_position(p, position);
     p.number(id);
     exec_params("UPDATE rejected SET source = $1, streamid = $2, sequence = $3::bigint, event_id = $4 WHERE id = $5",
                 p, 0, PGRES_COMMAND_OK, "update rejected");
@@ -458,96 +365,10 @@ class PgStore final : public Store {
  private:
   std::string error() const { return conn_ ? PQerrorMessage(conn_.get()) : std::string("out of memory"); }
 
-  static std::string value(const Result& r, int row, int column) {
-    return std::string(PQgetvalue(r.get(), row, column), static_cast<std::size_t>(PQgetlength(r.get(), row, column)));
-  }
-
-  // The streams row's update for one status (stream_walk.h's rules), in
-  // the caller's transaction.
-  void upsert_stream_status(const std::string& device_topic, const wire::StreamStatus& status) {
-    const std::string json = stream_status_json(described_, device_topic, status);
-    Params p;
-    p.text(status.source);
-    p.text(status.streamid);
-    p.text(device_topic);
-    p.number(status.floor);
-    p.number(status.committed);
-    p.number(status.pending);
-    p.number(status.unconfirmed);
-    p.owned_text(std::string(wire::to_string(status.confirmation)));
-    p.text(json);
-    p.number(wall_ms());
-    // A new row first (another ingest may insert it meanwhile: then the
-    // row is read under a lock and updated).
-    Params first = p;
-    const StreamRowUpdate fresh = on_stream_status(std::nullopt, std::nullopt, status);
-    add_optional(first, fresh.walk_floor);
-    Result inserted = exec_params(
-        "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, "
-        "confirmation, status, updated_at, walk_floor) VALUES ($1,$2,$3,$4::bigint,$5::bigint,$6::bigint,"
-        "$7::bigint,$8,$9,$10::bigint,$11::bigint) ON CONFLICT (source, streamid) DO NOTHING RETURNING 1",
-        first, 0, PGRES_TUPLES_OK, "insert into streams");
-    if (PQntuples(inserted.get()) == 0) {
-      Params key;
-      key.text(status.source);
-      key.text(status.streamid);
-      Result r = exec_params(
-          "SELECT floor::text, committed::text, walk_floor::text FROM streams WHERE source = $1 AND streamid = $2 "
-          "FOR UPDATE",
-          key, 1, PGRES_TUPLES_OK, "select stream");
-      if (PQntuples(r.get()) != 1)
-        throw StoreError(StoreError::Kind::transient, "",
-                         "PostgreSQL " + described_ + ": a stream's row vanished while its status was recorded");
-      wire::StreamStatus recorded;
-      recorded.floor = std::stoll(value(r, 0, 0));
-      recorded.committed = std::stoll(value(r, 0, 1));
-      std::optional<std::int64_t> walk_floor;
-      if (!PQgetisnull(r.get(), 0, 2)) walk_floor = std::stoll(value(r, 0, 2));
-      const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
-      if (update.replace_status) {
-        add_optional(p, update.walk_floor);
-        exec_params(
-            "UPDATE streams SET device_topic = $3, floor = $4::bigint, committed = $5::bigint, pending = $6::bigint, "
-            "unconfirmed = $7::bigint, confirmation = $8, status = $9, updated_at = $10::bigint, "
-            "walk_floor = $11::bigint WHERE source = $1 AND streamid = $2",
-            p, 0, PGRES_COMMAND_OK, "update streams");
-      } else {
-        add_optional(key, update.walk_floor);
-        exec_params("UPDATE streams SET walk_floor = $3::bigint WHERE source = $1 AND streamid = $2", key, 0,
-                    PGRES_COMMAND_OK, "update streams");
-      }
-    }
-  }
-
-  // The schema's reads and scripts (ingest/store/schema.h) on conn_.
-  class Schema final : public SchemaConnection {
-   public:
-    explicit Schema(PgStore& store) : store_(store) {}
-    bool table_exists(const char* table) override { return exists(table); }
-    bool index_exists(const char* index) override { return exists(index); }
-    std::vector<std::string> schema_version_rows() override {
-      Result v = store_.exec("SELECT value FROM ingest_meta WHERE key = 'schema_version'");
-      std::vector<std::string> rows;
-      for (int i = 0; i < PQntuples(v.get()); ++i) rows.emplace_back(PQgetvalue(v.get(), i, 0));
-      return rows;
-    }
-    void exec_script(const std::string& sql) override { store_.exec(sql.c_str()); }
-    void explain_stored_reports() override { store_.explain_stored_reports(); }
-
-   private:
-    bool exists(const char* relation) {
-      Params p;
-      p.owned_text(relation);
-      Result r = store_.exec_params("SELECT to_regclass($1) IS NOT NULL", p, 0, PGRES_TUPLES_OK, "look up a relation");
-      return PQgetvalue(r.get(), 0, 0)[0] == 't';
-    }
-    PgStore& store_;
-  };
-
   // Creates the schema, or migrates an older one, in one transaction; then
   // recreates a walk index an operator dropped (open_notices).
   void open_schema() {
-    Schema schema(*this);
+    PgSchemaConnection schema(*this, statements_);
     exec("BEGIN");
     try {
       create_or_migrate(schema, postgres_dialect, "PostgreSQL " + described_);
@@ -557,160 +378,6 @@ class PgStore final : public Store {
       throw;
     }
     notices_ = recreate_walk_indexes(schema, "PostgreSQL " + described_);
-  }
-
-  void ensure_connected() {
-    if (PQstatus(conn_.get()) == CONNECTION_OK) return;
-    PQreset(conn_.get());
-    if (PQstatus(conn_.get()) != CONNECTION_OK)
-      throw StoreError(StoreError::Kind::transient, "", "PostgreSQL " + described_ + " unreachable: " + error());
-  }
-
-  // The error of a failed statement, classified by its SQLSTATE.
-  StoreError failure(const Result& r, const std::string& what) const {
-    const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
-    std::string sqlstate = state ? state : "";
-    std::string message = r ? PQresultErrorMessage(r.get()) : error();
-    if (message.empty()) message = error();
-    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
-    return StoreError(classify_sqlstate(sqlstate), sqlstate.empty() ? "" : "SQLSTATE " + sqlstate,
-                      "PostgreSQL " + described_ + ": " + what + " failed" +
-                          (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")") + ": " + message);
-  }
-
-  Result exec(const char* sql) {
-    Result r(PQexec(conn_.get(), sql));
-    ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw failure(r, sql);
-    return r;
-  }
-
-  Result exec_params(const char* sql, const Params& p, int result_format, ExecStatusType expected, const char* what) {
-    Result r(PQexecParams(conn_.get(), sql, p.size(), nullptr, p.values(), p.lengths(), p.formats(), result_format));
-    if (!r || PQresultStatus(r.get()) != expected) throw failure(r, what);
-    return r;
-  }
-
-  // The row's stream position and event id: four NULLs unless it has all
-  // three of the position (the id NULL when empty).
-  static void add_position(Params& p, const RejectedRow& row) {
-    if (row.source.empty() || row.streamid.empty() || !row.sequence) {
-      for (int i = 0; i < 4; ++i) p.null();
-    } else {
-      p.text(row.source);
-      p.text(row.streamid);
-      p.number(*row.sequence);
-      p.text(row.event_id, true);
-    }
-  }
-
-  static void add_optional(Params& p, const std::optional<std::int64_t>& v) {
-    if (v) p.number(*v);
-    else p.null();
-  }
-
-  // The rejections in one multi-row INSERT.
-  void insert_rejected(const std::vector<const RejectedRow*>& rows) {
-    constexpr std::size_t columns = 10;
-    std::string sql =
-        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
-        "sequence, event_id) VALUES ";
-    Params p;
-    for (std::size_t k = 0; k < rows.size(); ++k) {
-      const auto& row = *rows[k];
-      const std::size_t base = k * columns;
-      if (k > 0) sql += ',';
-      for (std::size_t c = 1; c <= columns; ++c) {
-        sql += c == 1 ? "($" : ",$";
-        sql += std::to_string(base + c);
-        if (c == 1 || c == 5 || c == 9) sql += "::bigint";
-      }
-      sql += ')';
-      p.number(row.received_at_ms);
-      p.text(row.topic);
-      p.text(row.reason);
-      p.bytes(row.payload);
-      p.number(static_cast<std::int64_t>(row.payload_size));
-      p.owned_text(row.properties.empty() ? std::string("{}") : row.properties);
-      add_position(p, row);
-    }
-    exec_params(sql.c_str(), p, 0, PGRES_COMMAND_OK, "insert into rejected");
-  }
-
-  // The parameters of one event, in event_columns order.
-  static void add_event(Params& p, const EventRow& e) {
-    p.text(e.event_id);
-    p.text(e.source);
-    p.text(e.type);
-    p.text(e.topic);
-    p.text(e.time, true);
-    p.number(e.received_at_ms);
-    p.bytes(e.payload);
-    p.text(e.content_type, true);
-    p.text(e.streamid, true);
-    if (e.sequence) p.number(*e.sequence);
-    else p.null();
-    p.text(e.priority, true);
-    p.text(e.mode);
-    p.text(e.extensions);
-    p.text(e.time_original, true);
-  }
-
-  // ($1,$2,...) for the event_column_count parameters of the k-th event.
-  static std::string event_placeholders(std::size_t k) {
-    std::string out = "(";
-    for (int c = 0; c < event_column_count; ++c) {
-      if (c) out += ',';
-      out += '$' + std::to_string(k * event_column_count + static_cast<std::size_t>(c) + 1);
-      if (c == 5 || c == 9) out += "::bigint";
-    }
-    return out + ')';
-  }
-
-  // An event from row i of a binary result of event_select.
-  static EventRow read_event(const Result& r, int i) {
-    EventRow e;
-    e.event_id = value(r, i, 0);
-    e.source = value(r, i, 1);
-    e.type = value(r, i, 2);
-    e.topic = value(r, i, 3);
-    e.time = value(r, i, 4);  // NULL reads as ""
-    e.received_at_ms = std::stoll(value(r, i, 5));
-    e.payload = value(r, i, 6);
-    e.content_type = value(r, i, 7);
-    e.streamid = value(r, i, 8);
-    if (!PQgetisnull(r.get(), i, 9)) e.sequence = std::stoll(value(r, i, 9));
-    e.priority = value(r, i, 10);
-    e.mode = value(r, i, 11);
-    e.extensions = value(r, i, 12);
-    e.time_original = value(r, i, 13);
-    return e;
-  }
-
-  using Key = std::pair<std::string, std::string>;  // (source, event_id)
-
-  // The events in one multi-row INSERT; for each, whether it stored it.
-  std::vector<bool> insert_events(const std::vector<const EventRow*>& events) {
-    std::string sql = "INSERT INTO events (" + std::string(event_columns) + ") VALUES ";
-    Params p;
-    for (std::size_t k = 0; k < events.size(); ++k) {
-      sql += k ? "," : "";
-      sql += event_placeholders(k);
-      add_event(p, *events[k]);
-    }
-    sql += " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id";
-    Result r = exec_params(sql.c_str(), p, 0, PGRES_TUPLES_OK, "insert into events");
-    // A key returned was inserted by this statement; each returned key marks
-    // one occurrence in the batch (the first), the others found it stored.
-    std::map<Key, int> returned;
-    for (int i = 0; i < PQntuples(r.get()); ++i) ++returned[Key(value(r, i, 0), value(r, i, 1))];
-    std::vector<bool> inserted;
-    inserted.reserve(events.size());
-    for (const auto* e : events) {
-      auto it = returned.find(Key(e->source, e->event_id));
-      inserted.push_back(it != returned.end() && it->second-- > 0);
-    }
-    return inserted;
   }
 
   // After a permanent error of a multi-row statement: which row it was.
@@ -737,209 +404,6 @@ class PgStore final : public Store {
     return found;
   }
 
-  // The sequences of the stream's stored reports inside `ranges`: one
-  // statement, an index range scan per range.
-  std::vector<std::int64_t> stored_report_sequences(const EventRow& e, const std::vector<wire::SequenceRange>& ranges) {
-    std::string firsts = "{", lasts = "{";
-    for (const auto& r : ranges) {
-      if (firsts.size() > 1) {
-        firsts += ',';
-        lasts += ',';
-      }
-      firsts += std::to_string(r.first);
-      lasts += std::to_string(r.last);
-    }
-    Params p;
-    p.text(e.source);
-    p.text(e.streamid);
-    p.owned_text(firsts + "}");
-    p.owned_text(lasts + "}");
-    p.owned_text(std::string(wire::dropped_report_type));
-    Result found = exec_params(
-        "SELECT e.sequence::text FROM unnest($3::text::bigint[], $4::text::bigint[]) AS r(f, l) JOIN events e "
-        "ON e.source = $1 AND e.streamid = $2 AND e.sequence BETWEEN r.f AND r.l WHERE e.type = $5 "
-        "ORDER BY e.sequence",
-        p, 1, PGRES_TUPLES_OK, "select superseded reports");
-    std::vector<std::int64_t> sequences;
-    for (int i = 0; i < PQntuples(found.get()); ++i) sequences.push_back(std::stoll(value(found, i, 0)));
-    return sequences;
-  }
-
-  // Multi-row INSERTs of explained_rows_per_statement rows at most.
-  void insert_explained(const std::string& source, const std::string& streamid,
-                        const std::vector<ExplainedRange>& ranges) {
-    constexpr std::size_t explained_rows_per_statement = 1000;  // 5 parameters each
-    for (std::size_t start = 0; start < ranges.size(); start += explained_rows_per_statement) {
-      const std::size_t end = std::min(ranges.size(), start + explained_rows_per_statement);
-      std::string sql = "INSERT INTO explained (source, streamid, first, last, reason) VALUES ";
-      Params p;
-      for (std::size_t k = start; k < end; ++k) {
-        const std::size_t base = (k - start) * 5;
-        if (k > start) sql += ',';
-        for (std::size_t c = 1; c <= 5; ++c) {
-          sql += c == 1 ? "($" : ",$";
-          sql += std::to_string(base + c);
-          if (c == 3 || c == 4) sql += "::bigint";
-        }
-        sql += ')';
-        p.text(source);
-        p.text(streamid);
-        p.number(ranges[k].first);
-        p.number(ranges[k].last);
-        p.text(ranges[k].reason);
-      }
-      sql += " ON CONFLICT DO NOTHING";
-      exec_params(sql.c_str(), p, 0, PGRES_COMMAND_OK, "insert into explained");
-    }
-  }
-
-  // Fills `explained` from the outbox.dropped events already stored.
-  void explain_stored_reports() {
-    Params p;
-    p.owned_text(std::string(wire::dropped_report_type));
-    Result r = exec_params(
-        "SELECT source, COALESCE(streamid, ''), sequence::text, payload FROM events WHERE type = $1", p, 1,
-        PGRES_TUPLES_OK, "select outbox.dropped events");
-    std::vector<StoredReport> reports;
-    for (int i = 0; i < PQntuples(r.get()); ++i) {
-      StoredReport report;
-      report.source = value(r, i, 0);
-      report.streamid = value(r, i, 1);
-      if (!PQgetisnull(r.get(), i, 2)) report.sequence = std::stoll(value(r, i, 2));
-      report.payload = value(r, i, 3);
-      reports.push_back(std::move(report));
-    }
-    const auto rows = explained_by_reports(reports);
-    for (std::size_t i = 0; i < rows.size();) {  // one stream at a time
-      std::vector<ExplainedRange> ranges;
-      std::size_t j = i;
-      for (; j < rows.size() && rows[j].source == rows[i].source && rows[j].streamid == rows[i].streamid; ++j)
-        ranges.push_back(rows[j].range);
-      insert_explained(rows[i].source, rows[i].streamid, ranges);
-      i = j;
-    }
-  }
-
-  // One stream's rows for the confirmed_through walk (coverage.h).
-  class Lookups final : public CoverageLookups {
-   public:
-    Lookups(PgStore& store, const std::string& source, const std::string& streamid)
-        : store_(store), source_(source), streamid_(streamid) {}
-    std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
-      Params p = key();
-      p.number(sequence);
-      Result r =
-          store_.exec_params(store_.queries_.explained_reach.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
-      if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
-      return std::stoll(value(r, 0, 0));
-    }
-    std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
-      Params p = key();
-      p.number(sequence);
-      Result r =
-          store_.exec_params(store_.queries_.explained_after.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
-      if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
-      return std::stoll(value(r, 0, 0));
-    }
-    std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(store_.queries_.event_sequences.c_str(), from, limit);
-    }
-    std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(store_.queries_.rejected_sequences.c_str(), from, limit);
-    }
-
-   private:
-    Params key() const {
-      Params p;
-      p.text(source_);
-      p.text(streamid_);
-      return p;
-    }
-    std::vector<std::int64_t> sequences(const char* sql, std::int64_t from, std::size_t limit) {
-      Params p = key();
-      p.number(from);
-      p.number(static_cast<std::int64_t>(limit));
-      Result r = store_.exec_params(sql, p, 1, PGRES_TUPLES_OK, "select sequences");
-      std::vector<std::int64_t> out;
-      out.reserve(static_cast<std::size_t>(PQntuples(r.get())));
-      for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(std::stoll(value(r, i, 0)));
-      return out;
-    }
-    PgStore& store_;
-    const std::string& source_;
-    const std::string& streamid_;
-  };
-
-  // The stored versions of the events' keys, in one statement.
-  std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) {
-    std::string sql = "SELECT " + std::string(event_select) + " FROM events WHERE (source, event_id) IN (";
-    Params keys;
-    for (std::size_t k = 0; k < events.size(); ++k) {
-      sql += (k ? ",($" : "($") + std::to_string(2 * k + 1) + "::text,$" + std::to_string(2 * k + 2) + "::text)";
-      keys.text(events[k]->source);
-      keys.text(events[k]->event_id);
-    }
-    sql += ')';
-    return read_events(exec_params(sql.c_str(), keys, 1, PGRES_TUPLES_OK, "select stored events"));
-  }
-
-  // The versions kept in conflicts under e's key, oldest first.
-  std::vector<EventRow> kept_conflicts(const EventRow& e) {
-    Params key;
-    key.text(e.source);
-    key.text(e.event_id);
-    static const std::string sql =
-        "SELECT " + std::string(event_select) + " FROM conflicts WHERE source = $1 AND event_id = $2 ORDER BY id";
-    return read_events(exec_params(sql.c_str(), key, 1, PGRES_TUPLES_OK, "select conflicts"));
-  }
-
-  void insert_conflict(const EventRow& e) {
-    Params p;
-    add_event(p, e);
-    static const std::string sql =
-        "INSERT INTO conflicts (" + std::string(event_columns) + ") VALUES " + event_placeholders(0);
-    exec_params(sql.c_str(), p, 0, PGRES_COMMAND_OK, "insert into conflicts");
-  }
-
-  static std::vector<EventRow> read_events(const Result& r) {
-    std::vector<EventRow> events;
-    events.reserve(static_cast<std::size_t>(PQntuples(r.get())));
-    for (int i = 0; i < PQntuples(r.get()); ++i) events.push_back(read_event(r, i));
-    return events;
-  }
-
-  // The commit's statements (ingest/store/commit_algorithm.h): multi-row
-  // INSERTs of rows_per_insert rows at most.
-  class Statements final : public CommitStatements {
-   public:
-    explicit Statements(PgStore& store) : store_(store) {}
-    std::size_t rows_per_statement() const override { return rows_per_insert; }
-    void insert_rejected(const std::vector<const RejectedRow*>& rows) override { store_.insert_rejected(rows); }
-    std::vector<bool> insert_events(const std::vector<const EventRow*>& events) override {
-      return store_.insert_events(events);
-    }
-    std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) override {
-      return store_.stored_events(events);
-    }
-    std::vector<EventRow> kept_conflicts(const EventRow& e) override { return store_.kept_conflicts(e); }
-    void insert_conflict(const EventRow& e) override { store_.insert_conflict(e); }
-    std::vector<std::int64_t> stored_report_sequences(const EventRow& report,
-                                                      const std::vector<wire::SequenceRange>& ranges) override {
-      return store_.stored_report_sequences(report, ranges);
-    }
-    void insert_explained(const std::string& source, const std::string& streamid,
-                          const std::vector<ExplainedRange>& ranges) override {
-      store_.insert_explained(source, streamid, ranges);
-    }
-    std::uint64_t record_sequence_forks(const std::vector<const EventRow*>& stored_new, std::int64_t now_ms) override {
-      return record_sequence_forks_pg(store_.runner_, stored_new, now_ms);
-    }
-    SqlRunner& runner() override { return store_.runner_; }
-
-   private:
-    PgStore& store_;
-  };
-
   // Deletes the oldest rejected rows until their payloads take at most 90%
   // of the quota. Runs after a commit; a failure is retried after the next.
   void prune_rejected() {
@@ -959,10 +423,8 @@ class PgStore final : public Store {
   }
 
   std::string uri_;
-  std::string described_;
   StoreOptions options_;
   const StoreQueries& queries_ = store_queries(postgres_dialect);
-  std::unique_ptr<PGconn, ConnDeleter> conn_;
   std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;
@@ -990,7 +452,7 @@ class PgStore final : public Store {
     PgStore& store_;
   };
   Runner runner_{*this};
-  Statements statements_{*this};
+  PgCommitStatements statements_{*this, runner_};
   std::uint64_t forks_detected_ = 0, moved_ = 0;  // committed
 };
 

@@ -19,7 +19,12 @@
 #include "ingest/store/coverage.h"
 #include "ingest/store/explained.h"
 #include "ingest/store/fork_records.h"
+#include "ingest/store/sqlite_commit_statements.h"
+#include "ingest/store/sqlite_coverage_lookups.h"
 #include "ingest/store/sqlite_runner.h"
+#include "ingest/store/sqlite_schema_connection.h"
+#include "ingest/store/sqlite_statements.h"
+#include "ingest/store/sqlite_stream_status.h"
 #include "ingest/store/store.h"
 #include "ingest/store/commit_algorithm.h"
 #include "ingest/store/queries.h"
@@ -30,11 +35,11 @@
 namespace edge_outbox::ingest {
 namespace {
 
-// The columns of an event, in `events` and `conflicts` alike, in the order
-// bind_event binds them and read_event reads them.
-constexpr const char* event_columns =
-    "event_id, source, type, topic, time, received_at, payload, content_type, streamid, sequence, priority, mode, "
-    "extensions, time_original";
+using sqlite::bind_position;
+using sqlite::blob;
+using sqlite::SqliteCommitStatements;
+using sqlite::SqliteCoverageLookups;
+using sqlite::SqliteSchemaConnection;
 
 // Which SQLite errors are permanent (this row can never be stored: retrying
 // gives the same error) and which transient (retry later). docs/ingest.md
@@ -67,11 +72,6 @@ StoreError sqlite_error(const std::string& path, const SQLite::Exception& e) {
                     "SQLite store " + path + ": " + e.what());
 }
 
-void bind_text_or_null(SQLite::Statement& st, int index, const std::string& value) {
-  if (value.empty()) st.bind(index);
-  else st.bind(index, value);
-}
-
 // The store may hold device data: create it readable by its owner only.
 // O_EXCL: an existing file is never opened here, because closing a descriptor
 // of a database drops every SQLite lock this process holds on it.
@@ -89,44 +89,7 @@ class SqliteStore final : public Store {
     db_.exec("PRAGMA journal_mode=WAL");
     db_.exec(options.sqlite_sync == SqliteSync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     open_schema();
-    const std::string columns = event_columns;
-    insert_event_ = std::make_unique<SQLite::Statement>(
-        db_, "INSERT INTO events (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING");
-    insert_conflict_ = std::make_unique<SQLite::Statement>(
-        db_, "INSERT INTO conflicts (" + columns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-    select_stored_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT " + columns + " FROM events WHERE source = ? AND event_id = ?");
-    select_conflicts_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT " + columns + " FROM conflicts WHERE source = ? AND event_id = ? ORDER BY id");
-    insert_rejected_ = std::make_unique<SQLite::Statement>(
-        db_,
-        "INSERT INTO rejected (received_at, topic, reason, payload, payload_size, properties, source, streamid, "
-        "sequence, event_id) VALUES (?,?,?,?,?,?,?,?,?,?)");
-    insert_explained_ = std::make_unique<SQLite::Statement>(
-        db_, "INSERT INTO explained (source, streamid, first, last, reason) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING");
-    select_report_sequences_ = std::make_unique<SQLite::Statement>(
-        db_,
-        "SELECT sequence FROM events WHERE source = ? AND streamid = ? AND sequence BETWEEN ? AND ? AND type = ? "
-        "ORDER BY sequence");
-    explained_reach_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_reach);
-    explained_after_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_after);
-    event_sequences_ = std::make_unique<SQLite::Statement>(db_, queries_.event_sequences);
-    rejected_sequences_ = std::make_unique<SQLite::Statement>(db_, queries_.rejected_sequences);
-    select_floor_ = std::make_unique<SQLite::Statement>(
-        db_, "SELECT floor, committed, walk_floor FROM streams WHERE source = ? AND streamid = ?");
-    upsert_stream_ = std::make_unique<SQLite::Statement>(
-        db_,
-        "INSERT INTO streams (source, streamid, device_topic, floor, committed, pending, unconfirmed, confirmation, "
-        "status, updated_at, walk_floor) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (source, streamid) DO UPDATE SET "
-        "device_topic = excluded.device_topic, floor = excluded.floor, committed = excluded.committed, "
-        "pending = excluded.pending, unconfirmed = excluded.unconfirmed, confirmation = excluded.confirmation, "
-        "status = excluded.status, updated_at = excluded.updated_at, walk_floor = excluded.walk_floor");
-    update_walk_floor_ = std::make_unique<SQLite::Statement>(
-        db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ?");
-    raise_walk_floor_ = std::make_unique<SQLite::Statement>(
-        db_, "UPDATE streams SET walk_floor = ? WHERE source = ? AND streamid = ? AND walk_floor = ?");
-    outcome_pairs_ = std::make_unique<SQLite::Statement>(db_, queries_.outcome_pairs);
-    explained_spans_ = std::make_unique<SQLite::Statement>(db_, queries_.explained_spans);
+    st_.prepare(db_, queries_);
     rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
   }
 
@@ -182,7 +145,7 @@ class SqliteStore final : public Store {
       SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
       std::uint64_t forks = 0;
       for (const auto& s : statuses) {
-        upsert_stream_status(s.device_topic, s.status);
+        sqlite::upsert_stream_status(st_, describe(), s.device_topic, s.status);
         if (record_session(runner_, s.status, wall_ms())) ++forks;
       }
       tx.commit();
@@ -238,7 +201,7 @@ class SqliteStore final : public Store {
 
   std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
     try {
-      auto& st = *select_floor_;
+      auto& st = *st_.select_floor;
       st.tryReset();
       st.clearBindings();
       st.bind(1, source);
@@ -249,7 +212,7 @@ class SqliteStore final : public Store {
       if (!walk_floor) return std::nullopt;
       StreamConfirmation c;
       c.from = std::max<std::int64_t>(*walk_floor, 1);
-      Lookups lookups(*this, source, streamid);
+      SqliteCoverageLookups lookups(st_, source, streamid);
       c.through = confirmed_from_floor(c.from, &memos_[{source, streamid}], lookups);
       if (c.through >= c.from) c.digest = digest(source, streamid, c.from, c.through);
       return c;
@@ -262,7 +225,7 @@ class SqliteStore final : public Store {
   std::vector<wire::SequenceRange> missing_above(const std::string& source, const std::string& streamid,
                                                  std::int64_t through) override {
     try {
-      Lookups lookups(*this, source, streamid);
+      SqliteCoverageLookups lookups(st_, source, streamid);
       return holes_above(through, lookups);
     } catch (const SQLite::Exception& e) {
       reset_statements();
@@ -280,7 +243,7 @@ class SqliteStore final : public Store {
       bool raised = false;
       {
         SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-        auto& st = *raise_walk_floor_;
+        auto& st = *st_.raise_walk_floor;
         st.tryReset();
         st.clearBindings();
         st.bind(1, static_cast<std::int64_t>(next));
@@ -329,7 +292,7 @@ class SqliteStore final : public Store {
 
   std::optional<std::int64_t> confirmed_through(const std::string& source, const std::string& streamid) override {
     try {
-      auto& st = *select_floor_;
+      auto& st = *st_.select_floor;
       st.tryReset();
       st.clearBindings();
       st.bind(1, source);
@@ -340,7 +303,7 @@ class SqliteStore final : public Store {
       }
       const std::int64_t floor = st.getColumn(0).getInt64();
       st.tryReset();
-      Lookups lookups(*this, source, streamid);
+      SqliteCoverageLookups lookups(st_, source, streamid);
       return confirmed_from_floor(floor, &memos_[{source, streamid}], lookups);
     } catch (const SQLite::Exception& e) {
       reset_statements();
@@ -462,183 +425,27 @@ class SqliteStore final : public Store {
   std::string describe() const override { return "sqlite:" + path_; }
 
  private:
-  static std::string blob(const SQLite::Column& c) {
-    if (c.getBytes() == 0) return {};  // NULL or empty: getBlob() may be null
-    return std::string(static_cast<const char*>(c.getBlob()), static_cast<std::size_t>(c.getBytes()));
-  }
-
-  // The streams row's update for one status (stream_walk.h's rules), in
-  // the caller's transaction.
-  void upsert_stream_status(const std::string& device_topic, const wire::StreamStatus& status) {
-    const std::string json = stream_status_json(describe(), device_topic, status);
-    std::optional<wire::StreamStatus> recorded;
-    std::optional<std::int64_t> walk_floor;
-    auto& read = *select_floor_;
-    read.tryReset();
-    read.clearBindings();
-    read.bind(1, status.source);
-    read.bind(2, status.streamid);
-    if (read.executeStep()) {
-      recorded.emplace();
-      recorded->floor = read.getColumn(0).getInt64();
-      recorded->committed = read.getColumn(1).getInt64();
-      if (!read.getColumn(2).isNull()) walk_floor = read.getColumn(2).getInt64();
-    }
-    read.tryReset();
-    const StreamRowUpdate update = on_stream_status(recorded, walk_floor, status);
-    if (!update.replace_status) {
-      auto& st = *update_walk_floor_;
-      st.tryReset();
-      st.clearBindings();
-      if (update.walk_floor) st.bind(1, static_cast<std::int64_t>(*update.walk_floor));
-      st.bind(2, status.source);
-      st.bind(3, status.streamid);
-      st.exec();
-      st.tryReset();
-      return;
-    }
-    auto& st = *upsert_stream_;
-    st.tryReset();
-    st.clearBindings();
-    st.bind(1, status.source);
-    st.bind(2, status.streamid);
-    st.bind(3, device_topic);
-    st.bind(4, static_cast<std::int64_t>(status.floor));
-    st.bind(5, static_cast<std::int64_t>(status.committed));
-    st.bind(6, static_cast<std::int64_t>(status.pending));
-    st.bind(7, static_cast<std::int64_t>(status.unconfirmed));
-    st.bind(8, std::string(wire::to_string(status.confirmation)));
-    st.bind(9, json);
-    st.bind(10, static_cast<std::int64_t>(wall_ms()));
-    if (update.walk_floor) st.bind(11, static_cast<std::int64_t>(*update.walk_floor));
-    st.exec();
-    st.tryReset();
-  }
-
-  // The schema's reads and scripts (ingest/store/schema.h) on db_.
-  class Schema final : public SchemaConnection {
-   public:
-    explicit Schema(SqliteStore& store) : store_(store) {}
-    bool table_exists(const char* table) override { return store_.db_.tableExists(table); }
-    bool index_exists(const char* index) override {
-      SQLite::Statement st(store_.db_, "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?");
-      st.bind(1, index);
-      return st.executeStep();
-    }
-    std::vector<std::string> schema_version_rows() override {
-      SQLite::Statement st(store_.db_, "SELECT value FROM ingest_meta WHERE key = 'schema_version'");
-      std::vector<std::string> rows;
-      while (st.executeStep()) rows.push_back(st.getColumn(0).getString());
-      return rows;
-    }
-    void exec_script(const std::string& sql) override { store_.db_.exec(sql); }
-    void explain_stored_reports() override { store_.explain_stored_reports(); }
-
-   private:
-    SqliteStore& store_;
-  };
-
   // Creates the schema, or migrates an older one, in one transaction; then
   // recreates a walk index an operator dropped (open_notices).
   void open_schema() {
-    Schema schema(*this);
+    SqliteSchemaConnection schema(db_);
     SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
     create_or_migrate(schema, sqlite_dialect, "SQLite store " + path_);
     tx.commit();
     notices_ = recreate_walk_indexes(schema, "SQLite store " + path_);
   }
 
-  // Fills `explained` from the outbox.dropped events already stored.
-  void explain_stored_reports() {
-    std::vector<StoredReport> reports;
-    SQLite::Statement st(db_, "SELECT source, COALESCE(streamid, ''), sequence, payload FROM events WHERE type = ?");
-    st.bind(1, std::string(wire::dropped_report_type));
-    while (st.executeStep()) {
-      StoredReport r;
-      r.source = st.getColumn(0).getString();
-      r.streamid = st.getColumn(1).getString();
-      if (!st.getColumn(2).isNull()) r.sequence = st.getColumn(2).getInt64();
-      r.payload = blob(st.getColumn(3));
-      reports.push_back(std::move(r));
-    }
-    SQLite::Statement insert(
-        db_, "INSERT INTO explained (source, streamid, first, last, reason) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING");
-    for (const auto& e : explained_by_reports(reports)) {
-      insert.reset();
-      insert.bind(1, e.source);
-      insert.bind(2, e.streamid);
-      insert.bind(3, static_cast<std::int64_t>(e.range.first));
-      insert.bind(4, static_cast<std::int64_t>(e.range.last));
-      insert.bind(5, e.range.reason);
-      insert.exec();
-    }
-  }
-
   void reset_statements() {
-    for (auto* st : {insert_event_.get(), insert_conflict_.get(), select_stored_.get(), select_conflicts_.get(),
-                     insert_rejected_.get(), insert_explained_.get(), select_report_sequences_.get(),
-                     explained_reach_.get(), explained_after_.get(), event_sequences_.get(), rejected_sequences_.get(), select_floor_.get(),
-                     upsert_stream_.get(), update_walk_floor_.get(), raise_walk_floor_.get(), outcome_pairs_.get(),
-                     explained_spans_.get()})
-      st->tryReset();
+    st_.reset();
     runner_.reset();
   }
 
-  // One stream's rows for the confirmed_through walk (coverage.h).
-  class Lookups final : public CoverageLookups {
-   public:
-    Lookups(SqliteStore& store, const std::string& source, const std::string& streamid)
-        : store_(store), source_(source), streamid_(streamid) {}
-    std::optional<std::int64_t> explained_reach(std::int64_t sequence) override {
-      auto& st = bound(*store_.explained_reach_);
-      st.bind(3, static_cast<std::int64_t>(sequence));
-      std::optional<std::int64_t> reach;
-      if (st.executeStep() && !st.getColumn(0).isNull()) reach = st.getColumn(0).getInt64();
-      st.tryReset();
-      return reach;
-    }
-    std::optional<std::int64_t> explained_after(std::int64_t sequence) override {
-      auto& st = bound(*store_.explained_after_);
-      st.bind(3, static_cast<std::int64_t>(sequence));
-      std::optional<std::int64_t> first;
-      if (st.executeStep() && !st.getColumn(0).isNull()) first = st.getColumn(0).getInt64();
-      st.tryReset();
-      return first;
-    }
-    std::vector<std::int64_t> event_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(*store_.event_sequences_, from, limit);
-    }
-    std::vector<std::int64_t> rejected_sequences(std::int64_t from, std::size_t limit) override {
-      return sequences(*store_.rejected_sequences_, from, limit);
-    }
-
-   private:
-    SQLite::Statement& bound(SQLite::Statement& st) {
-      st.tryReset();
-      st.clearBindings();
-      st.bind(1, source_);
-      st.bind(2, streamid_);
-      return st;
-    }
-    std::vector<std::int64_t> sequences(SQLite::Statement& statement, std::int64_t from, std::size_t limit) {
-      auto& st = bound(statement);
-      st.bind(3, static_cast<std::int64_t>(from));
-      st.bind(4, static_cast<std::int64_t>(limit));
-      std::vector<std::int64_t> out;
-      while (st.executeStep()) out.push_back(st.getColumn(0).getInt64());
-      st.tryReset();
-      return out;
-    }
-    SqliteStore& store_;
-    const std::string& source_;
-    const std::string& streamid_;
-  };
 
   // The digest of the stream's outcomes in [from, through] (store.h).
   wire::OutcomeDigest digest(const std::string& source, const std::string& streamid, std::int64_t from,
                              std::int64_t through) {
     std::vector<std::pair<std::int64_t, std::string>> pairs;
-    auto& st = *outcome_pairs_;
+    auto& st = *st_.outcome_pairs;
     st.tryReset();
     st.clearBindings();
     st.bind(1, source);
@@ -648,7 +455,7 @@ class SqliteStore final : public Store {
     while (st.executeStep()) pairs.emplace_back(st.getColumn(0).getInt64(), st.getColumn(1).getString());
     st.tryReset();
     std::vector<SequenceSpan> explained;
-    auto& spans = *explained_spans_;
+    auto& spans = *st_.explained_spans;
     spans.tryReset();
     spans.clearBindings();
     spans.bind(1, source);
@@ -658,159 +465,6 @@ class SqliteStore final : public Store {
     while (spans.executeStep()) explained.push_back({spans.getColumn(0).getInt64(), spans.getColumn(1).getInt64()});
     spans.tryReset();
     return fold_outcomes(std::move(pairs), explained);
-  }
-
-  // The commit's statements (ingest/store/commit_algorithm.h): one row
-  // each, every statement prepared once.
-  class Statements final : public CommitStatements {
-   public:
-    explicit Statements(SqliteStore& store) : store_(store) {}
-    std::size_t rows_per_statement() const override { return 1; }
-    void insert_rejected(const std::vector<const RejectedRow*>& rows) override {
-      for (const auto* r : rows) store_.insert_rejected(*r);
-    }
-    std::vector<bool> insert_events(const std::vector<const EventRow*>& events) override {
-      std::vector<bool> inserted;
-      inserted.reserve(events.size());
-      for (const auto* e : events) {
-        inserted.push_back(bind_event(*store_.insert_event_, *e).exec() == 1);
-        store_.insert_event_->tryReset();
-      }
-      return inserted;
-    }
-    std::vector<EventRow> stored_events(const std::vector<const EventRow*>& events) override {
-      std::vector<EventRow> stored;
-      for (const auto* e : events) read_events(*store_.select_stored_, *e, stored);
-      return stored;
-    }
-    std::vector<EventRow> kept_conflicts(const EventRow& e) override {
-      std::vector<EventRow> kept;
-      read_events(*store_.select_conflicts_, e, kept);
-      return kept;
-    }
-    void insert_conflict(const EventRow& e) override {
-      bind_event(*store_.insert_conflict_, e).exec();
-      store_.insert_conflict_->tryReset();
-    }
-    std::vector<std::int64_t> stored_report_sequences(const EventRow& report,
-                                                      const std::vector<wire::SequenceRange>& ranges) override {
-      std::vector<std::int64_t> sequences;
-      auto& st = *store_.select_report_sequences_;
-      for (const auto& r : ranges) {
-        st.tryReset();
-        st.clearBindings();
-        st.bind(1, report.source);
-        st.bind(2, report.streamid);
-        st.bind(3, static_cast<std::int64_t>(r.first));
-        st.bind(4, static_cast<std::int64_t>(r.last));
-        st.bind(5, std::string(wire::dropped_report_type));
-        while (st.executeStep()) sequences.push_back(st.getColumn(0).getInt64());
-        st.tryReset();
-      }
-      return sequences;
-    }
-    void insert_explained(const std::string& source, const std::string& streamid,
-                          const std::vector<ExplainedRange>& ranges) override {
-      auto& insert = *store_.insert_explained_;
-      for (const auto& range : ranges) {
-        insert.tryReset();
-        insert.clearBindings();
-        insert.bind(1, source);
-        insert.bind(2, streamid);
-        insert.bind(3, static_cast<std::int64_t>(range.first));
-        insert.bind(4, static_cast<std::int64_t>(range.last));
-        insert.bind(5, range.reason);
-        insert.exec();
-        insert.tryReset();
-      }
-    }
-    std::uint64_t record_sequence_forks(const std::vector<const EventRow*>& stored_new, std::int64_t now_ms) override {
-      std::uint64_t forks = 0;
-      for (const auto* e : stored_new)
-        if (record_sequence_fork(store_.runner_, *e, now_ms)) ++forks;
-      return forks;
-    }
-    SqlRunner& runner() override { return store_.runner_; }
-
-   private:
-    // Appends the rows `st` (keyed by source, event_id) reads for e's key.
-    static void read_events(SQLite::Statement& st, const EventRow& e, std::vector<EventRow>& out) {
-      st.tryReset();
-      st.clearBindings();
-      st.bind(1, e.source);
-      st.bind(2, e.event_id);
-      while (st.executeStep()) out.push_back(read_event(st));
-      st.tryReset();
-    }
-    SqliteStore& store_;
-  };
-
-  // An event from a row of event_columns.
-  static EventRow read_event(const SQLite::Statement& st) {
-    EventRow e;
-    e.event_id = st.getColumn(0).getString();
-    e.source = st.getColumn(1).getString();
-    e.type = st.getColumn(2).getString();
-    e.topic = st.getColumn(3).getString();
-    e.time = st.getColumn(4).getString();  // NULL reads as ""
-    e.received_at_ms = st.getColumn(5).getInt64();
-    e.payload = blob(st.getColumn(6));
-    e.content_type = st.getColumn(7).getString();
-    e.streamid = st.getColumn(8).getString();
-    if (!st.getColumn(9).isNull()) e.sequence = st.getColumn(9).getInt64();
-    e.priority = st.getColumn(10).getString();
-    e.mode = st.getColumn(11).getString();
-    e.extensions = st.getColumn(12).getString();
-    e.time_original = st.getColumn(13).getString();
-    return e;
-  }
-
-  // Binds e to an INSERT of event_columns.
-  static SQLite::Statement& bind_event(SQLite::Statement& st, const EventRow& e) {
-    st.tryReset();
-    st.clearBindings();
-    st.bind(1, e.event_id);
-    st.bind(2, e.source);
-    st.bind(3, e.type);
-    st.bind(4, e.topic);
-    bind_text_or_null(st, 5, e.time);
-    st.bind(6, static_cast<std::int64_t>(e.received_at_ms));
-    st.bind(7, e.payload.data(), static_cast<int>(e.payload.size()));
-    bind_text_or_null(st, 8, e.content_type);
-    bind_text_or_null(st, 9, e.streamid);
-    if (e.sequence) st.bind(10, static_cast<std::int64_t>(*e.sequence));
-    bind_text_or_null(st, 11, e.priority);
-    st.bind(12, e.mode);
-    st.bind(13, e.extensions);
-    bind_text_or_null(st, 14, e.time_original);
-    return st;
-  }
-
-  // Binds r's stream position and event id at index .. index + 3: NULLs
-  // unless it has all three of the position (the id NULL when empty).
-  static void bind_position(SQLite::Statement& st, int index, const RejectedRow& r) {
-    if (r.source.empty() || r.streamid.empty() || !r.sequence) {
-      for (int i = 0; i < 4; ++i) st.bind(index + i);
-    } else {
-      st.bind(index, r.source);
-      st.bind(index + 1, r.streamid);
-      st.bind(index + 2, static_cast<std::int64_t>(*r.sequence));
-      bind_text_or_null(st, index + 3, r.event_id);
-    }
-  }
-
-  void insert_rejected(const RejectedRow& r) {
-    auto& st = *insert_rejected_;
-    st.tryReset();
-    st.clearBindings();
-    st.bind(1, static_cast<std::int64_t>(r.received_at_ms));
-    st.bind(2, r.topic);
-    st.bind(3, r.reason);
-    st.bind(4, r.payload.data(), static_cast<int>(r.payload.size()));
-    st.bind(5, static_cast<std::int64_t>(r.payload_size));
-    st.bind(6, r.properties.empty() ? std::string("{}") : r.properties);
-    bind_position(st, 7, r);
-    st.exec();
   }
 
   // Deletes the oldest rejected rows until their payloads take at most 90%
@@ -836,30 +490,14 @@ class SqliteStore final : public Store {
   StoreOptions options_;
   SQLite::Database db_;
   const StoreQueries& queries_ = store_queries(sqlite_dialect);
-  std::unique_ptr<SQLite::Statement> insert_event_;
-  std::unique_ptr<SQLite::Statement> insert_conflict_;
-  std::unique_ptr<SQLite::Statement> select_stored_;
-  std::unique_ptr<SQLite::Statement> select_conflicts_;
-  std::unique_ptr<SQLite::Statement> insert_rejected_;
-  std::unique_ptr<SQLite::Statement> insert_explained_;
-  std::unique_ptr<SQLite::Statement> select_report_sequences_;
-  std::unique_ptr<SQLite::Statement> explained_reach_;
-  std::unique_ptr<SQLite::Statement> explained_after_;
-  std::unique_ptr<SQLite::Statement> event_sequences_;
-  std::unique_ptr<SQLite::Statement> rejected_sequences_;
-  std::unique_ptr<SQLite::Statement> select_floor_;
-  std::unique_ptr<SQLite::Statement> upsert_stream_;
-  std::unique_ptr<SQLite::Statement> update_walk_floor_;
-  std::unique_ptr<SQLite::Statement> raise_walk_floor_;
-  std::unique_ptr<SQLite::Statement> outcome_pairs_;
-  std::unique_ptr<SQLite::Statement> explained_spans_;
+  SqliteStatements st_;  // prepared after the schema is open
   std::map<std::pair<std::string, std::string>, CoverageMemo> memos_;  // confirmed_through's, per stream
   std::int64_t rejected_bytes_ = 0;
   std::uint64_t pruned_ = 0;
   std::vector<std::string> notices_;  // what opening repaired (open_notices)
   std::unique_ptr<SQLite::Statement> has_outcome_;  // stream_has_outcome's, prepared at first use
   SqliteRunner runner_{db_};  // fork_records.h's statements
-  Statements statements_{*this};  // commit_algorithm.h's
+  SqliteCommitStatements statements_{st_, runner_};  // commit_algorithm.h's
   std::uint64_t forks_detected_ = 0;  // committed
   std::uint64_t moved_ = 0;           // committed
 
