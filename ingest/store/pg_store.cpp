@@ -7,8 +7,9 @@
 // compared (see store.h); a conflict costs two more. Durability is the
 // server's synchronous_commit (see docs/ingest.md). The schema and its
 // migrations are ingest/store/schema.h's, the order and the classification
-// of a commit ingest/store/commit_algorithm.h's; this file supplies their
-// statements.
+// of a commit ingest/store/commit_algorithm.h's, their statements
+// ingest/store/pg_commit_statements.h's; this file holds the store's
+// connection to them and what is left of its own.
 //
 // Rejections go in multi-row INSERTs too (before the events). A permanent
 // error names the row it is about (StoreError::row): a single-row
