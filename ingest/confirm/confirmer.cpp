@@ -15,7 +15,7 @@ namespace edge_outbox::ingest {
 
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;  // its time_point type; readings come from clock_
 constexpr std::chrono::seconds failure_log_interval{10};
 // Statuses per store transaction: a flood costs one commit per this many,
 // and stop() waits for at most one such transaction.
@@ -36,8 +36,10 @@ std::string refused_stream_notice(const std::string& streamid) {
   return wire::encode_stream_notice(notice);
 }
 
-Confirmer::Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log)
-    : store_(std::move(store)),
+Confirmer::Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log,
+                     std::shared_ptr<const Clock> clock)
+    : clock_(clock ? std::move(clock) : system_clock()),
+      store_(std::move(store)),
       options_(options),
       publish_(std::move(publish)),
       log_(std::move(log)),
@@ -93,7 +95,7 @@ void Confirmer::status_invalid() {
 
 void Confirmer::committed(const std::vector<StreamKey>& streams) {
   if (streams.empty()) return;
-  const auto now = SteadyClock::now();
+  const auto now = clock_->steady_now();
   {
     MutexLock lock(mutex_);
     for (const auto& key : streams) idle_.has_outcome(key);
@@ -128,7 +130,7 @@ void Confirmer::run() {
   SteadyClock::time_point retry_at{};
   MutexLock lock(mutex_);
   while (!stopping_) {
-    const auto now = SteadyClock::now();
+    const auto now = clock_->steady_now();
     std::map<StreamKey, PendingStatus> batch = std::move(statuses_);
     statuses_.clear();
     queued_per_device_.clear();
@@ -173,9 +175,16 @@ void Confirmer::run() {
     if (options_.publish) next = schedule_.next_due();
     if (!retry.empty()) next = next ? std::min(*next, retry_at) : retry_at;
     wake_ = false;
+    // The wait is real; what is due is the clock's: wait at most a second,
+    // then ask the clock again.
     while (!stopping_ && !wake_) {
-      if (!next) cv_.wait(lock);
-      else if (!cv_.wait_until(lock, *next)) break;  // due
+      if (!next) {
+        cv_.wait(lock);
+        continue;
+      }
+      const auto left = *next - clock_->steady_now();
+      if (left <= SteadyClock::duration::zero()) break;  // due
+      cv_.wait_for(lock, std::min<SteadyClock::duration>(left, std::chrono::seconds(1)));
     }
   }
 }
@@ -204,7 +213,7 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
       known_[keys[i]] = Known{rows[i].device_topic, server};
       clear_refusal(keys[i], rows[i].device_topic, server);
     }
-    const auto now = SteadyClock::now();
+    const auto now = clock_->steady_now();
     MutexLock lock(mutex_);
     counters_.statuses += rows.size();
     counters_.forks_detected = store_->forks_detected();
@@ -320,7 +329,7 @@ const Confirmer::Known* Confirmer::known(const StreamKey& stream, bool& read_rec
   read_recently = false;
   auto it = known_.find(stream);
   if (it != known_.end()) return &it->second;
-  const auto now = SteadyClock::now();
+  const auto now = clock_->steady_now();
   if (streams_read_at_ != SteadyClock::time_point{} && now < streams_read_at_ + options_.retry_after) {
     read_recently = true;
     return nullptr;
@@ -348,7 +357,7 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
       // ingest recorded it after this one last read the store: look again.
       if (read_recently) {
         MutexLock lock(mutex_);
-        schedule_.retry_later(key, SteadyClock::now());
+        schedule_.retry_later(key, clock_->steady_now());
       }
       continue;
     }
@@ -369,12 +378,12 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
                       printable(key.source) + "'",
                   e);
       MutexLock lock(mutex_);
-      schedule_.retry_later(key, SteadyClock::now());
+      schedule_.retry_later(key, clock_->steady_now());
       continue;
     }
     const auto range = confirmable(found ? std::optional<std::int64_t>(found->from) : std::nullopt,
                                    found ? found->through : 0);
-    const auto now = SteadyClock::now();
+    const auto now = clock_->steady_now();
     std::vector<wire::SequenceRange> missing;
     if (found) missing = resend_hints(key, found->through, now);
     if (!range) {
@@ -411,7 +420,7 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
     }
     if (!raised) {  // failed, or a status or another ingest moved the walk floor: look again
       MutexLock lock(mutex_);
-      schedule_.retry_later(key, SteadyClock::now());
+      schedule_.retry_later(key, clock_->steady_now());
       continue;
     }
     const wire::Confirmation confirmation{.streamid = key.streamid,
@@ -446,7 +455,7 @@ bool Confirmer::forked(const StreamKey& key, const std::string& device_topic) {
     log_failure("looking up the forks of stream '" + printable(key.streamid) + "' of '" + printable(key.source) + "'",
                 e);
     MutexLock lock(mutex_);
-    schedule_.retry_later(key, SteadyClock::now());
+    schedule_.retry_later(key, clock_->steady_now());
     return true;
   }
   auto& told = forks_told_[device_topic];
@@ -456,7 +465,7 @@ bool Confirmer::forked(const StreamKey& key, const std::string& device_topic) {
   }
   {
     MutexLock lock(mutex_);
-    schedule_.recheck(key, SteadyClock::now());  // so a resolution is seen without a new status
+    schedule_.recheck(key, clock_->steady_now());  // so a resolution is seen without a new status
   }
   const std::string notice = wire::encode_stream_notice(fork_notice(*fork));
   const auto it = told.find(key.streamid);
@@ -515,16 +524,16 @@ bool Confirmer::hand_over(const StreamKey& key, const std::string& topic, const 
   }
   MutexLock lock(mutex_);
   if (handed) {
-    schedule_.published(key, confirmation.through, confirmation.missing, SteadyClock::now());
+    schedule_.published(key, confirmation.through, confirmation.missing, clock_->steady_now());
     ++counters_.confirmations;
   } else {
-    schedule_.retry_later(key, SteadyClock::now());
+    schedule_.retry_later(key, clock_->steady_now());
   }
   return handed;
 }
 
 void Confirmer::log_failure(const std::string& what, const std::exception& e) {
-  const auto now = SteadyClock::now();
+  const auto now = clock_->steady_now();
   if (last_failure_log_ != SteadyClock::time_point{} && now < last_failure_log_ + failure_log_interval) return;
   last_failure_log_ = now;
   if (log_) log_("warn", what + " failed (retrying; such failures are logged at most every 10 s): " + e.what());

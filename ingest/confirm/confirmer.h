@@ -58,6 +58,10 @@
 // refused_stream_notice(streamid): the message that tells a device its
 // stream was refused, {"v":2,"streamid":"...","refused":"..."}.
 //
+// Time: every reading comes from the Clock given to the constructor; only
+// the waits are real, each at most a second, after which the clock is asked
+// again (so a test can drive it with tests/support/manual_clock.h).
+//
 // Thread rule: status_received(), status_invalid(), committed() and
 // counters() from any thread; stop() from one thread, once the callers of
 // status_received() and committed() are gone.
@@ -76,6 +80,7 @@
 #include <thread>
 #include <vector>
 
+#include <edge_outbox/clock.h>
 #include <edge_outbox/wire/stream_status.h>
 
 #include "common/mutex.h"
@@ -124,8 +129,12 @@ std::string refused_stream_notice(const std::string& streamid);
 
 class Confirmer {
  public:
+  // clock: where every reading of time comes from (what is due, the store's
+  // retry, the failure log's interval); nullptr: system_clock(). Shared: it
+  // lives as long as the Confirmer.
   // Requires: `store` is a connection of its own, not the Writer's.
-  Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log);
+  Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log,
+            std::shared_ptr<const Clock> clock = nullptr);
   ~Confirmer();
   Confirmer(const Confirmer&) = delete;
   Confirmer& operator=(const Confirmer&) = delete;
@@ -194,6 +203,7 @@ class Confirmer {
   bool forked(const StreamKey& key, const std::string& device_topic);
   void log_failure(const std::string& what, const std::exception& e);
 
+  const std::shared_ptr<const Clock> clock_;
   std::unique_ptr<Store> store_;  // the thread's only
   const ConfirmerOptions options_;
   ConfirmPublish publish_;

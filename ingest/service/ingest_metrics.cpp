@@ -102,10 +102,13 @@ IngestSnapshot take_snapshot(const Writer& writer, const Subscriber& subscriber,
 
 std::unique_ptr<host::MetricsEndpoint> serve_ingest_metrics(std::string_view listen, const Writer& writer,
                                                             const Subscriber& subscriber, const Confirmer& confirmer,
+                                                            const Clock& clock,
                                                             std::chrono::milliseconds commit_pending_max) {
   return std::make_unique<host::MetricsEndpoint>(
-      listen, [&] { return ingest_metrics_text(take_snapshot(writer, subscriber, confirmer)); },
-      [&, commit_pending_max] { return ingest_health(take_snapshot(writer, subscriber, confirmer), commit_pending_max); });
+      listen, [&] { return ingest_metrics_text(take_snapshot(writer, subscriber, confirmer, clock.steady_now())); },
+      [&, commit_pending_max] {
+        return ingest_health(take_snapshot(writer, subscriber, confirmer, clock.steady_now()), commit_pending_max);
+      });
 }
 
 }  // namespace edge_outbox::ingest

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include <edge_outbox/clock.h>
+
 #include "host/histogram.h"
 #include "host/metrics_endpoint.h"
 #include "ingest/confirm/confirmer.h"
@@ -49,13 +51,14 @@ host::Health ingest_health(const IngestSnapshot& snapshot,
 // holds no lock during a store call), only on the Writer's and
 // Confirmer's locks.
 IngestSnapshot take_snapshot(const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer,
-                             std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+                             std::chrono::steady_clock::time_point now);
 
-// Serves /metrics and /healthz on `listen` from the live objects.
-// Requires: writer, subscriber and confirmer outlive the endpoint (stop or
-// destroy it first). Throws as MetricsEndpoint's constructor.
+// Serves /metrics and /healthz on `listen` from the live objects, each
+// snapshot taken at the clock's steady_now().
+// Requires: writer, subscriber, confirmer and clock outlive the endpoint
+// (stop or destroy it first). Throws as MetricsEndpoint's constructor.
 std::unique_ptr<host::MetricsEndpoint> serve_ingest_metrics(
     std::string_view listen, const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer,
-    std::chrono::milliseconds commit_pending_max = default_commit_pending_max);
+    const Clock& clock, std::chrono::milliseconds commit_pending_max = default_commit_pending_max);
 
 }  // namespace edge_outbox::ingest

@@ -101,7 +101,7 @@ bool IngestService::start() {
                        [this](const std::string& topic, const std::string& payload) {
                          return subscriber_ && subscriber_->publish_retained(topic, payload);
                        },
-                       log_);
+                       log_, clock_);
     writer_.emplace(*store_, options_.max_batch, log_, std::chrono::milliseconds(5000), clock_);
     writer_->set_commit_observer([this](const std::vector<StreamKey>& streams) { confirmer_->committed(streams); });
   } catch (const std::exception& e) {
@@ -121,7 +121,7 @@ bool IngestService::start() {
   }
   if (!options_.metrics_listen.empty()) {
     try {
-      metrics_ = serve_ingest_metrics(options_.metrics_listen, *writer_, *subscriber_, *confirmer_,
+      metrics_ = serve_ingest_metrics(options_.metrics_listen, *writer_, *subscriber_, *confirmer_, *clock_,
                                       options_.commit_pending_max);
       log_("info", "serving metrics at http://" + metrics_->address() + "/metrics and /healthz");
     } catch (const std::exception& e) {
@@ -203,15 +203,22 @@ int IngestService::stop() {
 
   // Disconnect, letting callbacks commit what they hold; but while the store
   // fails they cannot, and Paho's disconnect waits for them: then do not
-  // wait (nor past kStopWait in any case).
+  // wait. A store that is slow but commits keeps the wait going: each commit
+  // gives it kStopWait more.
   bool disconnected;
   {
     MutexLock lock(mqtt_mutex_);
     mqtt_stop_ = true;
     mqtt_cv_.notify_all();
-    const auto deadline = clock_->steady_now() + kStopWait;
-    while (!mqtt_done_ && clock_->steady_now() < deadline && !(writer_->failing() && writer_->pending() > 0))
+    auto commits = writer_->counters().commits;
+    auto deadline = clock_->steady_now() + kStopWait;
+    while (!mqtt_done_ && clock_->steady_now() < deadline && !(writer_->failing() && writer_->pending() > 0)) {
       mqtt_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      if (const auto now_commits = writer_->counters().commits; now_commits != commits) {
+        commits = now_commits;
+        deadline = clock_->steady_now() + kStopWait;
+      }
+    }
     disconnected = mqtt_done_;
   }
   writer_->request_stop();
@@ -225,8 +232,11 @@ int IngestService::stop() {
     // would acknowledge them. End the process without returning; the store
     // is left as after a crash (SQLite and PostgreSQL roll back what was
     // not committed).
-    log_("error", "exiting with messages not stored (the store is failing); they were not acknowledged and the "
-                  "broker will redeliver them");
+    const std::string why = writer_->failing()
+                                ? std::string("the store is failing")
+                                : "the store took no commit for " + std::to_string(kStopWait.count()) + " s";
+    log_("error", "exiting with messages not stored (" + why +
+                      "); they were not acknowledged and the broker will redeliver them");
     std::fflush(nullptr);
     std::_Exit(kExitStoreFailing);
   }
