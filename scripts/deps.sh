@@ -29,6 +29,7 @@ EDGE_OUTBOX_BUILD_PACKAGES=(
   libsystemd-dev systemd
   libcpp-httplib-dev
   prometheus
+  patroni etcd-server pgbouncer
 )
 # What scripts/package-test.sh needs beyond the build (cpack's
 # dpkg-shlibdeps comes with build-essential's dpkg-dev).

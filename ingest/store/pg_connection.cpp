@@ -39,6 +39,11 @@ StoreError::Kind classify_sqlstate(const std::string& sqlstate) noexcept {
   return StoreError::Kind::transient;
 }
 
+bool needs_new_connection(const std::string& sqlstate) noexcept {
+  return sqlstate.starts_with("08") || sqlstate == "25006" || sqlstate == "57P01" || sqlstate == "57P02" ||
+         sqlstate == "57P03";
+}
+
 // The URI without its password, for logs.
 std::string elide_password(const std::string& uri) {
   auto scheme = uri.find("://");
@@ -64,15 +69,17 @@ std::string PgConnection::value(const Result& r, int row, int column) {
 }
 
 void PgConnection::ensure_connected() {
-  if (PQstatus(conn_.get()) == CONNECTION_OK) return;
-  PQreset(conn_.get());
+  if (PQstatus(conn_.get()) == CONNECTION_OK && !replace_connection_) return;
+  PQreset(conn_.get());  // the same URI: every host again, target_session_attrs included
   if (PQstatus(conn_.get()) != CONNECTION_OK)
     throw StoreError(StoreError::Kind::transient, "", "PostgreSQL " + described_ + " unreachable: " + error());
+  replace_connection_ = false;
 }
 
 StoreError PgConnection::failure(const Result& r, const std::string& what) const {
   const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
   std::string sqlstate = state ? state : "";
+  if (needs_new_connection(sqlstate)) replace_connection_ = true;
   std::string message = r ? PQresultErrorMessage(r.get()) : error();
   if (message.empty()) message = error();
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();

@@ -5,6 +5,13 @@
 // a StoreError classified by its SQLSTATE (permanent: the row can never be
 // stored; transient: retry). pg_store.cpp builds its statements on it.
 //
+// A lost connection is a transient error: the statement fails, and the next
+// one (the Writer's retry, after its backoff) opens a new connection with
+// the same URI first. So does a failure that says the server is no place
+// for writes any more (a read-only standby, a server shutting down): with a
+// multi-host URI and target_session_attrs=read-write, the new connection
+// finds whichever host is the primary now (docs/deployment.md).
+//
 // Thread rule: one thread at a time, as the Store that owns it.
 // Ownership: PgConnection owns its PGconn (closed by its destructor), a
 // Result its PGresult; Params keeps the numbers and temporaries it was given
@@ -26,6 +33,14 @@ namespace edge_outbox::ingest::pg {
 
 // Which StoreError::Kind a SQLSTATE is (docs/ingest.md "Store errors").
 StoreError::Kind classify_sqlstate(const std::string& sqlstate) noexcept;
+
+// Whether a statement that failed with `sqlstate` leaves a connection that
+// cannot take writes, so the next statement must open a new one: a
+// connection exception (class 08), a read-only transaction (25006: the
+// server is a standby now, e.g. a demoted primary) or a server shutting
+// down or starting (57P01..57P03). A failure without a SQLSTATE leaves the
+// connection broken, which PQstatus tells.
+bool needs_new_connection(const std::string& sqlstate) noexcept;
 
 struct ResultDeleter {
   void operator()(PGresult* r) const noexcept { PQclear(r); }
@@ -82,9 +97,12 @@ class PgConnection {
 
   // The connection's last error message ("out of memory" without one).
   std::string error() const;
-  // Reconnects a broken connection. Throws StoreError (transient) when it cannot.
+  // Opens a new connection with the same URI when the last one broke or a
+  // statement failed as needs_new_connection() says. Throws StoreError
+  // (transient) when it cannot; the next call tries again.
   void ensure_connected();
-  // The error of a failed statement, classified by its SQLSTATE.
+  // The error of a failed statement, classified by its SQLSTATE; notes
+  // whether the connection must be replaced (needs_new_connection).
   StoreError failure(const Result& r, const std::string& what) const;
   // Runs `sql` without parameters. Throws failure() unless it succeeds.
   Result exec(const char* sql);
@@ -96,6 +114,9 @@ class PgConnection {
  protected:
   std::string described_;  // the URI without its password, for messages
   std::unique_ptr<PGconn, ConnDeleter> conn_;
+
+ private:
+  mutable bool replace_connection_ = false;  // set by failure(), cleared by a new connection
 };
 
 }  // namespace edge_outbox::ingest::pg
