@@ -582,7 +582,7 @@ VALUES (1796000000002, 'devices/gw/events/r', 'not JSON', 'hello', 5, '{"content
 )sql";
 
 void check_migrated_v3(Store& store, const Query& query) {
-  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
+  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "7");
   CHECK(query("SELECT count(*) FROM events") == "7");
   // The stored reports explained: 4 superseded (its report is in the store), 5..6 evicted.
   CHECK(query("SELECT source, streamid, first, last, reason FROM explained ORDER BY first, last, reason") ==
@@ -700,7 +700,7 @@ std::string v4_additions(const std::string& integer) {
 }
 
 void check_migrated_v4(Store& store, const Query& query) {
-  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
+  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "7");
   CHECK(query("SELECT source, streamid, floor, committed, COALESCE(walk_floor, -1) FROM streams") ==
         "gw|s1|1|8|-1");
   CHECK(query("SELECT count(*) FROM sources") == "0");
