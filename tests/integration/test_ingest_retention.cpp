@@ -17,13 +17,17 @@
 #include "ingest/store/retention.h"
 #include "ingest/store/store.h"
 #include "ingest/tools/gaps.h"
+#include "support/ingest.h"
 #include "support/manual_clock.h"
+#include "support/mosquitto.h"
 #include "support/postgres.h"
 #include "support/sqlite_text.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox::ingest;
+using edge_outbox::test::IngestProcess;
 using edge_outbox::test::ManualClock;
+using edge_outbox::test::Mosquitto;
 using edge_outbox::test::PostgresServer;
 using edge_outbox::test::sqlite_text;
 using edge_outbox::test::TempDir;
@@ -249,4 +253,34 @@ TEST_CASE("retention on hash-partitioned events (PostgreSQL, --pg-partitions 4)"
   REQUIRE(again->open_notices().size() == 1);
   CHECK(again->open_notices().front().find("4 hash partitions") != std::string::npos);
   CHECK(query("SELECT COUNT(*) FROM pg_inherits WHERE inhparent = 'events'::regclass") == "4");
+}
+
+TEST_CASE("the ingest with --retention: refused shorter than --max-offline; deletes expired events on its thread") {
+  TempDir dir;
+  const auto path = (dir / "e.db").string();
+  auto refused = edge_outbox::test::run_ingest_command(
+      dir.path(), {"--store", "sqlite:" + path, "--retention", "1d", "--max-offline", "7d"});
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("at least --max-offline") != std::string::npos);
+  refused = edge_outbox::test::run_ingest_command(dir.path(), {"--store", "sqlite:" + path, "--retention", "1d"});
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("needs --max-offline") != std::string::npos);
+
+  {
+    auto seed = open_store("sqlite:" + path);
+    std::vector<Row> rows;
+    const std::int64_t long_ago = edge_outbox::system_clock()->wall_ms() - 60 * day_ms;
+    for (int i = 0; i < 30; ++i) rows.emplace_back(event("old", "", std::nullopt, long_ago, "old-" + std::to_string(i)));
+    rows.emplace_back(event("old", "", std::nullopt, edge_outbox::system_clock()->wall_ms(), "fresh"));
+    seed->commit(rows);
+  }
+  Mosquitto broker;
+  IngestProcess ingest(dir.path(), "retention",
+                       {"--broker", broker.uri(), "--store", "sqlite:" + path, "--retention", "30d", "--max-offline",
+                        "7d", "--retention-interval", "100ms", "--retention-batch", "7", "--exit-after-idle", "2"});
+  REQUIRE(ingest.wait(std::chrono::seconds(60)) == 0);
+  INFO(ingest.log());
+  CHECK(ingest.log().find("retention: deleted 30 events") != std::string::npos);
+  CHECK(sqlite_text(path, "SELECT COUNT(*) FROM events") == "1");
+  CHECK(sqlite_text(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'events_received'") == "1");
 }

@@ -4,6 +4,8 @@
 // may go, the floors a deletion raises, when a pass goes on.
 #include <doctest/doctest.h>
 
+#include <edge_outbox/clock.h>
+
 #include "ingest/store/retention.h"
 
 using namespace edge_outbox::ingest;
