@@ -50,7 +50,15 @@ PartitionPlan plan_partitions(int wanted, int current, const std::string& store)
 void apply_partitions(PgConnection& conn, int wanted, const std::string& store, std::vector<std::string>& notices) {
   if (wanted <= 0) return;  // the layout as it is: no catalog read
   const PartitionPlan plan = plan_partitions(wanted, events_partitions(conn), store);
-  if (plan.partition) conn.exec(partition_events_sql(wanted).c_str());
+  if (plan.partition) {
+    // A long statement: let the server notice a client that went away
+    // (killed, crashed) within a second and roll back, rather than copy to
+    // the end first while holding the lock the next ingest waits for
+    // (PostgreSQL 14 and later; for this transaction only).
+    Result version = conn.exec("SELECT current_setting('server_version_num')::int >= 140000");
+    if (PQgetvalue(version.get(), 0, 0)[0] == 't') conn.exec("SET LOCAL client_connection_check_interval = 1000");
+    conn.exec(partition_events_sql(wanted).c_str());
+  }
   if (!plan.notice.empty()) notices.push_back(plan.notice);
 }
 
