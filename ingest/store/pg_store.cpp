@@ -392,6 +392,10 @@ class PgStore final : public Store, private PgConnection {
     ensure_connected();
     try {
       exec("BEGIN");
+      // Each row of the batch found by its key: without these the planner
+      // prefers hashing the batch against a scan of the whole table, a cost
+      // that grows with the table instead of the batch.
+      exec("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off");
       Params p;
       p.number(received_before_ms);
       p.number(static_cast<std::int64_t>(max_rows));
