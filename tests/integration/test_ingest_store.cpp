@@ -688,6 +688,19 @@ TEST_CASE("(source, id) identity, duplicates and conflicts (PostgreSQL)") {
                  "convert_from(payload, 'UTF8')");
 }
 
+TEST_CASE("(source, id) identity, duplicates and conflicts (PostgreSQL, events hash-partitioned by source)") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  StoreOptions partitioned;
+  partitioned.pg_partitions = 4;
+  check_identity([&] { return open_store(pg.uri(), partitioned); },
+                 [&](const std::string& sql) { return pg.query(sql); }, "convert_from(payload, 'UTF8')");
+  CHECK(pg.query("SELECT COUNT(*) FROM pg_inherits WHERE inhparent = 'events'::regclass") == "4");
+}
+
 // ---------------------------------------------------------------------------
 // Store errors: permanent (this row can never be stored) or transient.
 

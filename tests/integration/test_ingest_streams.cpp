@@ -413,6 +413,23 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   check_missing_above(*open_store("sqlite:" + path));
 }
 
+TEST_CASE("streams, explained ranges, attributed rejections and confirmed_through (PostgreSQL, events partitioned)") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  StoreOptions partitioned;
+  partitioned.pg_partitions = 4;
+  const Query query = [&](const std::string& sql) { return pg.query(sql); };
+  check_confirmation([&] { return open_store(pg.uri(), partitioned); }, query);
+  check_classified_rejection(*open_store(pg.uri(), partitioned), query);
+  check_reprocess_position(*open_store(pg.uri(), partitioned), query);
+  check_walk_floor([&] { return open_store(pg.uri(), partitioned); }, query);
+  check_missing_above(*open_store(pg.uri(), partitioned));
+  CHECK(pg.query("SELECT relkind FROM pg_class WHERE oid = 'events'::regclass") == "p");
+}
+
 TEST_CASE("streams, explained ranges, attributed rejections and confirmed_through (PostgreSQL)") {
   PostgresServer pg;
   if (!pg.available()) {
