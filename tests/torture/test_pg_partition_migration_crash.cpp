@@ -117,13 +117,13 @@ TEST_CASE("SIGKILL while 1,000,000 events are partitioned: the old table or the 
   CHECK(pg.query("SELECT relkind FROM pg_class WHERE oid = 'events'::regclass") == "p");
   CHECK(pg.query("SELECT COUNT(*) FROM pg_inherits WHERE inhparent = 'events'::regclass") == "8");
   CHECK(pg.query("SELECT COUNT(*) FROM events") == std::to_string(kEvents));
-  CHECK(pg.query("SELECT COUNT(DISTINCT (source, event_id)) FROM events") == std::to_string(kEvents));
   CHECK(pg.query("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'events'::regclass AND "
                  "contype = 'p'") == "PRIMARY KEY (source, event_id)");
   CHECK(pg.query("SELECT to_regclass('events_stream') IS NOT NULL") == "t");
   CHECK(pg.query("SELECT to_regclass('events_partitioned') IS NULL") == "t");
-  // Every partition holds some sources, each source one partition.
-  CHECK(pg.query("SELECT COUNT(*) FROM (SELECT source FROM events GROUP BY source HAVING COUNT(DISTINCT tableoid) > 1) t") == "0");
+  // Every partition took rows (the key is the dedup rule's, checked above).
+  CHECK(pg.query("SELECT COUNT(*) FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid WHERE i.inhparent = "
+                 "'events'::regclass AND c.reltuples > 0") == "8");
 
   // Dedup intact: id-7 of dev-7 again (other content: kept as a conflict,
   // not stored twice), and one new event.
