@@ -67,8 +67,10 @@ bool retention_batch_again(std::size_t deleted, std::size_t batch_rows) noexcept
 
 // The rule of the file's comment for one event. status_floor and
 // walk_floor are its stream's (status_floor nullopt: no status row);
-// sequence nullopt or streamid empty: no position. The SQL of
-// retention_delete_sql says the same; the unit tests hold both to it.
+// sequence nullopt or streamid empty: no position. The delete statement
+// of retention_statements says the same in SQL; the unit tests hold this
+// function to the rule, the store tests the statement
+// (tests/integration/test_ingest_retention.cpp).
 struct RetentionCandidate {
   std::int64_t received_at_ms = 0;
   std::string type;
