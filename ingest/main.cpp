@@ -104,6 +104,8 @@ int run_gaps(const std::string& store_spec, bool json) {
     tracker.add_status(stream.status);
     if (stream.walk_floor) tracker.add_walk_floor(stream.status.source, stream.status.streamid, *stream.walk_floor);
   }
+  for (const auto& floor : store->retention_floors())
+    tracker.add_retention_floor(floor.source, floor.streamid, floor.deleted_below);
   const auto report = tracker.finish();
   const auto forks = store->forks(true);
   if (json) {
@@ -229,6 +231,9 @@ int main(int argc, char** argv) {
   std::size_t max_batch = 512;
   std::uint64_t rejected_max_bytes = ingest::StoreOptions{}.rejected_max_bytes;
   int debug_delay_ms = 0;
+  int pg_partitions = 0;
+  std::string retention = "0", max_offline = "0", retention_interval = "60s";
+  std::size_t retention_batch = ingest::RetentionSettings{}.batch_rows;
   bool no_confirm = false;
   std::size_t max_idle_streams = ingest::ConfirmerOptions{}.max_idle_streams_per_device;
 
@@ -286,6 +291,35 @@ int main(int argc, char** argv) {
   app.add_option("--rejected-max-bytes", rejected_max_bytes,
                  "Quota for the rejected messages' payloads; the oldest are deleted beyond it")
       ->check(CLI::Range(std::uint64_t{1024}, std::uint64_t{1} << 50))
+      ->capture_default_str();
+  app.add_option("--pg-partitions", pg_partitions,
+                 "PostgreSQL: hash-partition the events table by source into N partitions, migrating an "
+                 "unpartitioned one at start in one transaction (0: keep the table as it is); see docs/ingest.md")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  const auto duration_check = [](const std::string& text) {
+    try {
+      return host::parse_duration(text) >= std::chrono::milliseconds(0) ? std::string()
+                                                                        : std::string("must not be negative");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+  };
+  app.add_option("--retention", retention,
+                 "Delete events received longer ago than this (e.g. 90d), in batches, once the devices settled them "
+                 "and confirmations are past them (0: keep every event); needs --max-offline; see docs/ingest.md")
+      ->check(duration_check)
+      ->capture_default_str();
+  app.add_option("--max-offline", max_offline,
+                 "The longest a device may stay offline and still have its resent events recognized as duplicates; "
+                 "--retention must be at least this")
+      ->check(duration_check)
+      ->capture_default_str();
+  app.add_option("--retention-interval", retention_interval, "Time between retention passes")
+      ->check(duration_check)
+      ->capture_default_str();
+  app.add_option("--retention-batch", retention_batch, "Events deleted per retention transaction")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
       ->capture_default_str();
   app.add_flag("--no-confirm", no_confirm,
                "Publish no confirmations (the devices' statuses are still recorded); see docs/ingest.md");
@@ -416,6 +450,16 @@ int main(int argc, char** argv) {
   if (reprocess_cmd->parsed()) return run_reprocess(reprocess_store, reprocess_classify, log);
 
   ingest::IngestOptions serving;
+  serving.retention.retention = host::parse_duration(retention);
+  serving.retention.max_offline = host::parse_duration(max_offline);
+  serving.retention.interval = host::parse_duration(retention_interval);
+  serving.retention.batch_rows = retention_batch;
+  if (const auto problem = ingest::retention_settings_error(serving.retention)) {
+    std::fprintf(stderr, "edge-outbox-ingest: %s\nRun `edge-outbox-ingest --help` for the options.\n",
+                 problem->c_str());
+    return host::exit_code::usage;
+  }
+  serving.store.pg_partitions = pg_partitions;
   serving.store_spec = store_spec;
   serving.store.sqlite_sync = sqlite_sync == "normal" ? ingest::SqliteSync::normal : ingest::SqliteSync::full;
   serving.store.rejected_max_bytes = rejected_max_bytes;

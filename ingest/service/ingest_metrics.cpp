@@ -61,6 +61,9 @@ std::string ingest_metrics_text(const IngestSnapshot& s) {
   text.counter("edge_outbox_ingest_moved_duplicates_total",
                "Events stored before under another stream position, recorded at their new one (moved duplicates).",
                as_value(c.moved_duplicates));
+  text.counter("edge_outbox_ingest_events_deleted_by_retention_total",
+               "Events deleted by --retention (received before the retention, settled and confirmed).",
+               as_value(s.events_deleted_by_retention));
   text.gauge("edge_outbox_ingest_pending_rows", "Rows received and not yet committed.",
              static_cast<double>(s.pending_rows));
   text.gauge("edge_outbox_ingest_connected", "1 while connected to the broker, else 0.", s.connected ? 1 : 0);
@@ -103,12 +106,16 @@ IngestSnapshot take_snapshot(const Writer& writer, const Subscriber& subscriber,
 std::unique_ptr<host::MetricsEndpoint> serve_ingest_metrics(std::string_view listen, const Writer& writer,
                                                             const Subscriber& subscriber, const Confirmer& confirmer,
                                                             const Clock& clock,
-                                                            std::chrono::milliseconds commit_pending_max) {
+                                                            std::chrono::milliseconds commit_pending_max,
+                                                            const Retainer* retainer) {
+  const auto snapshot = [&writer, &subscriber, &confirmer, &clock, retainer] {
+    IngestSnapshot s = take_snapshot(writer, subscriber, confirmer, clock.steady_now());
+    if (retainer) s.events_deleted_by_retention = retainer->deleted();
+    return s;
+  };
   return std::make_unique<host::MetricsEndpoint>(
-      listen, [&] { return ingest_metrics_text(take_snapshot(writer, subscriber, confirmer, clock.steady_now())); },
-      [&, commit_pending_max] {
-        return ingest_health(take_snapshot(writer, subscriber, confirmer, clock.steady_now()), commit_pending_max);
-      });
+      listen, [snapshot] { return ingest_metrics_text(snapshot()); },
+      [snapshot, commit_pending_max] { return ingest_health(snapshot(), commit_pending_max); });
 }
 
 }  // namespace edge_outbox::ingest

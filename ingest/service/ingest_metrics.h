@@ -18,6 +18,7 @@
 #include "ingest/confirm/confirmer.h"
 #include "ingest/intake/subscriber.h"
 #include "ingest/commit/writer.h"
+#include "ingest/service/retainer.h"
 
 namespace edge_outbox::ingest {
 
@@ -32,6 +33,7 @@ struct IngestSnapshot {
   // How long the Writer's current group commit has been pending (see
   // Writer::commit_pending_since); zero while it waits for rows.
   std::chrono::milliseconds commit_pending{0};
+  std::uint64_t events_deleted_by_retention = 0;  // Retainer::deleted(); 0 without --retention
 };
 
 // How long a store commit may stay pending before /healthz says so
@@ -53,12 +55,15 @@ host::Health ingest_health(const IngestSnapshot& snapshot,
 IngestSnapshot take_snapshot(const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer,
                              std::chrono::steady_clock::time_point now);
 
-// Serves /metrics and /healthz on `listen` from the live objects, each
-// snapshot taken at the clock's steady_now().
-// Requires: writer, subscriber, confirmer and clock outlive the endpoint
-// (stop or destroy it first). Throws as MetricsEndpoint's constructor.
+// Serves /metrics and /healthz on `listen` from the live objects
+// (retainer: null without --retention), each snapshot taken at the clock's
+// steady_now().
+// Requires: writer, subscriber, confirmer, clock and retainer outlive the
+// endpoint (stop or destroy it first). Throws as MetricsEndpoint's
+// constructor.
 std::unique_ptr<host::MetricsEndpoint> serve_ingest_metrics(
     std::string_view listen, const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer,
-    const Clock& clock, std::chrono::milliseconds commit_pending_max = default_commit_pending_max);
+    const Clock& clock, std::chrono::milliseconds commit_pending_max = default_commit_pending_max,
+    const Retainer* retainer = nullptr);
 
 }  // namespace edge_outbox::ingest

@@ -119,10 +119,21 @@ bool IngestService::start() {
     log_("error", std::string("cannot create the MQTT client: ") + e.what());
     return false;
   }
+  if (options_.retention.retention.count() > 0) {
+    try {
+      StoreOptions retention_store = options_.store;
+      retention_store.retention_index = true;
+      retainer_ = std::make_unique<Retainer>(open_store(options_.store_spec, retention_store), options_.retention,
+                                             log_, clock_);
+    } catch (const std::exception& e) {
+      log_("error", std::string("cannot open the store for retention: ") + e.what());
+      return false;
+    }
+  }
   if (!options_.metrics_listen.empty()) {
     try {
       metrics_ = serve_ingest_metrics(options_.metrics_listen, *writer_, *subscriber_, *confirmer_, *clock_,
-                                      options_.commit_pending_max);
+                                      options_.commit_pending_max, retainer_.get());
       log_("info", "serving metrics at http://" + metrics_->address() + "/metrics and /healthz");
     } catch (const std::exception& e) {
       log_("error", e.what());
@@ -136,6 +147,7 @@ bool IngestService::start() {
   notifier_.ready("storing into " + store_->describe() + "; " + status_line());
   last_status_ = clock_->steady_now();
   mqtt_thread_ = std::thread([this] { run_mqtt(); });
+  if (retainer_) retainer_->start();
   return true;
 }
 
@@ -200,6 +212,7 @@ void IngestService::serve(const host::TerminationSignals& signals) {
 int IngestService::stop() {
   notifier_.stopping();
   metrics_.reset();
+  if (retainer_) retainer_->stop();
 
   // Disconnect, letting callbacks commit what they hold; but while the store
   // fails they cannot, and Paho's disconnect waits for them: then do not

@@ -17,6 +17,8 @@
 //   callback waits on a failing store, so they never run on the main thread;
 // - the metrics endpoint's thread serves /metrics and /healthz
 //   (--metrics-listen, ingest_metrics.h);
+// - with --retention, the Retainer's thread deletes expired events through
+//   its own store connection (retainer.h);
 // - the calling (main) thread waits for SIGINT and SIGTERM and, every
 //   200 ms, sends the service manager's WATCHDOG (only while the Writer's
 //   thread goes round) and STATUS (every 2 s), logs the counters
@@ -42,7 +44,8 @@
 // process on one thread). The MQTT thread's stop request is guarded by a
 // Mutex and CondVar (common/mutex.h).
 // Ownership: owns the store connections, the Writer, the Confirmer, the
-// MessageIntake, the Subscriber, the metrics endpoint and the MQTT thread;
+// MessageIntake, the Subscriber, the Retainer, the metrics endpoint and the
+// MQTT thread;
 // they are destroyed in the reverse order of their start (the subscriber
 // first, the store last); the Confirmer publishes through the Subscriber's
 // connection and is stopped before the Subscriber goes.
@@ -68,6 +71,7 @@
 #include "ingest/intake/classify.h"
 #include "ingest/confirm/confirmer.h"
 #include "ingest/service/ingest_metrics.h"
+#include "ingest/service/retainer.h"
 #include "ingest/intake/message_intake.h"
 #include "ingest/store/store.h"
 #include "ingest/intake/subscriber.h"
@@ -92,6 +96,7 @@ struct IngestOptions {
   std::string store_failure_max_text;              // as given, for the log line
   double stats_interval_s = 0;                     // --stats-interval; 0: off
   double exit_after_idle_s = 0;                    // --exit-after-idle; 0: never
+  RetentionSettings retention;                    // --retention, --max-offline; retention 0: off
   std::chrono::milliseconds debug_delay_before_commit{0};  // testing only
 };
 
@@ -137,6 +142,7 @@ class IngestService {
   std::optional<Writer> writer_;
   std::optional<MessageIntake> intake_;
   std::optional<Subscriber> subscriber_;
+  std::unique_ptr<Retainer> retainer_;               // with --retention
   std::unique_ptr<host::MetricsEndpoint> metrics_;  // reads the writer, subscriber and confirmer
 
   // The stop request to the MQTT thread, and its answer.

@@ -34,11 +34,13 @@
 #include "ingest/store/pg_commit_statements.h"
 #include "ingest/store/pg_connection.h"
 #include "ingest/store/pg_coverage_lookups.h"
+#include "ingest/store/pg_partitions.h"
 #include "ingest/store/pg_schema_connection.h"
 #include "ingest/store/pg_stream_status.h"
 #include "ingest/store/store.h"
 #include "ingest/store/commit_algorithm.h"
 #include "ingest/store/queries.h"
+#include "ingest/store/retention.h"
 #include "ingest/store/schema.h"
 #include "ingest/store/stream_rows.h"
 #include "ingest/store/stream_walk.h"
@@ -366,20 +368,71 @@ class PgStore final : public Store, private PgConnection {
  private:
   std::string error() const { return conn_ ? PQerrorMessage(conn_.get()) : std::string("out of memory"); }
 
-  // Creates the schema, or migrates an older one, in one transaction; then
-  // recreates a walk index an operator dropped (open_notices).
+  // Creates the schema, or migrates an older one, and partitions `events`
+  // as StoreOptions::pg_partitions asks (pg_partitions.h), in one
+  // transaction; then recreates a walk index an operator dropped
+  // (open_notices), and the retention index when retention runs here.
   void open_schema() {
     PgSchemaConnection schema(*this, statements_);
     exec("BEGIN");
     try {
       create_or_migrate(schema, postgres_dialect, "PostgreSQL " + described_);
+      pg::apply_partitions(*this, options_.pg_partitions, "PostgreSQL " + described_, notices_);
+      if (options_.retention_index) exec(retention_index_sql);
       exec("COMMIT");
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
-    notices_ = recreate_walk_indexes(schema, "PostgreSQL " + described_);
+    for (auto& notice : recreate_walk_indexes(schema, "PostgreSQL " + described_)) notices_.push_back(std::move(notice));
   }
+
+ public:
+  std::size_t delete_expired_events(std::int64_t received_before_ms, std::size_t max_rows) override {
+    ensure_connected();
+    try {
+      exec("BEGIN");
+      // Each row of the batch found by its key: without these the planner
+      // prefers hashing the batch against a scan of the whole table, a cost
+      // that grows with the table instead of the batch.
+      exec("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off");
+      Params p;
+      p.number(received_before_ms);
+      p.number(static_cast<std::int64_t>(max_rows));
+      Result r = exec_params(retention_.delete_expired.c_str(), p, 0, PGRES_TUPLES_OK, "delete expired events");
+      std::vector<DeletedPosition> deleted;
+      deleted.reserve(static_cast<std::size_t>(PQntuples(r.get())));
+      for (int i = 0; i < PQntuples(r.get()); ++i) {
+        DeletedPosition d{value(r, i, 0), value(r, i, 1), std::nullopt};
+        if (!PQgetisnull(r.get(), i, 2)) d.sequence = std::stoll(value(r, i, 2));
+        deleted.push_back(std::move(d));
+      }
+      for (const auto& f : retention_floors_of(deleted)) {
+        Params raise;
+        raise.text(f.source);
+        raise.text(f.streamid);
+        raise.number(f.deleted_below);
+        exec_params(retention_.raise_floor.c_str(), raise, 0, PGRES_COMMAND_OK, "raise a retention floor");
+      }
+      exec("COMMIT");
+      return deleted.size();
+    } catch (...) {
+      Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
+      throw;
+    }
+  }
+
+  std::vector<RetentionFloor> retention_floors() override {
+    ensure_connected();
+    Params none;
+    Result r = exec_params(retention_.list_floors.c_str(), none, 0, PGRES_TUPLES_OK, "select retention floors");
+    std::vector<RetentionFloor> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back({value(r, i, 0), value(r, i, 1), std::stoll(value(r, i, 2))});
+    return out;
+  }
+
+ private:
+  const RetentionStatements retention_ = retention_statements(postgres_dialect);
 
   // After a permanent error of a multi-row statement: which row it was.
   // The rows are inserted again one per statement in a transaction that is

@@ -14,14 +14,16 @@ StoreQueries render(const SqlDialect& d) {
       "NOT EXISTS (SELECT 1 FROM events e WHERE e.source = s.source AND e.streamid = s.streamid) AND "
       "NOT EXISTS (SELECT 1 FROM rejected r WHERE r.source = s.source AND r.streamid = s.streamid) AND "
       "NOT EXISTS (SELECT 1 FROM explained x WHERE x.source = s.source AND x.streamid = s.streamid) AND "
-      "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) "
+      "NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = s.source AND m.streamid = s.streamid) AND "
+      "NOT EXISTS (SELECT 1 FROM retention_floors f WHERE f.source = s.source AND f.streamid = s.streamid) "
       "ORDER BY s.device_topic, s.source, s.streamid");
   q.stream_has_outcome = render_sql(
       d,
       "SELECT EXISTS (SELECT 1 FROM events WHERE source = $1 AND streamid = $2) OR "
       "EXISTS (SELECT 1 FROM rejected WHERE source = $1 AND streamid = $2) OR "
       "EXISTS (SELECT 1 FROM explained WHERE source = $1 AND streamid = $2) OR "
-      "EXISTS (SELECT 1 FROM moved WHERE source = $1 AND streamid = $2)");
+      "EXISTS (SELECT 1 FROM moved WHERE source = $1 AND streamid = $2) OR "
+      "EXISTS (SELECT 1 FROM retention_floors WHERE source = $1 AND streamid = $2)");
   q.stored_positions = render_sql(
       d,
       "SELECT e.source, COALESCE(e.streamid, ''), e.sequence FROM events e WHERE e.sequence IS NOT NULL AND NOT "

@@ -118,6 +118,18 @@ CREATE TABLE sources (
 UPDATE ingest_meta SET value = '5' WHERE key = 'schema_version';
 )sql";
 
+// Version 7's addition: how far retention deleted each stream's events
+// (retention.h).
+constexpr const char* version_7_additions = R"sql(
+CREATE TABLE retention_floors (
+  source        TEXT NOT NULL,
+  streamid      TEXT NOT NULL,
+  deleted_below {int} NOT NULL,
+  PRIMARY KEY (source, streamid)
+);
+UPDATE ingest_meta SET value = '7' WHERE key = 'schema_version';
+)sql";
+
 // SQLite cannot change a primary key in place: a new table takes the rows
 // (SQLite's documented procedure: create, copy, drop, rename).
 // legacy_alter_table keeps the rename from rewriting or checking the views
@@ -163,7 +175,8 @@ UPDATE ingest_meta SET value = '3' WHERE key = 'schema_version';
 // version 2 lacks conflicts and what version 4 adds, and has that key;
 // version 3 lacks what version 4 adds; version 4 what version 5 adds,
 // version 5 what version 6 adds (version_6_additions, fork_records.h,
-// which keeps those tables). The list is in create_or_migrate.
+// which keeps those tables), version 6 what version 7 adds. The list is in
+// create_or_migrate.
 enum class StepAction {
   script,                  // MigrationStep::sql
   rekey_events,            // the dialect's rekey_events
@@ -234,6 +247,7 @@ void create_or_migrate(SchemaConnection& db, const SqlDialect& dialect, const st
       {1, 4, StepAction::explain_stored_reports, nullptr},
       {0, 5, StepAction::script, version_5_additions},
       {0, 6, StepAction::script, version_6_additions},
+      {0, 7, StepAction::script, version_7_additions},
   };
   for (const auto& step : migration_steps) {
     if (version < step.first || version >= step.below) continue;

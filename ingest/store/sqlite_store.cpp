@@ -28,6 +28,7 @@
 #include "ingest/store/store.h"
 #include "ingest/store/commit_algorithm.h"
 #include "ingest/store/queries.h"
+#include "ingest/store/retention.h"
 #include "ingest/store/schema.h"
 #include "ingest/store/stream_rows.h"
 #include "ingest/store/stream_walk.h"
@@ -433,7 +434,53 @@ class SqliteStore final : public Store {
     create_or_migrate(schema, sqlite_dialect, "SQLite store " + path_);
     tx.commit();
     notices_ = recreate_walk_indexes(schema, "SQLite store " + path_);
+    if (options_.retention_index) db_.exec(retention_index_sql);
   }
+
+ public:
+  std::size_t delete_expired_events(std::int64_t received_before_ms, std::size_t max_rows) override {
+    try {
+      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
+      std::vector<DeletedPosition> deleted;
+      {
+        SQLite::Statement st(db_, retention_.delete_expired);
+        st.bind(1, static_cast<std::int64_t>(received_before_ms));
+        st.bind(2, static_cast<std::int64_t>(max_rows));
+        while (st.executeStep()) {
+          DeletedPosition d{st.getColumn(0).getString(), st.getColumn(1).getString(), std::nullopt};
+          if (!st.getColumn(2).isNull()) d.sequence = st.getColumn(2).getInt64();
+          deleted.push_back(std::move(d));
+        }
+      }
+      SQLite::Statement raise(db_, retention_.raise_floor);
+      for (const auto& f : retention_floors_of(deleted)) {
+        raise.reset();
+        raise.bind(1, f.source);
+        raise.bind(2, f.streamid);
+        raise.bind(3, static_cast<std::int64_t>(f.deleted_below));
+        raise.exec();
+      }
+      tx.commit();
+      return deleted.size();
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+  std::vector<RetentionFloor> retention_floors() override {
+    try {
+      SQLite::Statement st(db_, retention_.list_floors);
+      std::vector<RetentionFloor> out;
+      while (st.executeStep())
+        out.push_back({st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64()});
+      return out;
+    } catch (const SQLite::Exception& e) {
+      throw sqlite_error(path_, e);
+    }
+  }
+
+ private:
+  const RetentionStatements retention_ = retention_statements(sqlite_dialect);
 
   void reset_statements() {
     st_.reset();

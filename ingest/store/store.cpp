@@ -41,6 +41,10 @@ bool Store::record_walk_floor(const std::string&, const std::string&, std::int64
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot record a walk floor");
 }
 
+std::size_t Store::delete_expired_events(std::int64_t, std::size_t) {
+  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot delete expired events");
+}
+
 SourceBinding Store::bind_source(const std::string&, const std::string& device_topic) {
   return SourceBinding{BindResult::bound, device_topic};
 }

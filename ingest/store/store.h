@@ -12,7 +12,9 @@
 // table `sources` (which device topic each event source is bound to: the
 // first pairing seen), tables `stream_sessions`, `forks` and `moved` (the
 // streams' sessions, their forks and the events that moved to a new
-// stream: fork_records.h) and table `ingest_meta` (the schema version).
+// stream: fork_records.h), table `retention_floors` (how far retention
+// deleted each stream's events: retention.h) and table `ingest_meta` (the
+// schema version).
 // open_store() creates the schema on first use and migrates a store made by
 // an earlier release (see store_schema_version) in one transaction; it
 // refuses a newer one.
@@ -68,8 +70,8 @@ namespace edge_outbox::ingest {
 // migrating), rejected.source, rejected.streamid, rejected.sequence; 5:
 // streams.walk_floor (NULL until the stream's next server-mode status),
 // rejected.event_id, table sources; 6: tables stream_sessions, forks and
-// moved (fork_records.h).
-inline constexpr int store_schema_version = 6;
+// moved (fork_records.h); 7: table retention_floors (retention.h).
+inline constexpr int store_schema_version = 7;
 
 // What a commit did with one row.
 //   written:   a new event stored in `events`, or a rejection kept
@@ -124,6 +126,16 @@ struct StreamConfirmation {
   std::int64_t through = 0;
   wire::OutcomeDigest digest;
   friend bool operator==(const StreamConfirmation&, const StreamConfirmation&) = default;
+};
+
+// A stream's retention floor (table retention_floors): retention deleted
+// events of the stream below `deleted_below`, all of them below its walk
+// floor and its status's floor when it deleted them (retention.h).
+struct RetentionFloor {
+  std::string source;
+  std::string streamid;
+  std::int64_t deleted_below = 0;
+  friend bool operator==(const RetentionFloor&, const RetentionFloor&) = default;
 };
 
 // What bind_source found.
@@ -274,6 +286,19 @@ class Store {
   // quota (StoreOptions::rejected_max_bytes), oldest first.
   virtual std::uint64_t rejected_pruned() const { return 0; }
 
+  // Retention (retention.h, docs/ingest.md "Retention"): one transaction
+  // that deletes at most `max_rows` events received before
+  // `received_before_ms` that retention may delete (retention_may_delete
+  // in retention.h: never an outbox.dropped report, a moved event, nor a
+  // positioned event at or above its stream's walk floor or status floor)
+  // and raises the retention floors of their streams. Returns how many it
+  // deleted. Throws StoreError (nothing deleted). This base class throws
+  // StoreError (permanent).
+  // Requires: max_rows >= 1.
+  virtual std::size_t delete_expired_events(std::int64_t received_before_ms, std::size_t max_rows);
+  // Every retention floor, ordered by source, then streamid. The default: none.
+  virtual std::vector<RetentionFloor> retention_floors() { return {}; }
+
   // "sqlite:/path" or "postgresql://host:port/db" (password elided).
   virtual std::string describe() const = 0;
 };
@@ -285,6 +310,13 @@ struct StoreOptions {
   // The rejected table's payloads are kept under this many bytes: after a
   // commit that goes over, the oldest rejected rows are deleted down to 90%.
   std::uint64_t rejected_max_bytes = 256ull * 1024 * 1024;
+  // PostgreSQL: hash-partition `events` by source into this many
+  // partitions, migrating an unpartitioned table at open (pg_partitions.h);
+  // 0: keep the table as it is. SQLite ignores it.
+  int pg_partitions = 0;
+  // Retention runs on this connection: the open creates the index on
+  // events.received_at that its batches read by (retention.h).
+  bool retention_index = false;
 };
 
 // spec: "sqlite:PATH" or a PostgreSQL URI "postgresql://..." / "postgres://...".

@@ -30,7 +30,7 @@ std::vector<SeqRange> missing_between(std::int64_t first, std::int64_t last, con
   std::int64_t next = first;
   for (const auto& p : present) {
     if (p.first > next) missing.push_back({next, p.first - 1});
-    next = p.last + 1;
+    next = std::max(next, p.last + 1);  // a run below `first` (under a retention floor) moves nothing
   }
   if (next <= last) missing.push_back({next, last});
   return missing;
@@ -133,6 +133,12 @@ void GapTracker::add_walk_floor(const std::string& source, const std::string& st
   streams_[{source, streamid}].walk_floor = walk_floor;
 }
 
+void GapTracker::add_retention_floor(const std::string& source, const std::string& streamid,
+                                     std::int64_t deleted_below) {
+  auto& s = streams_[{source, streamid}];
+  s.deleted_below = std::max(s.deleted_below, deleted_below);
+}
+
 bool GapTracker::add_dropped(const std::string& source, const std::string& streamid, const std::string& payload) {
   const auto report = wire::decode_dropped_report(payload);
   if (!report) {
@@ -174,16 +180,20 @@ GapReport GapTracker::finish() const {
     std::int64_t last = 0;  // the highest stored or rejected
     if (!s.present.empty()) last = s.present.back().last;
     if (!s.rejected.empty()) last = std::max(last, s.rejected.back().last);
+    // Retention deleted everything below its floor that was there: none
+    // of it is missing, and a tail starts above it.
+    const std::int64_t retained_through = std::max<std::int64_t>(s.deleted_below - 1, 0);
+    const std::int64_t last_known = std::max(last, retained_through);
     // What the status says is settled on the device: every sequence below
     // its floor. Only from a status consistent with itself (see gaps.h).
     std::optional<std::string> status_refused;
     std::int64_t settled_through = 0;
     if (s.status) {
-      const std::int64_t vouched = std::max(last, dropped.empty() ? 0 : dropped.back().last);
+      const std::int64_t vouched = std::max(last_known, dropped.empty() ? 0 : dropped.back().last);
       status_refused = status_tail_refusal(*s.status, vouched);
       if (!status_refused) settled_through = s.status->floor - 1;
     }
-    const bool tail_known = settled_through > last;
+    const bool tail_known = settled_through > last_known;
     if (!has_range && !tail_known) continue;  // no range to speak of
     StreamGaps g;
     g.source = key.first;
@@ -210,6 +220,7 @@ GapReport GapTracker::finish() const {
       if (s.status) g.first = std::min(g.first, s.status->floor);
     }
     if (s.walk_floor && g.last >= g.first) g.first = std::min(g.first, std::max<std::int64_t>(*s.walk_floor, 1));
+    if (has_range) g.first = std::max(g.first, retained_through + 1);
 
     // Missing from events: explained by the reports, else rejected, else unexplained.
     std::vector<SeqRange> not_explained;
@@ -217,7 +228,7 @@ GapReport GapTracker::finish() const {
     split_by(not_explained, s.rejected, g.rejected, g.unexplained);
     if (tail_known) {
       std::vector<SeqRange> tail_not_explained, tail_explained;
-      split_by({{g.last + 1, settled_through}}, dropped, tail_explained, tail_not_explained);
+      split_by({{last_known + 1, settled_through}}, dropped, tail_explained, tail_not_explained);
       g.explained.insert(g.explained.end(), tail_explained.begin(), tail_explained.end());
       std::vector<SeqRange> tail_rejected;  // none: rejected ones are at or below last
       split_by(tail_not_explained, s.rejected, tail_rejected, g.tail);

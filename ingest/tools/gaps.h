@@ -137,6 +137,10 @@ class GapTracker {
   void add_status(const wire::StreamStatus& status);
   // The stream's walk floor (StreamRow::walk_floor), when set.
   void add_walk_floor(const std::string& source, const std::string& streamid, std::int64_t walk_floor);
+  // The stream's retention floor (Store::retention_floors): retention
+  // deleted its events below `deleted_below`, all settled and confirmed, so
+  // no sequence below it is missing, inside the range or at the tail.
+  void add_retention_floor(const std::string& source, const std::string& streamid, std::int64_t deleted_below);
   // Streams with no stored or rejected sequence are left out, unless a
   // status shows a tail gap.
   GapReport finish() const;
@@ -147,6 +151,7 @@ class GapTracker {
     std::vector<SeqRange> rejected;  // runs of consecutive rejected sequences
     std::optional<wire::StreamStatus> status;
     std::optional<std::int64_t> walk_floor;
+    std::int64_t deleted_below = 0;  // the retention floor; 0: none
     std::vector<SeqRange> dropped;  // every report's ranges, as sent
     std::vector<SeqRange> evictions;  // every report's eviction numbers
     std::optional<std::int64_t> dropped_total;

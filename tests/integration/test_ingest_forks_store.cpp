@@ -184,10 +184,10 @@ void check_all(const Open& open, const Query& query) {
   SUBCASE("moved duplicates") { check_moved(open, query); }
 }
 
-// Schema version 6's tables removed and the version set back: a store of
-// version 5 with a stream and an event.
+// Schema versions 6's and 7's tables removed and the version set back: a
+// store of version 5 with a stream and an event.
 constexpr const char* back_to_v5 =
-    "DROP TABLE stream_sessions; DROP TABLE forks; DROP TABLE moved; "
+    "DROP TABLE stream_sessions; DROP TABLE forks; DROP TABLE moved; DROP TABLE retention_floors; "
     "UPDATE ingest_meta SET value = '5' WHERE key = 'schema_version';";
 
 }  // namespace
@@ -221,7 +221,7 @@ TEST_CASE("SQLite store of schema version 5: migrated to 6 on open, rows kept") 
     d.exec(back_to_v5);
   }
   auto store = open_store("sqlite:" + path);
-  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
+  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "7");
   CHECK(sqlite_text(path, "SELECT count(*) FROM events") == "1");
   CHECK(store->confirmation("gw", "s1")->through == 1);
   CHECK(store->forks(true).empty());
@@ -244,7 +244,7 @@ TEST_CASE("PostgreSQL store of schema version 5: migrated to 6 on open, rows kep
   }
   pg.query(back_to_v5);
   auto store = open_store(pg.uri());
-  CHECK(pg.query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
+  CHECK(pg.query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "7");
   CHECK(pg.query("SELECT count(*) FROM events") == "1");
   CHECK(store->confirmation("gw", "s1")->through == 1);
   pg.query("CREATE DATABASE fresh");

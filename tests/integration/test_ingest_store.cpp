@@ -287,7 +287,7 @@ TEST_CASE("SQLite store made by the first release (schema version 1): migrated o
   }
   {
     auto store = open_store("sqlite:" + path);
-    CHECK(sqlite_text(path, "SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
+    CHECK(sqlite_text(path, "SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "7");
     // The old rows are there, the new columns empty (NULL, '{}').
     CHECK(sqlite_text(path, "SELECT event_id, source, time, COALESCE(time_original, 'NULL'), payload, sequence, mode, "
                             "extensions FROM events ORDER BY event_id") ==
@@ -319,11 +319,11 @@ TEST_CASE("SQLite store with a newer schema version is refused, untouched") {
   open_store("sqlite:" + path);
   {
     SQLite::Database d(path, SQLite::OPEN_READWRITE);
-    d.exec("UPDATE ingest_meta SET value = '7' WHERE key = 'schema_version'");
+    d.exec("UPDATE ingest_meta SET value = '8' WHERE key = 'schema_version'");
   }
-  CHECK_THROWS_WITH_AS(open_store("sqlite:" + path), doctest::Contains("schema version 7, newer than"),
+  CHECK_THROWS_WITH_AS(open_store("sqlite:" + path), doctest::Contains("schema version 8, newer than"),
                        StoreError);
-  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta") == "7");
+  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta") == "8");
   {
     SQLite::Database d(path, SQLite::OPEN_READWRITE);
     d.exec("UPDATE ingest_meta SET value = 'two' WHERE key = 'schema_version'");
@@ -342,7 +342,7 @@ TEST_CASE("PostgreSQL store made by the first release (schema version 1): migrat
   pg.query(v1_rows);
   {
     auto store = open_store(pg.uri());
-    CHECK(pg.query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
+    CHECK(pg.query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "7");
     CHECK(pg.query("SELECT event_id, source, \"time\", COALESCE(time_original, 'NULL'), encode(payload, 'escape'), "
                    "sequence, mode, extensions FROM events ORDER BY event_id") ==
           "old-1|dev-1|2026-11-30T10:00:00Z|NULL|abc|1|binary|{}\nold-2|dev-1||NULL|def|2|structured|{\"x\":\"1\"}");
@@ -366,9 +366,9 @@ TEST_CASE("PostgreSQL store made by the first release (schema version 1): migrat
   CHECK(migrated == pg.query(columns, "fresh"));
   const std::string indexes = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1";
   CHECK(pg.query(indexes) == pg.query(indexes, "fresh"));
-  pg.query("UPDATE ingest_meta SET value = '7'");
-  CHECK_THROWS_WITH_AS(open_store(pg.uri()), doctest::Contains("schema version 7, newer than"), StoreError);
-  CHECK(pg.query("SELECT value FROM ingest_meta") == "7");
+  pg.query("UPDATE ingest_meta SET value = '8'");
+  CHECK_THROWS_WITH_AS(open_store(pg.uri()), doctest::Contains("schema version 8, newer than"), StoreError);
+  CHECK(pg.query("SELECT value FROM ingest_meta") == "8");
   CHECK(migrated.find("events|time_original|text|YES|") != std::string::npos);
   CHECK(migrated.find("rejected|properties|text|NO|'{}'::text") != std::string::npos);
 }
@@ -509,7 +509,7 @@ TEST_CASE("SQLite store made by schema version 2: migrated on open to the (sourc
   }
   {
     auto store = open_store("sqlite:" + path);
-    CHECK(sqlite_text(path, "SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
+    CHECK(sqlite_text(path, "SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "7");
     CHECK(sqlite_text(path, v2_events_query) == v2_events);
     CHECK(sqlite_text(path, "SELECT CAST(payload AS TEXT) FROM events ORDER BY event_id") == "x\n{\"v\":1}");
     CHECK(sqlite_text(path, "SELECT id, reason, payload, payload_size, properties FROM rejected") ==
@@ -522,7 +522,7 @@ TEST_CASE("SQLite store made by schema version 2: migrated on open to the (sourc
   }
   // Reopened: nothing migrated twice; the same tables as a store made new.
   open_store("sqlite:" + path);
-  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta") == "6");
+  CHECK(sqlite_text(path, "SELECT value FROM ingest_meta") == "7");
   CHECK(sqlite_text(path, "SELECT count(*) FROM events") == "3");
   auto fresh = (dir / "fresh.db").string();
   open_store("sqlite:" + fresh);
@@ -540,7 +540,7 @@ TEST_CASE("PostgreSQL store made by schema version 2: migrated on open to the (s
   pg.query(v2_rows);
   {
     auto store = open_store(pg.uri());
-    CHECK(pg.query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
+    CHECK(pg.query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "7");
     CHECK(pg.query(v2_events_query) == v2_events);
     CHECK(pg.query("SELECT convert_from(payload, 'UTF8') FROM events ORDER BY event_id") == "x\n{\"v\":1}");
     CHECK(pg.query("SELECT id, reason, encode(payload, 'escape'), payload_size, properties FROM rejected") ==
@@ -550,7 +550,7 @@ TEST_CASE("PostgreSQL store made by schema version 2: migrated on open to the (s
     check_migrated_v2(*store, [&](const std::string& sql) { return pg.query(sql); });
   }
   open_store(pg.uri());
-  CHECK(pg.query("SELECT value FROM ingest_meta") == "6");
+  CHECK(pg.query("SELECT value FROM ingest_meta") == "7");
   CHECK(pg.query("SELECT count(*) FROM events") == "3");
   pg.query("CREATE DATABASE fresh");
   open_store(pg.uri("fresh"));
@@ -686,6 +686,19 @@ TEST_CASE("(source, id) identity, duplicates and conflicts (PostgreSQL)") {
   }
   check_identity([&] { return open_store(pg.uri()); }, [&](const std::string& sql) { return pg.query(sql); },
                  "convert_from(payload, 'UTF8')");
+}
+
+TEST_CASE("(source, id) identity, duplicates and conflicts (PostgreSQL, events hash-partitioned by source)") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  StoreOptions partitioned;
+  partitioned.pg_partitions = 4;
+  check_identity([&] { return open_store(pg.uri(), partitioned); },
+                 [&](const std::string& sql) { return pg.query(sql); }, "convert_from(payload, 'UTF8')");
+  CHECK(pg.query("SELECT COUNT(*) FROM pg_inherits WHERE inhparent = 'events'::regclass") == "4");
 }
 
 // ---------------------------------------------------------------------------

@@ -413,6 +413,23 @@ TEST_CASE("streams, explained ranges, attributed rejections and confirmed_throug
   check_missing_above(*open_store("sqlite:" + path));
 }
 
+TEST_CASE("streams, explained ranges, attributed rejections and confirmed_through (PostgreSQL, events partitioned)") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  StoreOptions partitioned;
+  partitioned.pg_partitions = 4;
+  const Query query = [&](const std::string& sql) { return pg.query(sql); };
+  check_confirmation([&] { return open_store(pg.uri(), partitioned); }, query);
+  check_classified_rejection(*open_store(pg.uri(), partitioned), query);
+  check_reprocess_position(*open_store(pg.uri(), partitioned), query);
+  check_walk_floor([&] { return open_store(pg.uri(), partitioned); }, query);
+  check_missing_above(*open_store(pg.uri(), partitioned));
+  CHECK(pg.query("SELECT relkind FROM pg_class WHERE oid = 'events'::regclass") == "p");
+}
+
 TEST_CASE("streams, explained ranges, attributed rejections and confirmed_through (PostgreSQL)") {
   PostgresServer pg;
   if (!pg.available()) {
@@ -582,7 +599,7 @@ VALUES (1796000000002, 'devices/gw/events/r', 'not JSON', 'hello', 5, '{"content
 )sql";
 
 void check_migrated_v3(Store& store, const Query& query) {
-  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
+  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "7");
   CHECK(query("SELECT count(*) FROM events") == "7");
   // The stored reports explained: 4 superseded (its report is in the store), 5..6 evicted.
   CHECK(query("SELECT source, streamid, first, last, reason FROM explained ORDER BY first, last, reason") ==
@@ -700,7 +717,7 @@ std::string v4_additions(const std::string& integer) {
 }
 
 void check_migrated_v4(Store& store, const Query& query) {
-  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "6");
+  CHECK(query("SELECT value FROM ingest_meta WHERE key = 'schema_version'") == "7");
   CHECK(query("SELECT source, streamid, floor, committed, COALESCE(walk_floor, -1) FROM streams") ==
         "gw|s1|1|8|-1");
   CHECK(query("SELECT count(*) FROM sources") == "0");

@@ -526,3 +526,33 @@ TEST_CASE("status_tail_refusal: each inconsistency named, an honest status accep
   CHECK(status_tail_refusal(server, 9).has_value());    // settled 1..10, vouched for 9
   CHECK_FALSE(status_tail_refusal(server, 10).has_value());  // dropped or stored up to 10
 }
+
+TEST_CASE("a retention floor: nothing below it is missing, inside the range or at the tail") {
+  GapTracker t;
+  // Retention deleted 1..20 but 5 (stored again later) of stream s; the
+  // device settled through 30, the store holds 5 and 21..30.
+  add(t, "d", {5});
+  add(t, "d", run(21, 30));
+  t.add_status(status("d", "s", 30, 0));
+  t.add_retention_floor("d", "s", 21);
+  // Stream all of whose events went: no tail from its status.
+  t.add_status(status("d", "gone", 10, 0));
+  t.add_retention_floor("d", "gone", 11);
+  auto r = t.finish();
+  REQUIRE(r.streams.size() == 1);
+  CHECK(r.streams[0].streamid == "s");
+  CHECK(r.streams[0].first == 21);
+  CHECK(r.streams[0].last == 30);
+  CHECK(r.unexplained_total() == 0);
+  CHECK(r.tail_total() == 0);
+
+  // Without the floors the same rows read as losses.
+  GapTracker without;
+  add(without, "d", {5});
+  add(without, "d", run(21, 30));
+  without.add_status(status("d", "s", 30, 0));
+  without.add_status(status("d", "gone", 10, 0));
+  auto lost = without.finish();
+  CHECK(lost.unexplained_total() == 15);  // 6..20
+  CHECK(lost.tail_total() == 10);         // gone: 1..10
+}
