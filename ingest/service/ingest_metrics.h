@@ -14,6 +14,7 @@
 #include "host/histogram.h"
 #include "host/metrics_endpoint.h"
 #include "ingest/confirm/confirmer.h"
+#include "ingest/intake/message_intake.h"
 #include "ingest/intake/subscriber.h"
 #include "ingest/commit/writer.h"
 
@@ -30,6 +31,10 @@ struct IngestSnapshot {
   // How long the Writer's current group commit has been pending (see
   // Writer::commit_pending_since); zero while it waits for rows.
   std::chrono::milliseconds commit_pending{0};
+  // The early acknowledgement queue (message_intake.h): messages
+  // acknowledged on receipt and not yet committed, and their bytes.
+  std::size_t early_ack_queue_messages = 0;
+  std::size_t early_ack_queue_bytes = 0;
 };
 
 // How long a store commit may stay pending before /healthz says so
@@ -49,13 +54,15 @@ host::Health ingest_health(const IngestSnapshot& snapshot,
 // holds no lock during a store call), only on the Writer's and
 // Confirmer's locks.
 IngestSnapshot take_snapshot(const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer,
-                             std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+                             std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now(),
+                             const MessageIntake* intake = nullptr);
 
-// Serves /metrics and /healthz on `listen` from the live objects.
-// Requires: writer, subscriber and confirmer outlive the endpoint (stop or
+// Serves /metrics and /healthz on `listen` from the live objects (the
+// early acknowledgement queue from `intake`, when given).
+// Requires: writer, subscriber, confirmer and intake outlive the endpoint (stop or
 // destroy it first). Throws as MetricsEndpoint's constructor.
 std::unique_ptr<host::MetricsEndpoint> serve_ingest_metrics(
     std::string_view listen, const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer,
-    std::chrono::milliseconds commit_pending_max = default_commit_pending_max);
+    std::chrono::milliseconds commit_pending_max = default_commit_pending_max, const MessageIntake* intake = nullptr);
 
 }  // namespace edge_outbox::ingest
