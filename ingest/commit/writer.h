@@ -53,7 +53,11 @@
 // what the clock says is left of it (and a second), after which the clock
 // is asked again. The Clock is shared: it lives as long as the Writer.
 //
-// Thread rule: submit(), submit_group(), counters(), commit_latency(),
+// submit_detached() is the same without the wait: the outcome goes to a
+// callback on the writer thread (messages acknowledged on receipt,
+// intake/message_intake.h).
+//
+// Thread rule: submit(), submit_group(), submit_detached(), counters(), commit_latency(),
 // pending(), failing(), commit_pending_since(), commit_pending_for(),
 // set_commit_observer() and request_stop() from any thread; one Mutex and
 // CondVar (common/mutex.h, checked by Clang's thread-safety analysis) guard

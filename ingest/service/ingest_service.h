@@ -12,6 +12,8 @@
 // - Paho's threads run the Subscriber's callbacks, which hand each event
 //   message to the MessageIntake and return (the PUBACK) only when it says
 //   so (intake/message_intake.h);
+// - the MessageIntake's decoder thread classifies the messages acknowledged
+//   on receipt (early acknowledgement) and hands them to the Writer;
 // - the MQTT thread (started here) calls Subscriber::maintain() every
 //   200 ms, then Subscriber::stop(): those Paho calls can block while a
 //   callback waits on a failing store, so they never run on the main thread;
