@@ -283,6 +283,16 @@ struct Forwarder::Impl {
   // carries it), and what earlier runs left in the file.
   void load_position(std::int64_t now_ms) EXCLUDES(mutex) {
     if (!session && (server_mode || !stream.status_topic.empty())) session = queue->begin_session();
+    if (!server_mode) {
+      // Events a server-confirmation run left unconfirmed: the broker
+      // acknowledged them, but nothing proves the server stored them (an
+      // ingest may acknowledge such messages on receipt and crash before
+      // its commit). Broker confirmation sends them again and settles them
+      // at their PUBACK, as any other.
+      if (const std::size_t n = queue->resend_unconfirmed(); n > 0)
+        log(LogLevel::info, "forwarder: broker confirmation: " + std::to_string(n) +
+                                " events a server-confirmation run left unconfirmed are sent again");
+    }
     auto pos = queue->position();
     recorded_sent_through = pos.sent_through;
     start_confirmations(pos, now_ms);
