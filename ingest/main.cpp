@@ -234,6 +234,7 @@ int main(int argc, char** argv) {
   int pg_partitions = 0;
   std::string retention = "0", max_offline = "0", retention_interval = "60s";
   std::size_t retention_batch = ingest::RetentionSettings{}.batch_rows;
+  ingest::EarlyAckLimits early_ack;
   bool no_confirm = false;
   std::size_t max_idle_streams = ingest::ConfirmerOptions{}.max_idle_streams_per_device;
 
@@ -352,6 +353,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
 
+  app.add_option("--early-ack-queue-messages", early_ack.max_messages,
+                 "Messages with the confirmation mark (server-confirmation devices) acknowledged on receipt and not "
+                 "yet committed, at most; when full, intake waits. 0: acknowledge every message after its commit")
+      ->capture_default_str();
+  app.add_option("--early-ack-queue-bytes", early_ack.max_bytes,
+                 "Their bytes (topic, payload, properties), at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--debug-delay-before-commit-ms", debug_delay_ms, "Testing only")->group("");
 
   auto* gaps_cmd = app.add_subcommand("gaps", "Report missing sequence ranges per device stream");
@@ -476,6 +485,7 @@ int main(int argc, char** argv) {
   serving.store_failure_max_text = store_failure_max;
   serving.stats_interval_s = stats_interval;
   serving.exit_after_idle_s = exit_after_idle;
+  serving.early_ack = early_ack;
   serving.debug_delay_before_commit = std::chrono::milliseconds(debug_delay_ms);
 
   // Signals are taken in this thread only; block them before Paho and the

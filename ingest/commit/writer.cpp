@@ -117,6 +117,46 @@ std::vector<Outcome> Writer::submit_group(std::vector<Row> rows, const RejectRow
   return std::move(slot.outcomes);
 }
 
+void Writer::submit_detached(std::vector<Row> rows, RejectRowFn as_rejected, DetachedDoneFn done) {
+  const std::size_t n = rows.size();
+  auto slot = std::make_unique<Slot>();
+  slot->rows = std::move(rows);
+  slot->owned_as_rejected = std::move(as_rejected);
+  if (slot->owned_as_rejected) slot->as_rejected = &slot->owned_as_rejected;
+  slot->on_done = std::move(done);
+  slot->row_count = n;
+  {
+    MutexLock lock(mutex_);
+    ++counters_.messages;
+    counters_.received += n;
+    last_submit_ = clock_->steady_now();
+    if (!finished_ && n > 0) {
+      queue_.push_back(slot.release());
+      queued_rows_ += n;
+      cv_.notify_all();
+      return;
+    }
+    if (n > 0) ++abandoned_;
+  }
+  slot->on_done(std::vector<Outcome>(n, Outcome::not_committed));
+}
+
+void Writer::hand_back(MutexLock& lock, const std::vector<Slot*>& detached) {
+  if (detached.empty()) return;
+  (void)lock;
+  std::vector<std::unique_ptr<Slot>> owned(detached.begin(), detached.end());
+  for (auto& s : owned)
+    if (s->outcomes.size() != s->row_count) s->outcomes.assign(s->row_count, Outcome::not_committed);
+  MutexUnlock unlocked(mutex_);
+  for (auto& s : owned) {
+    try {
+      s->on_done(s->outcomes);
+    } catch (const std::exception& e) {  // bad_alloc: the message is committed all the same
+      if (log_) log_("warn", std::string("after a detached commit: ") + e.what());
+    }
+  }
+}
+
 Counters Writer::counters() const {
   MutexLock lock(mutex_);
   return counters_;
@@ -178,6 +218,11 @@ void Writer::add_retained_ignored() {
   ++counters_.retained_ignored;
 }
 
+void Writer::add_early_acknowledged() {
+  MutexLock lock(mutex_);
+  ++counters_.early_acked;
+}
+
 void Writer::set_commit_observer(CommitObserver observer) {
   MutexLock lock(mutex_);
   observer_ = std::move(observer);
@@ -208,6 +253,11 @@ void Writer::run() {
     }
     in_commit_ = rows;
     commit_pending_since_ = clock_->steady_now();
+    // The Writer's own slots, picked out now: a waiter's slot may be gone
+    // once it is done (its submitter returns).
+    std::vector<Slot*> detached;
+    for (auto* s : batch)
+      if (s->on_done) detached.push_back(s);
 
     const bool committed = commit_batch(lock, batch);
     in_commit_ = 0;
@@ -219,15 +269,20 @@ void Writer::run() {
           s->done = true;
           ++abandoned_;
         }
-      for (auto* s : queue_) s->done = true;
+      for (auto* s : queue_) {
+        s->done = true;
+        if (s->on_done) detached.push_back(s);
+      }
       abandoned_ += queue_.size();
       queue_.clear();
       queued_rows_ = 0;
       finished_ = true;
       cv_.notify_all();
+      hand_back(lock, detached);
       return;
     }
     cv_.notify_all();
+    hand_back(lock, detached);
   }
 }
 

@@ -53,7 +53,11 @@
 // what the clock says is left of it (and a second), after which the clock
 // is asked again. The Clock is shared: it lives as long as the Writer.
 //
-// Thread rule: submit(), submit_group(), counters(), commit_latency(),
+// submit_detached() is the same without the wait: the outcome goes to a
+// callback on the writer thread (messages acknowledged on receipt,
+// intake/message_intake.h).
+//
+// Thread rule: submit(), submit_group(), submit_detached(), counters(), commit_latency(),
 // pending(), failing(), commit_pending_since(), commit_pending_for(),
 // set_commit_observer() and request_stop() from any thread; one Mutex and
 // CondVar (common/mutex.h, checked by Clang's thread-safety analysis) guard
@@ -102,6 +106,7 @@ struct Counters {
   std::uint64_t invalid_time = 0;      // stored events whose time was not RFC 3339 (kept in time_original)
   std::uint64_t rejected_pruned = 0;   // oldest rejected rows deleted to stay under --rejected-max-bytes
   std::uint64_t retained_ignored = 0;  // retained deliveries ignored (see subscriber.h)
+  std::uint64_t early_acked = 0;       // messages acknowledged on receipt, before their commit (message_intake.h)
   std::uint64_t source_conflicts = 0;  // rows whose source is bound to another device topic (see below)
   std::uint64_t forks_detected = 0;    // events stored new at a sequence that held another id (fork_records.h)
   std::uint64_t moved_duplicates = 0;  // events stored before at another stream position (counted in duplicates too)
@@ -123,6 +128,9 @@ using RejectFn = std::function<RejectedRow(const std::string& reason)>;
 // The same for the row at `index` of a message of several rows (a batch
 // element: its text as it arrived).
 using RejectRowFn = std::function<RejectedRow(std::size_t index, const std::string& reason)>;
+
+// Told the outcomes of a message handed over with submit_detached().
+using DetachedDoneFn = std::function<void(const std::vector<Outcome>& outcomes)>;
 
 // Told the streams of each commit's rows.
 using CommitObserver = std::function<void(const std::vector<StreamKey>& streams)>;
@@ -155,6 +163,15 @@ class Writer {
   // as_rejected: as for submit(), by row index.
   // Requires: rows non-empty.
   std::vector<Outcome> submit_group(std::vector<Row> rows, const RejectRowFn& as_rejected = {}) EXCLUDES(mutex_);
+  // The rows of one message, for the next group commit, without waiting
+  // (early acknowledgement, message_intake.h): as submit_group(), but
+  // `done` is called with the outcomes on the writer thread, without the
+  // Writer's lock, once they are committed (or, all not_committed, when the
+  // Writer was stopped while the store failed, or at once when it has
+  // finished). While the store fails the rows stay queued and are retried,
+  // as any other. as_rejected is kept until then.
+  // Requires: rows non-empty; `done` quick, and it must not call the Writer.
+  void submit_detached(std::vector<Row> rows, RejectRowFn as_rejected, DetachedDoneFn done) EXCLUDES(mutex_);
   Counters counters() const EXCLUDES(mutex_);
   // Seconds each successful store commit took (Store::commit, one per
   // group commit), in host::latency_seconds_buckets().
@@ -175,6 +192,7 @@ class Writer {
   std::chrono::milliseconds commit_pending_for() const EXCLUDES(mutex_);
   std::chrono::steady_clock::time_point last_submit() const EXCLUDES(mutex_);
   void add_retained_ignored() EXCLUDES(mutex_);
+  void add_early_acknowledged() EXCLUDES(mutex_);
   // Replaces the commit observer (see above); empty: none.
   void set_commit_observer(CommitObserver observer) EXCLUDES(mutex_);
   // Asks the thread to end without waiting: queued rows are committed if
@@ -203,7 +221,15 @@ class Writer {
     const RejectRowFn* as_rejected = nullptr;
     bool done = false;
     std::vector<Outcome> outcomes;
+    // Set for a detached slot (submit_detached): the Writer owns it and
+    // deletes it once `on_done` was told.
+    DetachedDoneFn on_done;
+    RejectRowFn owned_as_rejected;
+    std::size_t row_count = 0;
   };
+  // Tells the detached slots (done, the Writer's own) their outcomes and
+  // deletes them; releases the lock meanwhile.
+  void hand_back(MutexLock& lock, const std::vector<Slot*>& detached) REQUIRES(mutex_);
   void run() EXCLUDES(mutex_);
   // Commits the messages' rows; false if stopped while the store failed.
   // Releases the lock around each store call.

@@ -23,27 +23,57 @@
 //   A message is never split, never dropped: rows the store refuses for good
 //   become rejections (writer.h), which are committed outcomes too.
 //
+// Early acknowledgement (docs/ingest.md): a message that carries the
+// confirmation mark (wire/confirmation_mark.h: its device is in server
+// confirmation and keeps every event until a confirmation proves it
+// stored) is copied into the accepted-but-uncommitted queue and
+// acknowledged at once (Ack::acknowledge); the intake's decoder thread
+// classifies it and hands it to the Writer (Writer::submit_detached), which
+// commits it with other messages in its group commits. The queue, counted
+// from acceptance until the Writer told the outcome, is bounded in
+// messages and bytes (EarlyAckLimits, early_ack_budget.h): when it is full,
+// take() waits for room (nothing is acknowledged that could not be
+// queued). Nothing here confirms anything: the Confirmer reads only what
+// the store holds. While the store fails, the queued messages stay queued
+// and the Writer retries them. drain() (at the stop) hands every queued
+// message to the Writer, whose stop commits them. Messages acknowledged
+// early and lost in a crash before their commit are sent again by their
+// device (confirm timeout, reconnect). Unmarked messages, and every message
+// when EarlyAckLimits::max_messages is 0 or once drain() began, take the
+// path above (acknowledged after the commit).
+//
 // Time: received_at_ms of each row is the Clock's wall_ms() when take() is
 // called.
 //
 // Thread rule: take() from any thread, several at once (each waits for its
 // own commit; the Writer groups them); Paho delivers one message at a time
-// per connection. The retained topics logged are guarded by a Mutex.
+// per connection. drain(), early_ack_queue() from any thread. The retained
+// topics logged, the queue and its budget are guarded by one Mutex (with a
+// CondVar for room and for work); the decoder thread (started by the
+// constructor when early acknowledgement is on) calls the Writer without
+// it.
 // Ownership: holds the Writer and the Logger by reference/copy, the Clock
-// shared.
-// Requires: the Writer outlives the MessageIntake.
+// shared; owns the queue and the decoder thread (drained and joined by the
+// destructor).
+// Requires: the Writer outlives the MessageIntake, and its thread runs
+// until drain() returned.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <edge_outbox/clock.h>
 
 #include "common/mutex.h"
 #include "ingest/intake/classify.h"
+#include "ingest/intake/early_ack_budget.h"
 #include "ingest/model/rows.h"
 #include "ingest/commit/writer.h"
 
@@ -56,29 +86,93 @@ class MessageIntake {
   // debug_delay_before_commit: testing only (--debug-delay-before-commit-ms):
   // sleep this long after classifying, before committing, to show that a
   // crash there leaves the message unacknowledged.
+  // early_ack: the queue's limits; max_messages 0: early acknowledgement
+  // off (no decoder thread). The debug delay applies on the decoder thread
+  // to early-acknowledged messages (a wide window between acknowledgement
+  // and commit). Throws std::system_error when the thread cannot start.
   MessageIntake(ClassifyOptions classify, Writer& writer, Logger log, std::shared_ptr<const Clock> clock,
-                std::chrono::milliseconds debug_delay_before_commit = std::chrono::milliseconds(0));
+                std::chrono::milliseconds debug_delay_before_commit = std::chrono::milliseconds(0),
+                EarlyAckLimits early_ack = EarlyAckLimits{0, 0});
+  ~MessageIntake();
   MessageIntake(const MessageIntake&) = delete;
   MessageIntake& operator=(const MessageIntake&) = delete;
 
   // Classifies, commits and blocks until the message may be acknowledged or
-  // must not be (see above). `message.received_at_ms` is set here.
+  // must not be (see above); a marked message: queues it (waiting for room)
+  // and returns acknowledge. `message.received_at_ms` is set here.
   // Requires: message.payload and message.content_type stay valid during the call.
-  Ack take(Received message) EXCLUDES(mutex_);
+  Ack take(Received message) EXCLUDES(s_.mutex);
+
+  // Stops early acknowledgement (later messages, and takes waiting for
+  // room, go the ack-after-commit way) and returns once the decoder thread
+  // handed every queued message to the Writer and ended.
+  void drain() EXCLUDES(s_.mutex);
+
+  // The accepted-but-uncommitted queue now: messages and bytes.
+  struct QueueDepth {
+    std::size_t messages = 0;
+    std::size_t bytes = 0;
+  };
+  QueueDepth early_ack_queue() const EXCLUDES(s_.mutex);
 
  private:
+  // A marked message as it arrived, owned (the callback's views end with it).
+  struct Accepted {
+    std::string topic;
+    std::string payload;
+    std::string content_type;
+    cloudevents::UserProperties user_properties;
+    std::int64_t received_at_ms = 0;
+    std::size_t bytes = 0;
+    // The rows' batch element texts, once classified (see classify_message.h).
+    std::vector<std::string> element_texts;
+
+    explicit Accepted(const Received& m)
+        : topic(m.topic), payload(m.payload), content_type(m.content_type), user_properties(m.user_properties),
+          received_at_ms(m.received_at_ms) {
+      bytes = topic.size() + payload.size() + content_type.size();
+      for (const auto& [name, value] : user_properties) bytes += name.size() + value.size();
+    }
+    Received view() const {
+      Received m;
+      m.topic = topic;
+      m.payload = payload;
+      m.content_type = content_type;
+      m.user_properties = user_properties;
+      m.received_at_ms = received_at_ms;
+      return m;
+    }
+  };
+  // The decoder thread: classifies the queued messages and hands them over.
+  void decode_accepted() EXCLUDES(s_.mutex);
+  // Queues a marked message; false when draining (then it goes the
+  // ack-after-commit way).
+  bool accept(const Received& m) EXCLUDES(s_.mutex);
+  Ack take_after_commit(const Received& m);
   // Logs a message's rejections at warning: one line per message.
   void log_rejections(const std::string& topic, const std::vector<Row>& rows);
   // True the first time for `topic` (logs once per topic).
-  bool first_retained(const std::string& topic) EXCLUDES(mutex_);
+  bool first_retained(const std::string& topic) EXCLUDES(s_.mutex);
 
   const ClassifyOptions classify_;
   Writer& writer_;
   const Logger log_;
   const std::shared_ptr<const Clock> clock_;
   const std::chrono::milliseconds debug_delay_before_commit_;
-  Mutex mutex_;
-  std::set<std::string> retained_topics_logged_ GUARDED_BY(mutex_);
+  // What the Writer's done callbacks reach too: shared, so that a callback
+  // told after the MessageIntake is gone (its Writer stopped later) finds it.
+  struct Shared {
+    explicit Shared(EarlyAckLimits limits) : budget(limits) {}
+    Mutex mutex;
+    CondVar cv;  // room in the queue, work for the decoder thread
+    std::set<std::string> retained_topics_logged GUARDED_BY(mutex);
+    EarlyAckBudget budget GUARDED_BY(mutex);
+    std::deque<std::unique_ptr<Accepted>> accepted GUARDED_BY(mutex);  // not yet handed to the Writer
+    bool draining GUARDED_BY(mutex) = false;
+  };
+  const std::shared_ptr<Shared> shared_;
+  Shared& s_;
+  std::thread decoder_;
 };
 
 }  // namespace edge_outbox::ingest

@@ -15,7 +15,10 @@
 // is stopping), the callback never returns: the process ends without the
 // PUBACK. A crash before the commit
 // leaves the message unacknowledged, and the broker redelivers it to the
-// persistent session. The price: one commit per message, which batch
+// persistent session. A message with the confirmation mark is the
+// exception (early acknowledgement, message_intake.h): take() queues it and
+// says acknowledge at once; its device, not the broker, sends it again if
+// the ingest loses it. The price of ack-after-commit: one commit per message, which batch
 // messages (many events each) amortize. Paho C runs the callbacks of every
 // MQTTAsync client of a process on one shared thread (a callback that blocks
 // holds up even another client's CONNACK), so several connections in one

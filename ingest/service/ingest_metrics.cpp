@@ -42,6 +42,9 @@ std::string ingest_metrics_text(const IngestSnapshot& s) {
                "Oldest rejected rows deleted to stay under --rejected-max-bytes.", as_value(c.rejected_pruned));
   text.counter("edge_outbox_ingest_retained_ignored_total", "Retained deliveries ignored.",
                as_value(c.retained_ignored));
+  text.counter("edge_outbox_ingest_early_acked_total",
+               "Messages with the confirmation mark acknowledged on receipt, before their commit.",
+               as_value(c.early_acked));
   text.counter("edge_outbox_ingest_stream_statuses_total", "Stream statuses recorded.",
                as_value(s.confirmer.statuses));
   text.counter("edge_outbox_ingest_stream_statuses_invalid_total", "Messages on a status topic that were not valid.",
@@ -66,6 +69,11 @@ std::string ingest_metrics_text(const IngestSnapshot& s) {
                as_value(s.events_deleted_by_retention));
   text.gauge("edge_outbox_ingest_pending_rows", "Rows received and not yet committed.",
              static_cast<double>(s.pending_rows));
+  text.gauge("edge_outbox_ingest_early_ack_queue_messages",
+             "Messages acknowledged on receipt and not yet committed (--early-ack-queue-messages).",
+             static_cast<double>(s.early_ack_queue_messages));
+  text.gauge("edge_outbox_ingest_early_ack_queue_bytes", "Their bytes (--early-ack-queue-bytes).",
+             static_cast<double>(s.early_ack_queue_bytes));
   text.gauge("edge_outbox_ingest_connected", "1 while connected to the broker, else 0.", s.connected ? 1 : 0);
   text.gauge("edge_outbox_ingest_store_failing", "1 from a failed commit attempt until the next success, else 0.",
              s.store_failing ? 1 : 0);
@@ -90,8 +98,13 @@ host::Health ingest_health(const IngestSnapshot& s, std::chrono::milliseconds co
 }
 
 IngestSnapshot take_snapshot(const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer,
-                             std::chrono::steady_clock::time_point now) {
+                             std::chrono::steady_clock::time_point now, const MessageIntake* intake) {
   IngestSnapshot s;
+  if (intake) {
+    const auto depth = intake->early_ack_queue();
+    s.early_ack_queue_messages = depth.messages;
+    s.early_ack_queue_bytes = depth.bytes;
+  }
   s.counters = writer.counters();
   s.commit_latency = writer.commit_latency();
   s.pending_rows = writer.pending();
@@ -107,9 +120,9 @@ std::unique_ptr<host::MetricsEndpoint> serve_ingest_metrics(std::string_view lis
                                                             const Subscriber& subscriber, const Confirmer& confirmer,
                                                             const Clock& clock,
                                                             std::chrono::milliseconds commit_pending_max,
-                                                            const Retainer* retainer) {
-  const auto snapshot = [&writer, &subscriber, &confirmer, &clock, retainer] {
-    IngestSnapshot s = take_snapshot(writer, subscriber, confirmer, clock.steady_now());
+                                                            const Retainer* retainer, const MessageIntake* intake) {
+  const auto snapshot = [&writer, &subscriber, &confirmer, &clock, retainer, intake] {
+    IngestSnapshot s = take_snapshot(writer, subscriber, confirmer, clock.steady_now(), intake);
     if (retainer) s.events_deleted_by_retention = retainer->deleted();
     return s;
   };

@@ -16,6 +16,7 @@
 #include "host/histogram.h"
 #include "host/metrics_endpoint.h"
 #include "ingest/confirm/confirmer.h"
+#include "ingest/intake/message_intake.h"
 #include "ingest/intake/subscriber.h"
 #include "ingest/commit/writer.h"
 #include "ingest/service/retainer.h"
@@ -34,6 +35,10 @@ struct IngestSnapshot {
   // Writer::commit_pending_since); zero while it waits for rows.
   std::chrono::milliseconds commit_pending{0};
   std::uint64_t events_deleted_by_retention = 0;  // Retainer::deleted(); 0 without --retention
+  // The early acknowledgement queue (message_intake.h): messages
+  // acknowledged on receipt and not yet committed, and their bytes.
+  std::size_t early_ack_queue_messages = 0;
+  std::size_t early_ack_queue_bytes = 0;
 };
 
 // How long a store commit may stay pending before /healthz says so
@@ -53,17 +58,17 @@ host::Health ingest_health(const IngestSnapshot& snapshot,
 // holds no lock during a store call), only on the Writer's and
 // Confirmer's locks.
 IngestSnapshot take_snapshot(const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer,
-                             std::chrono::steady_clock::time_point now);
+                             std::chrono::steady_clock::time_point now, const MessageIntake* intake = nullptr);
 
 // Serves /metrics and /healthz on `listen` from the live objects
-// (retainer: null without --retention), each snapshot taken at the clock's
-// steady_now().
-// Requires: writer, subscriber, confirmer, clock and retainer outlive the
-// endpoint (stop or destroy it first). Throws as MetricsEndpoint's
-// constructor.
+// (retainer: null without --retention; the early acknowledgement queue from
+// `intake`, when given), each snapshot taken at the clock's steady_now().
+// Requires: writer, subscriber, confirmer, clock, retainer and intake
+// outlive the endpoint (stop or destroy it first). Throws as
+// MetricsEndpoint's constructor.
 std::unique_ptr<host::MetricsEndpoint> serve_ingest_metrics(
     std::string_view listen, const Writer& writer, const Subscriber& subscriber, const Confirmer& confirmer,
     const Clock& clock, std::chrono::milliseconds commit_pending_max = default_commit_pending_max,
-    const Retainer* retainer = nullptr);
+    const Retainer* retainer = nullptr, const MessageIntake* intake = nullptr);
 
 }  // namespace edge_outbox::ingest

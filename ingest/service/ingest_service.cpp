@@ -31,7 +31,7 @@ constexpr std::chrono::seconds kStopWait{10};
 
 }  // namespace
 
-std::string counters_json(const Counters& c, const ConfirmerCounters& confirm) {
+std::string counters_json(const Counters& c, const ConfirmerCounters& confirm, std::size_t early_ack_queue) {
   return nlohmann::json{{"messages", c.messages},
                         {"received", c.received},
                         {"stored", c.stored},
@@ -44,6 +44,8 @@ std::string counters_json(const Counters& c, const ConfirmerCounters& confirm) {
                         {"invalid_time", c.invalid_time},
                         {"rejected_pruned", c.rejected_pruned},
                         {"retained_ignored", c.retained_ignored},
+                        {"early_acked", c.early_acked},
+                        {"early_ack_queue", early_ack_queue},
                         {"statuses", confirm.statuses},
                         {"statuses_invalid", confirm.statuses_invalid},
                         {"statuses_refused", confirm.statuses_refused},
@@ -109,7 +111,8 @@ bool IngestService::start() {
     return false;
   }
   try {
-    intake_.emplace(options_.classify, *writer_, log_, clock_, options_.debug_delay_before_commit);
+    intake_.emplace(options_.classify, *writer_, log_, clock_, options_.debug_delay_before_commit,
+                    options_.early_ack);
     subscriber_.emplace(sub, options_.classify, *intake_, log_, &*confirmer_, clock_);
     std::string filters;
     for (const auto& f : subscriber_->subscriptions()) filters += (filters.empty() ? "" : " ") + f;
@@ -133,7 +136,7 @@ bool IngestService::start() {
   if (!options_.metrics_listen.empty()) {
     try {
       metrics_ = serve_ingest_metrics(options_.metrics_listen, *writer_, *subscriber_, *confirmer_, *clock_,
-                                      options_.commit_pending_max, retainer_.get());
+                                      options_.commit_pending_max, retainer_.get(), &*intake_);
       log_("info", "serving metrics at http://" + metrics_->address() + "/metrics and /healthz");
     } catch (const std::exception& e) {
       log_("error", e.what());
@@ -183,7 +186,8 @@ void IngestService::serve(const host::TerminationSignals& signals) {
     }
     if (options_.stats_interval_s > 0 && now - last_stats >= std::chrono::duration<double>(options_.stats_interval_s)) {
       last_stats = now;
-      log_("info", "stats " + counters_json(writer_->counters(), confirmer_->counters()));
+      log_("info", "stats " + counters_json(writer_->counters(), confirmer_->counters(),
+                                            intake_->early_ack_queue().messages));
     }
     if (options_.store_failure_max > std::chrono::milliseconds(0) &&
         writer_->commit_pending_for() >= options_.store_failure_max) {
@@ -198,7 +202,7 @@ void IngestService::serve(const host::TerminationSignals& signals) {
       std::fflush(nullptr);
       std::_Exit(kExitStoreFailing);
     }
-    if (options_.exit_after_idle_s > 0 && writer_->pending() == 0 &&
+    if (options_.exit_after_idle_s > 0 && writer_->pending() == 0 && intake_->early_ack_queue().messages == 0 &&
         now - std::max(writer_->last_submit(), started) >= std::chrono::duration<double>(options_.exit_after_idle_s)) {
       std::ostringstream idle;
       idle << "no message for " << options_.exit_after_idle_s << " s; exiting";
@@ -234,6 +238,9 @@ int IngestService::stop() {
     }
     disconnected = mqtt_done_;
   }
+  // The early-acknowledged messages go to the Writer, which commits them
+  // before it ends (while the store works).
+  intake_->drain();
   writer_->request_stop();
   const bool clean = disconnected && writer_->wait_finished(kStopWait) && writer_->abandoned() == 0;
   // The confirmer stops first (within one store transaction), so that the

@@ -12,6 +12,8 @@
 // - Paho's threads run the Subscriber's callbacks, which hand each event
 //   message to the MessageIntake and return (the PUBACK) only when it says
 //   so (intake/message_intake.h);
+// - the MessageIntake's decoder thread classifies the messages acknowledged
+//   on receipt (early acknowledgement) and hands them to the Writer;
 // - the MQTT thread (started here) calls Subscriber::maintain() every
 //   200 ms, then Subscriber::stop(): those Paho calls can block while a
 //   callback waits on a failing store, so they never run on the main thread;
@@ -34,8 +36,12 @@
 // leaves for those messages and the broker redelivers them).
 //
 // Durable when: a message is acknowledged only once its rows are committed
-// (message_intake.h); a stop lets the callbacks in hand commit first (at
-// most 10 s; not at all while the store fails). The counters printed on
+// (message_intake.h), but for a message with the confirmation mark, which
+// is acknowledged on receipt and committed in a later group commit (its
+// device keeps the events until they are confirmed, and confirmations read
+// the store); a stop lets the callbacks in hand commit first (at most 10 s;
+// not at all while the store fails), then drains the early-acknowledged
+// messages into the Writer, whose stop commits them. The counters printed on
 // stdout at the stop (one JSON line) are what was committed, the
 // Confirmer's statuses included (it is stopped first).
 //
@@ -97,11 +103,13 @@ struct IngestOptions {
   double stats_interval_s = 0;                     // --stats-interval; 0: off
   double exit_after_idle_s = 0;                    // --exit-after-idle; 0: never
   RetentionSettings retention;                    // --retention, --max-offline; retention 0: off
+  EarlyAckLimits early_ack;  // --early-ack-queue-messages (0: off), --early-ack-queue-bytes
   std::chrono::milliseconds debug_delay_before_commit{0};  // testing only
 };
 
-// The counters line printed at the stop and by --stats-interval.
-std::string counters_json(const Counters& c, const ConfirmerCounters& confirm);
+// The counters line printed at the stop and by --stats-interval;
+// early_ack_queue: the messages acknowledged on receipt, not yet committed.
+std::string counters_json(const Counters& c, const ConfirmerCounters& confirm, std::size_t early_ack_queue = 0);
 
 class IngestService {
  public:

@@ -13,6 +13,7 @@
 #include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
 #include <edge_outbox/queue.h>
+#include <edge_outbox/wire/confirmation_mark.h>
 #include <edge_outbox/wire/dropped_report.h>
 #include <edge_outbox/wire/packet_size.h>
 #include <edge_outbox/wire/stream_status.h>
@@ -282,6 +283,16 @@ struct Forwarder::Impl {
   // carries it), and what earlier runs left in the file.
   void load_position(std::int64_t now_ms) EXCLUDES(mutex) {
     if (!session && (server_mode || !stream.status_topic.empty())) session = queue->begin_session();
+    if (!server_mode) {
+      // Events a server-confirmation run left unconfirmed: the broker
+      // acknowledged them, but nothing proves the server stored them (an
+      // ingest may acknowledge such messages on receipt and crash before
+      // its commit). Broker confirmation sends them again and settles them
+      // at their PUBACK, as any other.
+      if (const std::size_t n = queue->resend_unconfirmed(); n > 0)
+        log(LogLevel::info, "forwarder: broker confirmation: " + std::to_string(n) +
+                                " events a server-confirmation run left unconfirmed are sent again");
+    }
     auto pos = queue->position();
     recorded_sent_through = pos.sent_through;
     start_confirmations(pos, now_ms);
@@ -685,7 +696,10 @@ struct Forwarder::Impl {
       elements.reserve(events.size());
       for (const auto& ev : events) {
         try {
-          elements.push_back(detail::to_batch_element(ev, options.source, stream.stream_id));
+          auto element = detail::to_batch_element(ev, options.source, stream.stream_id);
+          // Marked here, before the version is known, so that the send
+          // window sizes batches by what is sent (confirmation_mark.h).
+          elements.push_back(server_mode ? wire::mark_structured(element) : std::move(element));
         } catch (const std::exception&) {
           elements.emplace_back();
         }
@@ -693,6 +707,14 @@ struct Forwarder::Impl {
     }
     window.batch_read(std::move(events), std::move(elements));
     if (queue->holds_report()) window.left_out();
+  }
+
+  // Server confirmation: the mark that lets the ingest acknowledge on
+  // receipt (wire/confirmation_mark.h): the user property on MQTT 5, the
+  // JSON member on 3.1.1.
+  static void mark_confirmation(OutgoingMessage& msg, MqttVersion v) {
+    if (v == MqttVersion::v5) wire::add_confirmation_property(msg.user_properties);
+    else msg.payload = wire::mark_structured(msg.payload);
   }
 
   // WireMode::binary on a 3.1.1 connection: structured, said once.
@@ -714,6 +736,7 @@ struct Forwarder::Impl {
     try {
       note_wire_mode(v);
       msg = detail::to_message(ev, options.source, stream.stream_id, v, options.wire_mode == WireMode::structured);
+      if (server_mode) mark_confirmation(msg, v);
     } catch (const std::exception& e) {
       // The event cannot be encoded: no broker will ever take it.
       bool dead = queue->record_failure(seq, std::string("cannot encode: ") + e.what(), true);
@@ -748,6 +771,7 @@ struct Forwarder::Impl {
     try {
       auto msg =
           detail::to_message(probe, options.source, stream.stream_id, v, options.wire_mode == WireMode::structured);
+      if (server_mode) mark_confirmation(msg, v);
       return wire::publish_packet_bytes(msg, v) - probe.payload.size();
     } catch (const std::exception&) {
       return 0;
@@ -811,6 +835,7 @@ struct Forwarder::Impl {
     OutgoingMessage msg;
     try {
       msg = detail::to_batch_message(a.events, a.elements, options.batch.compression, v);
+      if (server_mode && v == MqttVersion::v5) wire::add_confirmation_property(msg.user_properties);
     } catch (const std::exception& e) {
       // Its elements were made already; should the batch itself fail, its
       // events go one per message, as after a refusal.

@@ -27,6 +27,8 @@ class IngestRunner {
   IngestRunner(const IngestRunner&) = delete;
   IngestRunner& operator=(const IngestRunner&) = delete;
 
+  // The arguments added to the next runs' command lines.
+  void set_extra_args(std::vector<std::string> extra_args) { extra_ = std::move(extra_args); }
   // Starts a run and waits for its SUBACK (throws std::runtime_error after 30 s).
   void start();
   // SIGKILL, reaped.

@@ -359,6 +359,29 @@ TEST_CASE("a forwarder restarted with unconfirmed events sends them again and ke
   forwarder.stop();
 }
 
+TEST_CASE("switched to broker confirmation, a forwarder sends again what the server-mode run left unconfirmed") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue(outbox, 4);
+  {
+    test::FakeBroker broker;
+    Forwarder forwarder(outbox, broker.publisher(), server_options());
+    forwarder.start();
+    REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 4; }));
+    forwarder.stop();
+  }
+  // The broker acknowledged them; nothing proves the server stored them
+  // (an ingest acknowledging on receipt may have crashed before its commit).
+  test::FakeBroker broker;
+  auto options = server_options();
+  options.confirmation = ForwarderOptions::Confirmation::broker;
+  Forwarder forwarder(outbox, broker.publisher(), options);
+  forwarder.start();
+  REQUIRE(eventually([&] { return event_publishes(broker) == 4 && outbox.stats().pending == 0; }));
+  CHECK(outbox.stats().unconfirmed == 0);
+  forwarder.stop();
+}
+
 TEST_CASE("server mode: stop(drain) waits for the confirmation; without one the events stay unconfirmed") {
   test::TempDir dir;
   Outbox outbox(dir / "app.db");

@@ -21,6 +21,9 @@
 
 #include <edge_outbox/wire/cloudevents.h>
 
+#include <edge_outbox/wire/confirmation_mark.h>
+
+#include "ingest/intake/early_ack_budget.h"
 #include "ingest/intake/message_intake.h"
 #include "ingest/store/store.h"
 #include "ingest/commit/writer.h"
@@ -253,4 +256,167 @@ TEST_CASE("a retained delivery is acknowledged without a commit, counted and log
   CHECK(rig.store.attempts.load() == 0);
   CHECK(rig.writer.counters().retained_ignored == 3);
   CHECK(count_lines(rig.log, "ignoring the retained message") == 1);
+}
+
+// Early acknowledgement: messages with the confirmation mark
+// (wire/confirmation_mark.h) are queued and acknowledged on receipt, then
+// committed in the Writer's group commits; unmarked ones keep
+// ack-after-commit.
+namespace {
+
+// A message with the mark when `marked` (3.1.1 style: the JSON member).
+struct MarkedMessage {
+  MarkedMessage(const std::string& id, bool marked) : plain(id) {
+    payload = marked ? edge_outbox::wire::mark_structured(plain.wire.payload) : plain.wire.payload;
+    received = plain.received;
+    received.payload = payload;
+  }
+  Message plain;
+  std::string payload;
+  Received received;
+};
+
+struct EarlyRig {
+  explicit EarlyRig(EarlyAckLimits limits) : intake(ClassifyOptions{}, writer, log.logger(), clock, {}, limits) {}
+  Journal journal;
+  JournalStore store{journal};
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  edge_outbox::test::LogLines log;
+  Writer writer{store, 64, log.logger(), std::chrono::milliseconds(400), clock};
+  MessageIntake intake;
+
+  Ack take(const std::string& id, bool marked) {
+    MarkedMessage m(id, marked);
+    const Ack ack = intake.take(m.received);
+    if (ack == Ack::acknowledge) journal.add("ack " + id);
+    return ack;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ack_path: retained ignored, marked early when enabled, everything else after the commit") {
+  CHECK(ack_path(true, true, true) == AckPath::ignore_retained);
+  CHECK(ack_path(true, false, false) == AckPath::ignore_retained);
+  CHECK(ack_path(false, true, true) == AckPath::early);
+  CHECK(ack_path(false, true, false) == AckPath::after_commit);
+  CHECK(ack_path(false, false, true) == AckPath::after_commit);
+}
+
+TEST_CASE("the early acknowledgement budget admits by messages and by bytes, one oversized message alone") {
+  EarlyAckBudget off(EarlyAckLimits{0, 100});
+  CHECK_FALSE(off.enabled());
+  CHECK_FALSE(off.admits(1));
+
+  EarlyAckBudget budget(EarlyAckLimits{2, 100});
+  CHECK(budget.admits(500));  // empty: even a message over max_bytes goes (alone)
+  budget.add(60);
+  CHECK(budget.admits(40));
+  CHECK_FALSE(budget.admits(41));  // bytes
+  budget.add(40);
+  CHECK_FALSE(budget.admits(0));  // messages
+  budget.remove(60);
+  CHECK(budget.messages() == 1);
+  CHECK(budget.bytes() == 40);
+  CHECK(budget.admits(60));
+  CHECK_FALSE(budget.admits(61));
+  budget.remove(40);
+  CHECK(budget.messages() == 0);
+  CHECK(budget.bytes() == 0);
+}
+
+TEST_CASE("a marked message is acknowledged on receipt and committed later; an unmarked one waits for its commit") {
+  EarlyRig rig(EarlyAckLimits{16, 1 << 20});
+  rig.store.hold = true;
+  CHECK(rig.take("early", true) == Ack::acknowledge);  // returns while the store holds
+  CHECK(rig.writer.counters().early_acked == 1);
+  std::atomic<bool> returned{false};
+  std::thread callback([&] {
+    CHECK(rig.take("late", false) == Ack::acknowledge);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(returned.load());
+  rig.store.hold = false;
+  callback.join();
+  REQUIRE(eventually([&] { return rig.intake.early_ack_queue().messages == 0; }));
+  const auto lines = rig.journal.copy();
+  CHECK(position(lines, "ack early") == 0);
+  CHECK(position(lines, "commit early") > 0);
+  CHECK(position(lines, "commit late") < position(lines, "ack late"));
+  CHECK(rig.writer.counters().stored == 2);
+  CHECK(rig.intake.early_ack_queue().bytes == 0);
+}
+
+TEST_CASE("the mark is not stored: a marked event gives the row of the unmarked one") {
+  Message plain("a");
+  MarkedMessage marked("a", true);
+  const auto unmarked_row = classify(plain.received, ClassifyOptions{});
+  const auto marked_row = classify(marked.received, ClassifyOptions{});
+  REQUIRE(std::holds_alternative<EventRow>(unmarked_row));
+  REQUIRE(std::holds_alternative<EventRow>(marked_row));
+  CHECK(std::get<EventRow>(marked_row).extensions == "{}");
+  CHECK(std::get<EventRow>(marked_row).extensions == std::get<EventRow>(unmarked_row).extensions);
+  CHECK(std::get<EventRow>(marked_row).payload == std::get<EventRow>(unmarked_row).payload);
+}
+
+TEST_CASE("a full early acknowledgement queue makes intake wait: nothing is acknowledged that is not queued") {
+  EarlyRig rig(EarlyAckLimits{2, 1 << 20});
+  rig.store.hold = true;
+  CHECK(rig.take("m1", true) == Ack::acknowledge);
+  CHECK(rig.take("m2", true) == Ack::acknowledge);
+  std::atomic<bool> returned{false};
+  std::thread callback([&] {
+    CHECK(rig.take("m3", true) == Ack::acknowledge);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK_FALSE(returned.load());  // no room: the callback waits
+  CHECK(rig.intake.early_ack_queue().messages == 2);
+  rig.store.hold = false;
+  callback.join();
+  REQUIRE(eventually([&] { return rig.writer.counters().stored == 3; }));
+  const auto lines = rig.journal.copy();
+  // m3 was acknowledged only after a commit made room.
+  CHECK(position(lines, "ack m3") > std::min(position(lines, "commit m1"), position(lines, "commit m2")));
+  MESSAGE("queue of 2: the third callback waited for a commit, then acknowledged; stored 3");
+}
+
+TEST_CASE("early-acknowledged messages stay queued while the store fails and are committed once it works") {
+  EarlyRig rig(EarlyAckLimits{16, 1 << 20});
+  rig.store.failing = true;
+  for (int i = 0; i < 5; ++i) CHECK(rig.take("e" + std::to_string(i), true) == Ack::acknowledge);
+  REQUIRE(eventually([&] { return rig.writer.failing(); }));
+  CHECK(rig.intake.early_ack_queue().messages == 5);
+  rig.clock->advance(100);
+  REQUIRE(eventually([&] { return rig.store.attempts.load() >= 2; }));
+  CHECK(rig.intake.early_ack_queue().messages == 5);  // never dropped
+  rig.store.failing = false;
+  REQUIRE(eventually([&] {
+    rig.clock->advance(50);
+    return rig.writer.counters().stored == 5;
+  }));
+  REQUIRE(eventually([&] { return rig.intake.early_ack_queue().messages == 0; }));
+  CHECK(rig.writer.counters().early_acked == 5);
+  MESSAGE("queued 5 through " << rig.writer.counters().store_errors << " failed attempts, stored 5, dropped 0");
+}
+
+TEST_CASE("drain hands every queued message to the Writer, whose stop commits them; later ones wait for commits") {
+  EarlyRig rig(EarlyAckLimits{64, 1 << 20});
+  rig.store.hold = true;
+  for (int i = 0; i < 10; ++i) CHECK(rig.take("d" + std::to_string(i), true) == Ack::acknowledge);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    rig.store.hold = false;
+  });
+  rig.intake.drain();
+  // After drain, a marked message is acknowledged only after its commit.
+  CHECK(rig.take("after", true) == Ack::acknowledge);
+  const auto lines = rig.journal.copy();
+  CHECK(position(lines, "commit after") < position(lines, "ack after"));
+  rig.writer.stop();
+  releaser.join();
+  CHECK(rig.writer.counters().stored == 11);
+  CHECK(rig.writer.counters().early_acked == 10);
+  CHECK(rig.intake.early_ack_queue().messages == 0);
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <edge_outbox/wire/cloudevents.h>
+#include <edge_outbox/wire/confirmation_mark.h>
 
 #include <algorithm>
 #include <array>
@@ -250,7 +251,8 @@ CloudEvent decode_structured(std::string_view payload) {
       version = value.get<std::string>();
       continue;
     }
-    if (!is_valid_attribute_name(name)) continue;
+    // The confirmation mark is transport metadata, not an attribute.
+    if (!is_valid_attribute_name(name) || name == wire::confirmation_mark_member) continue;
     if (name == "sequence" && value.is_number_unsigned()) {
       event.sequence = value.get<std::uint64_t>();
       continue;
@@ -313,9 +315,10 @@ std::string format_sequence(std::uint64_t sequence) {
 }
 
 bool is_reserved_attribute(std::string_view name) noexcept {
-  constexpr std::array<std::string_view, 15> reserved = {
+  constexpr std::array<std::string_view, 16> reserved = {
       "specversion", "id",       "source",   "type",   "time",    "datacontenttype", "dataschema", "subject",
-      "data",        "data_base64", "sequence", "streamid", "priority", "bootid",          "uptimems"};
+      "data",        "data_base64", "sequence", "streamid", "priority", "bootid",          "uptimems",
+      wire::confirmation_mark_member};
   return std::find(reserved.begin(), reserved.end(), name) != reserved.end();
 }
 
