@@ -14,7 +14,8 @@
 //       offered rate whose backlog (events due and not yet confirmed to
 //       their device) stayed bounded for a step (--step-seconds, 60), found
 //       by search (fleet_search.h: grow by 1.6 while sustained, then
-//       bisect to within 15%, at most 5 steps per pool size).
+//       bisect to within 15%, at most 6 steps per pool size, from 200
+//       events/s (--start-rate) and then from 1.2x the previous pool's maximum).
 //   fleet_max_events_per_s   the best of them.
 //   fleet_cores_<tier>_<n>   CPU (cores, of 2) of each tier during the
 //       step at that maximum: generator, broker, ingests, store. With
@@ -34,7 +35,10 @@
 //       insert rate for rows the ingests stored (one connection, multi-row
 //       INSERT ... ON CONFLICT DO NOTHING of 500 rows per transaction into a
 //       copy of the events table), and fleet_max_events_per_s against it.
-// --quick: 100 devices, 2 ingests, a fixed rate (fleet_offered_events_per_s)
+// A step whose backlog passes four seconds of offered events is stopped
+// early (it cannot end sustained).
+// --quick: 100 devices, 2 ingests, a fixed rate (fleet_offered_events_per_s,
+// 300 events/s, --quick-rate)
 // for one 20 s step (fleet_sustained says whether it held), the latency,
 // CPU and status keys at that rate, a 5 s offline drain and the store's
 // rate; no search (no fleet_max_events_per_s, no fleet_store_limit_ratio).
@@ -90,8 +94,9 @@ struct Options {
   bool quick = false;
   std::size_t devices = 1000;
   double step_seconds = 60;
-  double start_rate = 2000;
-  int max_steps = 5;
+  double start_rate = 200;
+  double quick_rate = 300;
+  int max_steps = 6;
 };
 
 Options parse(int argc, char** argv) {
@@ -107,10 +112,11 @@ Options parse(int argc, char** argv) {
     else if (a == "--devices") o.devices = std::stoul(value());
     else if (a == "--step-seconds") o.step_seconds = std::stod(value());
     else if (a == "--start-rate") o.start_rate = std::stod(value());
+    else if (a == "--quick-rate") o.quick_rate = std::stod(value());
     else if (a == "--max-steps") o.max_steps = std::stoi(value());
     else
       throw std::invalid_argument("usage: bench_fleet [--quick] [--devices N] [--step-seconds S] [--start-rate R] "
-                                  "[--max-steps K] [--broker URI (ignored)]");
+                                  "[--quick-rate R] [--max-steps K] [--broker URI (ignored)]");
   }
   if (o.quick) {
     o.devices = std::min<std::size_t>(o.devices, 100);
@@ -210,7 +216,7 @@ struct Bench {
   // Lets the devices send what they hold until all of it is confirmed
   // (at most `limit`); false if not.
   bool drain(std::chrono::seconds limit) {
-    fleet.run(0, limit, true, [](const fl::FleetCounters&) {});
+    fleet.run(0, limit, true, [](const fl::FleetCounters&) { return true; });
     const auto c = fleet.counters();
     return c.confirmed >= c.generated;
   }
@@ -221,7 +227,7 @@ struct Step {
   bool ok = false;
   double wall = 0;
   Tiers cpu;
-  std::int64_t confirmed = 0, sent = 0, messages = 0, statuses_recorded = 0;
+  std::int64_t confirmed = 0, sent = 0, messages = 0, statuses_published = 0, statuses_recorded = 0;
 };
 
 Step run_step(Bench& b, double rate, double seconds, bool record_latency) {
@@ -235,7 +241,10 @@ Step run_step(Bench& b, double rate, double seconds, bool record_latency) {
   b.fleet.record_latencies(record_latency);
   const auto t0 = SteadyClock::now();
   b.fleet.run(rate, std::chrono::duration<double>(seconds), false,
-              [&](const fl::FleetCounters& c) { s.outcome.backlog.push_back(c.generated - c.confirmed); });
+              [&](const fl::FleetCounters& c) {
+                s.outcome.backlog.push_back(c.generated - c.confirmed);
+                return !fl::clearly_unsustained(rate, s.outcome.backlog);
+              });
   s.wall = seconds_since(t0);
   b.fleet.record_latencies(false);
   s.cpu = b.cpu() - cpu0;
@@ -243,6 +252,7 @@ Step run_step(Bench& b, double rate, double seconds, bool record_latency) {
   s.confirmed = c1.confirmed - c0.confirmed;
   s.sent = c1.sent - c0.sent;
   s.messages = c1.messages - c0.messages;
+  s.statuses_published = c1.statuses - c0.statuses;
   s.statuses_recorded = b.pool.statuses() - statuses0;
   s.outcome.achieved_per_s = static_cast<double>(s.sent) / s.wall;
   s.ok = fl::sustained(s.outcome);
@@ -265,6 +275,7 @@ void steady_figures(const Step& s, std::vector<double> latencies) {
   figure("fleet_ingest_cpu_us_per_event", s.cpu.ingests * 1e6 / events);
   figure("fleet_store_cpu_us_per_event", s.cpu.store * 1e6 / events);
   figure("fleet_status_writes_per_s", static_cast<double>(s.statuses_recorded) / s.wall);
+  figure("fleet_status_publishes_per_s", static_cast<double>(s.statuses_published) / s.wall);
   figure("fleet_events_per_message", static_cast<double>(s.sent) / std::max<double>(1, static_cast<double>(s.messages)));
 }
 
@@ -272,7 +283,7 @@ void drain_case(Bench& b, double rate, double offline_s) {
   b.drain(std::chrono::seconds(120));
   b.fleet.disconnect_all();
   // Offline: the devices' events accumulate.
-  b.fleet.run(rate, std::chrono::duration<double>(offline_s), false, [](const fl::FleetCounters&) {});
+  b.fleet.run(rate, std::chrono::duration<double>(offline_s), false, [](const fl::FleetCounters&) { return true; });
   const auto held = b.fleet.counters();
   const auto backlog = held.generated - held.confirmed;
   const auto t0 = SteadyClock::now();
@@ -373,7 +384,7 @@ int run(const Options& o) {
   Bench b{fleet, pool, broker.pid(), store_pid};
   double latency_rate = 0;
   if (o.quick) {
-    latency_rate = o.start_rate;
+    latency_rate = o.quick_rate;
     figure("fleet_ingests", static_cast<double>(pool.size()));
     const auto s = run_step(b, latency_rate, o.step_seconds, true);
     figure("fleet_offered_events_per_s", latency_rate);

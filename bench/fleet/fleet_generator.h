@@ -72,7 +72,8 @@ class FleetGenerator {
   void disconnect_all();
 
   // Runs the devices for `duration` at `rate_per_s` events/s over the
-  // fleet; every second on_second(counters) is called. With rate 0 the
+  // fleet; every second on_second(counters) is called, and the step ends
+  // when it returns false. With rate 0 the
   // devices only send what they hold (full batches at once: a drain) and
   // the step ends early once everything is confirmed, if `until_confirmed`.
   // While disconnected (after disconnect_all) events only accumulate.
@@ -126,7 +127,7 @@ void FleetGenerator::run(double rate_per_s, std::chrono::duration<double> durati
     tick(now, rate_per_s <= 0);
     if (now >= next_second) {
       next_second += std::chrono::seconds(1);
-      on_second(counters());
+      if (!on_second(counters())) break;
     }
     if (until_confirmed) {
       const auto c = counters();

@@ -41,6 +41,12 @@ inline bool sustained(const StepOutcome& step) {
   return last - third <= 0.5 * step.offered_per_s && last <= 3.0 * step.offered_per_s;
 }
 
+// A step that cannot end sustained any more: after 5 samples, a backlog of
+// over four seconds of offered events (the run stops it early).
+inline bool clearly_unsustained(double offered_per_s, const std::vector<std::int64_t>& backlog) {
+  return backlog.size() >= 5 && static_cast<double>(backlog.back()) > 4.0 * offered_per_s;
+}
+
 // Finds the highest sustained rate: grows the rate by `growth` while steps
 // are sustained, then bisects (geometrically) between the highest
 // sustained and the lowest unsustained rate until they are within

@@ -76,3 +76,9 @@ TEST_CASE("percentile by nearest rank") {
   CHECK(fl::percentile(v, 0.99) == 99);
   CHECK(fl::percentile({}, 0.5) == 0);
 }
+
+TEST_CASE("a step is stopped early once its backlog holds over four seconds of events") {
+  CHECK_FALSE(fl::clearly_unsustained(1000, {5000, 5000, 5000, 5000}));
+  CHECK_FALSE(fl::clearly_unsustained(1000, {0, 1000, 2000, 3000, 4000}));
+  CHECK(fl::clearly_unsustained(1000, {0, 1000, 2000, 3000, 4001}));
+}
