@@ -14,7 +14,7 @@
 //       offered rate whose backlog (events due and not yet confirmed to
 //       their device) stayed bounded for a step (--step-seconds, 60), found
 //       by search (fleet_search.h: grow by 1.6 while sustained, then
-//       bisect to within 15%, at most 6 steps per pool size, from 200
+//       bisect to within 15%, at most 6 steps per pool size, from 100
 //       events/s (--start-rate) and then from 1.2x the previous pool's maximum).
 //   fleet_max_events_per_s   the best of them.
 //   fleet_cores_<tier>_<n>   CPU (cores, of 2) of each tier during the
@@ -35,7 +35,7 @@
 //       insert rate for rows the ingests stored (one connection, multi-row
 //       INSERT ... ON CONFLICT DO NOTHING of 500 rows per transaction into a
 //       copy of the events table), and fleet_max_events_per_s against it.
-// A step whose backlog passes four seconds of offered events is stopped
+// A step whose backlog passes fifteen seconds of offered events is stopped
 // early (it cannot end sustained).
 // --quick: 100 devices, 2 ingests, a fixed rate (fleet_offered_events_per_s,
 // 300 events/s, --quick-rate)
@@ -94,7 +94,7 @@ struct Options {
   bool quick = false;
   std::size_t devices = 1000;
   double step_seconds = 60;
-  double start_rate = 200;
+  double start_rate = 100;
   double quick_rate = 300;
   int max_steps = 6;
 };
