@@ -61,6 +61,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_report.h"
 #include "fleet/fleet_generator.h"
 #include "fleet/fleet_search.h"
 #include "fleet/process_cpu.h"
@@ -71,24 +72,14 @@
 
 namespace fl = edge_outbox::bench::fleet;
 namespace t = edge_outbox::test;
-using SteadyClock = std::chrono::steady_clock;
+namespace bu = edge_outbox::bench;
+using bu::SteadyClock;
 
 namespace {
 
-void figure(const std::string& key, double value) {
-  std::printf("%s %.6g\n", key.c_str(), value);
-  std::fflush(stdout);
-}
-
-template <typename... Args>
-void note(const char* format, Args... args) {
-  std::fprintf(stderr, format, args...);
-  std::fputc('\n', stderr);
-}
-
-double seconds_since(SteadyClock::time_point t0) {
-  return std::chrono::duration<double>(SteadyClock::now() - t0).count();
-}
+using bu::figure;
+using bu::note;
+using bu::seconds_since;
 
 struct Options {
   bool quick = false;
