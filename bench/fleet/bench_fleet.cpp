@@ -5,9 +5,10 @@
 // server confirmation, batching on, every message marked for server
 // confirmation). It starts its own broker (to read its CPU time; --broker
 // is accepted and ignored), its own PostgreSQL (as the tests' PostgresServer
-// does, here with fsync on; SQLite when PostgreSQL is unavailable, said by
-// fleet_store_postgresql 0) and the ingests (edge-outbox-ingest in one
-// $share group, --stats-interval 1).
+// does, here with fsync on; when PostgreSQL is unavailable, or with
+// --sqlite, one ingest and an SQLite file, said by fleet_store_postgresql 0,
+// and no store baseline) and the ingests (edge-outbox-ingest in one $share
+// group, --stats-interval 1).
 //
 // Full run (1,000 devices, --devices N to change):
 //   fleet_max_events_per_s_<n>_ingest[s]   n = 1, 2, 3 ingests: the highest
@@ -88,6 +89,7 @@ struct Options {
   double start_rate = 100;
   double quick_rate = 300;
   int max_steps = 6;
+  bool sqlite = false;  // the SQLite fallback even where PostgreSQL is available
 };
 
 Options parse(int argc, char** argv) {
@@ -104,10 +106,12 @@ Options parse(int argc, char** argv) {
     else if (a == "--step-seconds") o.step_seconds = std::stod(value());
     else if (a == "--start-rate") o.start_rate = std::stod(value());
     else if (a == "--quick-rate") o.quick_rate = std::stod(value());
+    else if (a == "--sqlite") o.sqlite = true;
     else if (a == "--max-steps") o.max_steps = std::stoi(value());
     else
       throw std::invalid_argument("usage: bench_fleet [--quick] [--devices N] [--step-seconds S] [--start-rate R] "
-                                  "[--quick-rate R] [--max-steps K] [--broker URI (ignored)]");
+                                  "[--quick-rate R] [--max-steps K] [--sqlite] "
+                                  "[--broker URI (ignored)]");
   }
   if (o.quick) {
     o.devices = std::min<std::size_t>(o.devices, 100);
@@ -345,22 +349,24 @@ int run(const Options& o) {
   t::TempDir dir;
   // fsync on: the store's rate is a durable one (the tests' default is off).
   t::PostgresServer pg("-c fsync=on -c max_connections=100");
+  const bool postgresql = pg.available() && !o.sqlite;
   std::string store;
   pid_t store_pid = 0;
-  if (pg.available()) {
+  if (postgresql) {
     store = pg.uri();
     store_pid = fl::find_postmaster(static_cast<std::uint16_t>(std::stoi(store.substr(store.rfind(':') + 1))));
   } else {
-    note("fleet: PostgreSQL unavailable (%s): the ingests store into one SQLite file instead", pg.why().c_str());
+    note("fleet: PostgreSQL %s: one ingest stores into an SQLite file instead",
+         o.sqlite ? "not used (--sqlite)" : ("unavailable (" + pg.why() + ")").c_str());
     store = "sqlite:" + (dir / "fleet.db").string();
   }
-  figure("fleet_store_postgresql", pg.available() ? 1 : 0);
+  figure("fleet_store_postgresql", postgresql ? 1 : 0);
 
   t::MosquittoOptions mo;
   mo.extra_config = "set_tcp_nodelay true\n";
   t::Mosquitto broker(mo);
   Pool pool(dir.path(), broker.uri(), store);
-  pool.grow_to(o.quick ? 2 : 1);
+  pool.grow_to(o.quick && postgresql ? 2 : 1);
 
   fl::FleetOptions fo;
   fo.broker = broker.uri();
@@ -385,7 +391,7 @@ int run(const Options& o) {
     steady_figures(s, fleet.take_latencies_ms());
   } else {
     double best = 0, start = o.start_rate;
-    const std::size_t max_pool = pg.available() ? 3 : 1;
+    const std::size_t max_pool = postgresql ? 3 : 1;
     for (std::size_t n = 1; n <= max_pool; ++n) {
       pool.grow_to(n);
       fl::RateSearch search(start, 1.6, 1.15, o.max_steps);
@@ -415,14 +421,14 @@ int run(const Options& o) {
       const auto s = run_step(b, latency_rate, o.step_seconds, true);
       steady_figures(s, fleet.take_latencies_ms());
     }
-    if (pg.available() && best > 0) {
+    if (postgresql && best > 0) {
       const double store_rate = store_insert_rate(pg.uri(), 100'000);
       figure("fleet_store_events_per_s", store_rate);
       if (store_rate > 0) figure("fleet_store_limit_ratio", best / store_rate);
     }
   }
   if (latency_rate > 0) drain_case(b, latency_rate, o.quick ? 5 : o.step_seconds);
-  if (o.quick && pg.available()) figure("fleet_store_events_per_s", store_insert_rate(pg.uri(), 20'000));
+  if (o.quick && postgresql) figure("fleet_store_events_per_s", store_insert_rate(pg.uri(), 20'000));
   pool.check_running();
   note("fleet: took %.0f s", seconds_since(bench_start));
   return 0;
