@@ -44,9 +44,11 @@
 // CPU and status keys at that rate, a 5 s offline drain and the store's
 // rate; no search (no fleet_max_events_per_s, no fleet_store_limit_ratio).
 #include <libpq-fe.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -81,6 +83,16 @@ namespace {
 using bu::figure;
 using bu::note;
 using bu::seconds_since;
+
+// SIGINT or SIGTERM: the phases end at their next second and the run
+// unwinds, so that the ingests, the broker and PostgreSQL are stopped by
+// their owners rather than left running.
+std::atomic<bool> stop_requested{false};
+extern "C" void request_stop(int) { stop_requested.store(true); }
+void throw_if_stopped() {
+  if (stop_requested.load()) throw std::runtime_error("stopped by a signal");
+}
+bool keep_going(const fl::FleetCounters&) { return !stop_requested.load(); }
 
 struct Options {
   bool quick = false;
@@ -164,6 +176,7 @@ class Pool {
       while (read_text(err).find(" subscribed") == std::string::npos) {
         if (!members_.back()->child.running()) throw std::runtime_error("ingest exited: " + read_text(err));
         if (SteadyClock::now() > deadline) throw std::runtime_error("ingest did not subscribe: " + read_text(err));
+        throw_if_stopped();
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     }
@@ -211,7 +224,8 @@ struct Bench {
   // Lets the devices send what they hold until all of it is confirmed
   // (at most `limit`); false if not.
   bool drain(std::chrono::seconds limit) {
-    fleet.run(0, limit, true, [](const fl::FleetCounters&) { return true; });
+    fleet.run(0, limit, true, keep_going);
+    throw_if_stopped();
     const auto c = fleet.counters();
     return c.confirmed >= c.generated;
   }
@@ -238,9 +252,10 @@ Step run_step(Bench& b, double rate, double seconds, bool record_latency) {
   b.fleet.run(rate, std::chrono::duration<double>(seconds), false,
               [&](const fl::FleetCounters& c) {
                 s.outcome.backlog.push_back(c.generated - c.confirmed);
-                return !fl::clearly_unsustained(rate, s.outcome.backlog);
+                return !fl::clearly_unsustained(rate, s.outcome.backlog) && !stop_requested.load();
               });
   s.wall = seconds_since(t0);
+  throw_if_stopped();
   b.fleet.record_latencies(false);
   s.cpu = b.cpu() - cpu0;
   const auto c1 = b.fleet.counters();
@@ -278,7 +293,8 @@ void drain_case(Bench& b, double rate, double offline_s) {
   b.drain(std::chrono::seconds(120));
   b.fleet.disconnect_all();
   // Offline: the devices' events accumulate.
-  b.fleet.run(rate, std::chrono::duration<double>(offline_s), false, [](const fl::FleetCounters&) { return true; });
+  b.fleet.run(rate, std::chrono::duration<double>(offline_s), false, keep_going);
+  throw_if_stopped();
   const auto held = b.fleet.counters();
   const auto backlog = held.generated - held.confirmed;
   const auto t0 = SteadyClock::now();
@@ -437,6 +453,11 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  struct sigaction action {};
+  action.sa_handler = request_stop;
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
   try {
     return run(parse(argc, argv));
   } catch (const std::exception& e) {
