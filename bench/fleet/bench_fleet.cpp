@@ -16,7 +16,7 @@
 //       their device) stayed bounded for a step (--step-seconds, 60), found
 //       by search (fleet_search.h: grow by 1.6 while sustained, then
 //       bisect to within 15%, at most 6 steps per pool size, from 100
-//       events/s (--start-rate) and then from 1.2x the previous pool's maximum).
+//       events/s (--start-rate), then from 1.2x the previous maximum).
 //   fleet_max_events_per_s   the best of them.
 //   fleet_cores_<tier>_<n>   CPU (cores, of 2) of each tier during the
 //       step at that maximum: generator, broker, ingests, store. With
@@ -27,7 +27,8 @@
 //   fleet_<tier>_cpu_us_per_event   CPU microseconds per confirmed event in
 //       that step (utime + stime of each tier's process tree).
 //   fleet_status_writes_per_s   stream statuses the ingests recorded per
-//       second in that step; fleet_events_per_message, the batches' size.
+//       second in that step (fleet_status_publishes_per_s: the devices'
+//       statuses); fleet_events_per_message, the batches' size.
 //   fleet_drain_events, fleet_drain_s, fleet_drain_events_per_s   every
 //       device offline for a step's length while its events accumulate at
 //       that 80% rate, then all reconnect at once: the time from the
@@ -39,8 +40,8 @@
 // A step whose backlog passes fifteen seconds of offered events is stopped
 // early (it cannot end sustained).
 // --quick: 100 devices, 2 ingests, a fixed rate (fleet_offered_events_per_s,
-// 300 events/s, --quick-rate)
-// for one 20 s step (fleet_sustained says whether it held), the latency,
+// 300 events/s, --quick-rate) for one 20 s step (fleet_sustained says
+// whether it held), the latency,
 // CPU and status keys at that rate, a 5 s offline drain and the store's
 // rate; no search (no fleet_max_events_per_s, no fleet_store_limit_ratio).
 #include <libpq-fe.h>
