@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the benchmark programs (not part of the library): the
 // command line every program takes (--quick, --broker URI), figures printed
-// as "key value" lines for bench/run.sh, medians, scratch directories (the
-// testkit's TempDir), /proc counters, fast raw fills of an outbox file, and a
-// forwarder drain.
+// as "key value" lines for bench/run.sh and medians (bench_report.h),
+// scratch directories (the testkit's TempDir), /proc counters, fast raw
+// fills of an outbox file, and a forwarder drain.
 //
 // Thread rule: everything here is used from the benchmark's main thread.
 #pragma once
@@ -29,35 +29,10 @@
 #include <edge_outbox/options.h>
 #include <edge_outbox/outbox.h>
 
+#include "bench_report.h"
 #include "support/temp_dir.h"
 
 namespace edge_outbox::bench {
-
-using SteadyClock = std::chrono::steady_clock;
-
-inline double seconds_since(SteadyClock::time_point t0) {
-  return std::chrono::duration<double>(SteadyClock::now() - t0).count();
-}
-
-inline double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const auto n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-// One figure for run.sh: "key value" on stdout.
-inline void figure(const std::string& key, double value) {
-  std::printf("%s %.6g\n", key.c_str(), value);
-  std::fflush(stdout);
-}
-
-// Progress for the human watching; run.sh keeps stderr out of the figures.
-template <typename... Args>
-void note(const char* format, Args... args) {
-  std::fprintf(stderr, format, args...);
-  std::fputc('\n', stderr);
-}
 
 struct Args {
   bool quick = false;

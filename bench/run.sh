@@ -99,6 +99,9 @@ if [[ -x $bin/bench_forward ]]; then
 fi
 # Bytes per event on the wire, through a counting relay to the same broker.
 run bench_wire "${quick[@]}" --broker "$broker"
+# The fleet (devices -> mosquitto -> a pool of ingests -> PostgreSQL) starts
+# its own broker and PostgreSQL (it reads their CPU time); --quick: at most 90 s.
+run bench_fleet "${quick[@]}"
 
 # sim_binary_bytes: the stripped simulator, x86-64 and (if cross built) aarch64.
 strip_size() {

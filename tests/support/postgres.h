@@ -7,6 +7,8 @@
 //
 // fsync=off: this server is for correctness tests and is thrown away; the
 // durability a real deployment gets is the server's synchronous_commit.
+// extra_options ("-c name=value ...") go after the defaults and so override
+// them (the fleet benchmark turns fsync on).
 #pragma once
 
 #include <unistd.h>
@@ -23,7 +25,7 @@ namespace edge_outbox::test {
 
 class PostgresServer {
  public:
-  PostgresServer() {
+  explicit PostgresServer(std::string extra_options = {}) : extra_options_(std::move(extra_options)) {
     const std::filesystem::path bin = "/usr/lib/postgresql/15/bin";
     if (!std::filesystem::exists(bin / "initdb") || !std::filesystem::exists(bin / "pg_ctl")) {
       why_ = "PostgreSQL 15 binaries not found in " + bin.string() + " (Debian package postgresql)";
@@ -62,6 +64,7 @@ class PostgresServer {
   void start() {
     std::string opts = "-p " + std::to_string(port_) + " -k " + dir_.path().string() +
                        " -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50";
+    if (!extra_options_.empty()) opts += " " + extra_options_;
     if (run_command({"runuser", "-u", "postgres", "--", (bin_ / "pg_ctl").string(), "-D", data_.string(), "-l",
                      (dir_ / "postgres.log").string(), "-w", "-t", "60", "-o", opts, "start"},
                     dir_ / "pg_ctl.log") != 0)
@@ -102,6 +105,7 @@ class PostgresServer {
   std::uint16_t port_ = 0;
   bool running_ = false;
   std::string why_;
+  std::string extra_options_;
 };
 
 }  // namespace edge_outbox::test
