@@ -1,8 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # edge_outbox_warnings(target): the project's warning set, errors with EDGE_OUTBOX_WERROR.
+# In a unity build (-DCMAKE_UNITY_BUILD=ON: CI's cross, sanitizer, fuzzing
+# and thread-safety builds, .ci/builds) every source is #included into a
+# generated one, and GCC's -Wsubobject-linkage, meant for types defined in
+# headers, then flags each source's own anonymous-namespace types: off there
+# only; the per-file native build keeps it.
 function(edge_outbox_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
-                         $<$<BOOL:${EDGE_OUTBOX_WERROR}>:-Werror>)
+                         $<$<BOOL:${EDGE_OUTBOX_WERROR}>:-Werror>
+                         $<$<AND:$<BOOL:${CMAKE_UNITY_BUILD}>,$<COMPILE_LANG_AND_ID:CXX,GNU>>:-Wno-subobject-linkage>)
 endfunction()
 
 # edge_outbox_gcc12_restrict_false_positive(target...): silences -Wrestrict

@@ -14,7 +14,9 @@
 # (scripts/fuzz.sh 600), its input goes to fuzz/corpus/, and from then on
 # every run replays it.
 # The build directory may be overridden with EDGE_OUTBOX_FUZZ_BUILD_DIR, the
-# debug information with EDGE_OUTBOX_DEBUG_INFO (default -g; CI passes -g1).
+# debug information with EDGE_OUTBOX_DEBUG_INFO (default -g; CI passes -g1);
+# CMake arguments may be added in EDGE_OUTBOX_CMAKE_ARGS (CI adds
+# -DCMAKE_UNITY_BUILD=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,8 +48,9 @@ edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}" clang libclang-rt-1
 command -v "$cxx" >/dev/null || { echo "fuzz.sh: $cxx not found (apt-get install clang)" >&2; exit 2; }
 
 targets=(fuzz_cloudevents_decode fuzz_sim_config fuzz_http_request)
+# shellcheck disable=SC2086
 cmake -S fuzz -B "$build_dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 ${EDGE_OUTBOX_DEBUG_INFO:--g} -DNDEBUG" >/dev/null
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 ${EDGE_OUTBOX_DEBUG_INFO:--g} -DNDEBUG" ${EDGE_OUTBOX_CMAKE_ARGS:-} >/dev/null
 # Only the fuzz targets (and what they link), not the rest of the tree.
 known=$(cmake --build "$build_dir" --target help)
 build_targets=()

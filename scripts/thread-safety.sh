@@ -10,7 +10,9 @@
 #      edge_outbox_ingest_lib, edge_outbox_host) built with clang and
 #      -Wthread-safety and warnings as errors (EDGE_OUTBOX_WERROR=ON).
 # The compiler may be overridden with EDGE_OUTBOX_CLANG (default clang++), the
-# build directory with EDGE_OUTBOX_BUILD_DIR.
+# build directory with EDGE_OUTBOX_BUILD_DIR; CMake arguments may be added in
+# EDGE_OUTBOX_CMAKE_ARGS (CI adds -DCMAKE_UNITY_BUILD=ON: the analysis is per
+# function, and the libraries compile in a fraction of the CPU time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -54,9 +56,11 @@ edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}" ninja-build
 build_dir=${EDGE_OUTBOX_BUILD_DIR:-build-thread-safety}
 generator=()
 [ -f "$build_dir/CMakeCache.txt" ] || generator=(-G Ninja)
+# shellcheck disable=SC2086
 cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Debug \
       -DCMAKE_CXX_FLAGS="-Wthread-safety" -DCMAKE_CXX_FLAGS_DEBUG="-O0" -DEDGE_OUTBOX_WERROR=ON \
-      -DEDGE_OUTBOX_TESTS=OFF -DEDGE_OUTBOX_BENCH=OFF -DEDGE_OUTBOX_FIRMWARE_HOST=OFF -DEDGE_OUTBOX_INSTALL=OFF
+      -DEDGE_OUTBOX_TESTS=OFF -DEDGE_OUTBOX_BENCH=OFF -DEDGE_OUTBOX_FIRMWARE_HOST=OFF -DEDGE_OUTBOX_INSTALL=OFF \
+      ${EDGE_OUTBOX_CMAKE_ARGS:-}
 cmake --build "$build_dir" -j "$(nproc)" \
       --target edge_outbox_core edge_outbox_mqtt edge_outbox_ingest_lib edge_outbox_host
 echo "thread-safety.sh: the libraries build with $cxx -Wthread-safety -Werror"
