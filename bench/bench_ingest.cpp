@@ -24,7 +24,8 @@
 //       program's publisher, see ServerMarkPublisher), and the same backlog
 //       received by a raw Paho subscriber that only counts
 //       (paho_subscriber_baseline.h) from an offline persistent session of
-//       its own, in the same rep. N is 10,000 (--quick: 300).
+//       its own, in the same rep. N is 10,000 (--quick: 300). Three reps
+//       (--quick: one, as for the keys below).
 //   ingest_batch_events, ingest_events_per_s_batch,
 //   forward_events_per_s_batch_ingest_run, ingest_vs_forward_batch_ratio
 //       the rate run (FULL, marked) with the forwarder sending batches of
@@ -476,9 +477,11 @@ int main(int argc, char** argv) try {
   b::figure("ingest_vs_forward_ratio", b::median(ingest_full) / b::median(forward));
   b::figure("ingest_vs_forward_ratio_normal", b::median(ingest_normal) / b::median(forward));
 
+  // --quick: one rep of each run below (CI's smoke run stays short).
+  const int reps = args.quick ? 1 : 3;
   const std::uint64_t marked_events = args.quick ? 300 : 10'000;
   std::vector<double> ingest_marked, forward_marked, paho;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     const auto r = ingest_run(dir, args.broker, marked_events, ig::SqliteSync::full, rep, {false, true});
     const double p = paho_subscriber_run(dir, args.broker, marked_events, rep);
     ingest_marked.push_back(r.ingest);
@@ -495,7 +498,7 @@ int main(int argc, char** argv) try {
 
   const std::uint64_t batch_events = args.quick ? 2'000 : 200'000;
   std::vector<double> ingest_batch, forward_batch, store_limit;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     const auto r = ingest_run(dir, args.broker, batch_events, ig::SqliteSync::full, rep, {true, true});
     const double limit = sqlite_store_limit_run(dir, batch_events, rep);
     ingest_batch.push_back(r.ingest);
