@@ -430,6 +430,27 @@ std::optional<std::pair<double, double>> postgres_runs(const b::ScratchDir& dir,
   return std::make_pair(r.ingest, static_cast<double>(events) / seconds);
 }
 
+// The medians over `reps` of a rate run (ingest and forwarder) and of the
+// baseline run made after it in each rep (events/s).
+struct BesideBaseline {
+  double ingest, forward, baseline;
+};
+
+template <typename Run, typename Baseline>
+BesideBaseline beside_baseline(int reps, const char* what, const char* baseline_name, Run run, Baseline baseline) {
+  std::vector<double> ingest, forward, base;
+  for (int rep = 0; rep < reps; ++rep) {
+    const Rates r = run(rep);
+    const double limit = baseline(rep);
+    ingest.push_back(r.ingest);
+    forward.push_back(r.forward);
+    base.push_back(limit);
+    b::note("bench_ingest: rep %d: %s: ingest %.0f/s (FULL); forwarder %.0f/s; %s %.0f/s", rep, what, r.ingest,
+            r.forward, baseline_name, limit);
+  }
+  return {b::median(ingest), b::median(forward), b::median(base)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -480,39 +501,27 @@ int main(int argc, char** argv) try {
   // --quick: one rep of each run below (CI's smoke run stays short).
   const int reps = args.quick ? 1 : 3;
   const std::uint64_t marked_events = args.quick ? 300 : 10'000;
-  std::vector<double> ingest_marked, forward_marked, paho;
-  for (int rep = 0; rep < reps; ++rep) {
-    const auto r = ingest_run(dir, args.broker, marked_events, ig::SqliteSync::full, rep, {false, true});
-    const double p = paho_subscriber_run(dir, args.broker, marked_events, rep);
-    ingest_marked.push_back(r.ingest);
-    forward_marked.push_back(r.forward);
-    paho.push_back(p);
-    b::note("bench_ingest: rep %d: marked single events: ingest %.0f/s (FULL); forwarder %.0f/s; Paho subscriber %.0f/s",
-            rep, r.ingest, r.forward, p);
-  }
+  const auto marked = beside_baseline(
+      reps, "marked single events", "Paho subscriber",
+      [&](int rep) { return ingest_run(dir, args.broker, marked_events, ig::SqliteSync::full, rep, {false, true}); },
+      [&](int rep) { return paho_subscriber_run(dir, args.broker, marked_events, rep); });
   b::figure("ingest_marked_events", static_cast<double>(marked_events));
-  b::figure("ingest_events_per_s_marked", b::median(ingest_marked));
-  b::figure("ingest_vs_forward_ratio_marked", b::median(ingest_marked) / b::median(forward_marked));
-  b::figure("paho_subscriber_events_per_s", b::median(paho));
-  b::figure("ingest_vs_paho_subscriber_ratio", b::median(ingest_marked) / b::median(paho));
+  b::figure("ingest_events_per_s_marked", marked.ingest);
+  b::figure("ingest_vs_forward_ratio_marked", marked.ingest / marked.forward);
+  b::figure("paho_subscriber_events_per_s", marked.baseline);
+  b::figure("ingest_vs_paho_subscriber_ratio", marked.ingest / marked.baseline);
 
   const std::uint64_t batch_events = args.quick ? 2'000 : 200'000;
-  std::vector<double> ingest_batch, forward_batch, store_limit;
-  for (int rep = 0; rep < reps; ++rep) {
-    const auto r = ingest_run(dir, args.broker, batch_events, ig::SqliteSync::full, rep, {true, true});
-    const double limit = sqlite_store_limit_run(dir, batch_events, rep);
-    ingest_batch.push_back(r.ingest);
-    forward_batch.push_back(r.forward);
-    store_limit.push_back(limit);
-    b::note("bench_ingest: rep %d: marked batches of 100: ingest %.0f/s (FULL); forwarder %.0f/s; store limit %.0f/s",
-            rep, r.ingest, r.forward, limit);
-  }
+  const auto batched = beside_baseline(
+      reps, "marked batches of 100", "store limit",
+      [&](int rep) { return ingest_run(dir, args.broker, batch_events, ig::SqliteSync::full, rep, {true, true}); },
+      [&](int rep) { return sqlite_store_limit_run(dir, batch_events, rep); });
   b::figure("ingest_batch_events", static_cast<double>(batch_events));
-  b::figure("ingest_events_per_s_batch", b::median(ingest_batch));
-  b::figure("forward_events_per_s_batch_ingest_run", b::median(forward_batch));
-  b::figure("ingest_vs_forward_batch_ratio", b::median(ingest_batch) / b::median(forward_batch));
-  b::figure("store_limit_events_per_s", b::median(store_limit));
-  b::figure("ingest_vs_store_limit_ratio", b::median(ingest_batch) / b::median(store_limit));
+  b::figure("ingest_events_per_s_batch", batched.ingest);
+  b::figure("forward_events_per_s_batch_ingest_run", batched.forward);
+  b::figure("ingest_vs_forward_batch_ratio", batched.ingest / batched.forward);
+  b::figure("store_limit_events_per_s", batched.baseline);
+  b::figure("ingest_vs_store_limit_ratio", batched.ingest / batched.baseline);
 
   if (const auto pg = postgres_runs(dir, args.broker, batch_events)) {
     b::note("bench_ingest: PostgreSQL: marked batches of 100: ingest %.0f/s; store limit %.0f/s", pg->first,
