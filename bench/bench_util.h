@@ -159,11 +159,12 @@ void wait_for(Done done, std::chrono::seconds timeout, const std::string& what) 
 // file) until `events` were published; returns the seconds from the
 // connection (as the baselines, which connect before their clocks start) to
 // the last acknowledgement marked.
-inline double forwarder_drain(const std::filesystem::path& file, OutboxOptions queue_options, const std::string& uri,
-                              std::uint64_t events, const std::string& client_id,
+// This overload sends through `publisher` (e.g. a decorator of an
+// MqttPublisher).
+inline double forwarder_drain(const std::filesystem::path& file, OutboxOptions queue_options,
+                              std::unique_ptr<Publisher> publisher, std::uint64_t events,
                               ForwarderOptions options = forwarder_options()) {
-  Forwarder forwarder(file, std::move(queue_options),
-                      std::make_unique<MqttPublisher>(publisher_options(uri, client_id)), std::move(options));
+  Forwarder forwarder(file, std::move(queue_options), std::move(publisher), std::move(options));
   forwarder.start();
   wait_for([&] { return forwarder.stats().connected; }, std::chrono::seconds(60), "the forwarder to connect");
   const auto t0 = SteadyClock::now();
@@ -172,6 +173,14 @@ inline double forwarder_drain(const std::filesystem::path& file, OutboxOptions q
   const double seconds = seconds_since(t0);
   forwarder.stop();
   return seconds;
+}
+
+inline double forwarder_drain(const std::filesystem::path& file, OutboxOptions queue_options, const std::string& uri,
+                              std::uint64_t events, const std::string& client_id,
+                              ForwarderOptions options = forwarder_options()) {
+  return forwarder_drain(file, std::move(queue_options),
+                         std::make_unique<MqttPublisher>(publisher_options(uri, client_id)), events,
+                         std::move(options));
 }
 
 }  // namespace edge_outbox::bench

@@ -20,6 +20,13 @@
 //   wire_events                    events per run
 //   wire_reading_payload_bytes     the average size of a reading's own
 //                                  payload (its JSON data), for scale
+//   wire_decode_us_per_event_batch   the receiver's decoding (wire/'s
+//                                  decode_batch) of an uncompressed batch of
+//                                  100 of these events, microseconds of wall
+//                                  time per event (the median of 5 timings
+//                                  of 200 batches; --quick: 20)
+//   wire_decode_us_per_event_structured  decode() of one structured-mode
+//                                  event, the same way
 //
 // The events are the simulator's: the readings of edge-outbox-sim's three
 // sensors (firmware-host/readings.h, a fixed seed, 10 readings/s of simulated
@@ -32,6 +39,8 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/mqtt/publisher.h>
@@ -134,6 +143,60 @@ Bytes wire_run(const b::ScratchDir& dir, std::uint16_t broker_port, std::uint64_
   return bytes;
 }
 
+// The events of an outbox file of readings as the forwarder sends them in
+// structured mode (the attributes it sets; the time from created_at).
+std::vector<std::string> structured_events(const std::filesystem::path& file) {
+  SQLite::Database db(file.string(), SQLite::OPEN_READONLY);
+  SQLite::Statement rows(db, "SELECT event_id, type, payload, created_at, sequence FROM outbox ORDER BY sequence");
+  std::vector<std::string> events;
+  while (rows.executeStep()) {
+    ce::CloudEvent e;
+    e.id = rows.getColumn(0).getString();
+    e.source = device_id;
+    e.type = rows.getColumn(1).getString();
+    e.data = rows.getColumn(2).getString();
+    e.time = ce::format_time(rows.getColumn(3).getInt64());
+    e.datacontenttype = "application/json";
+    e.sequence = static_cast<std::uint64_t>(rows.getColumn(4).getInt64());
+    e.streamid = "3f1c2a9e-5b7d-4e21-9a0c-6d8e4f2b1a77";
+    e.priority = "normal";
+    events.push_back(ce::encode_batch_element(e));
+  }
+  return events;
+}
+
+// Microseconds per event of decode_batch on batches of 100 and of decode()
+// on single structured events: the median of 5 timings of `batches` batches.
+std::pair<double, double> decode_timing(const b::ScratchDir& dir, bool quick) {
+  const auto file = dir / "wire-decode.db";
+  b::remove_database(file);
+  std::vector<std::string> elements;
+  {
+    eo::OutboxOptions oo;
+    oo.durability = eo::Durability::normal;
+    eo::Outbox outbox(file, oo);
+    sim::create_readings_table(outbox);
+    record_readings(outbox, 100);
+  }
+  elements = structured_events(file);
+  b::remove_database(file);
+  const auto batch = ce::encode_batch(elements, ce::Compression::none);
+  const int batches = quick ? 20 : 200;
+  std::size_t decoded = 0;
+  std::vector<double> batch_us, single_us;
+  for (int timing = 0; timing < 5; ++timing) {
+    auto t0 = b::SteadyClock::now();
+    for (int i = 0; i < batches; ++i) decoded += ce::decode_batch(batch.payload, {}, {}).size();
+    batch_us.push_back(b::seconds_since(t0) * 1e6 / (batches * 100.0));
+    t0 = b::SteadyClock::now();
+    for (int i = 0; i < batches; ++i)
+      for (const auto& element : elements) decoded += ce::decode(element, ce::structured_content_type, {}).id.size();
+    single_us.push_back(b::seconds_since(t0) * 1e6 / (batches * 100.0));
+  }
+  if (decoded == 0) throw std::runtime_error("nothing decoded");
+  return {b::median(batch_us), b::median(single_us)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -164,6 +227,11 @@ int main(int argc, char** argv) try {
     b::figure(std::string("wire_bytes_per_event_") + v.key, bytes.relay_per_event);
     b::figure(std::string("wire_bytes_per_event_") + v.key + "_forwarder", bytes.forwarder_per_event);
   }
+  const auto [batch_us, single_us] = decode_timing(dir, args.quick);
+  b::note("  decoding: %.2f us per event in batches of 100, %.2f us per single structured event", batch_us,
+          single_us);
+  b::figure("wire_decode_us_per_event_batch", batch_us);
+  b::figure("wire_decode_us_per_event_structured", single_us);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_wire: %s\n", e.what());

@@ -53,7 +53,10 @@ TARGETS = {
     "ingest_vs_forward_ratio": (">= 1.0", lambda v, f: v >= 1.0),
     "batch_vs_single_ratio": (">= 4", lambda v, f: v >= 4),
     "batch_vs_raw_paho_ratio": (">= 3", lambda v, f: v >= 3),
-    "ingest_vs_forward_batch_ratio": (">= 1.0", lambda v, f: v >= 1.0),
+    "ingest_vs_forward_batch_ratio": (">= 1.5", lambda v, f: v >= 1.5),
+    "ingest_vs_paho_subscriber_ratio": (">= 0.8", lambda v, f: v >= 0.8),
+    "ingest_vs_store_limit_ratio": (">= 0.4", lambda v, f: v >= 0.4),
+    "ingest_vs_store_limit_ratio_pg": (">= 0.7", lambda v, f: v >= 0.7),
     "wire_bytes_per_event_zstd": ("<= 60", lambda v, f: v <= 60),
     "device_cpu_us_per_event_batch": ("<= 1/4 of `device_cpu_us_per_event_single`",
                                       lambda v, f: "device_cpu_us_per_event_single" in f
@@ -75,6 +78,13 @@ SIDE_BY_SIDE = [
      "wire_bytes_per_event_zstd_3_1_1"),
     ("ingest store rate, events/s (SQLite FULL)", "ingest_events_per_s", "ingest_events_per_s_batch", None),
     ("ingest / forwarder in the same run", "ingest_vs_forward_ratio", "ingest_vs_forward_batch_ratio", None),
+    ("ingest / forwarder, messages marked server confirmation", "ingest_vs_forward_ratio_marked",
+     "ingest_vs_forward_batch_ratio", None),
+    ("ingest / raw Paho subscriber (marked)", "ingest_vs_paho_subscriber_ratio", None, None),
+    ("ingest / the store's own inserts (SQLite FULL)", None, "ingest_vs_store_limit_ratio", None),
+    ("ingest / the store's own inserts (PostgreSQL)", None, "ingest_vs_store_limit_ratio_pg", None),
+    ("receiver's decoding per event, us", "wire_decode_us_per_event_structured", "wire_decode_us_per_event_batch",
+     None),
     ("latency p99, ms (100 events/s, enqueue to stored)", "latency_p99_ms", "latency_p99_ms_batch", None),
 ]
 

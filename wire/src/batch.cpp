@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "structured_event.h"
 #include "utf8.h"
 
 namespace edge_outbox::cloudevents {
@@ -120,6 +121,95 @@ std::vector<std::string_view> element_texts(std::string_view array, std::size_t 
   return texts;
 }
 
+// One element of a batch found by scan_elements: its text, trimmed of white
+// space, and how deep its arrays and objects nest.
+struct ElementSpan {
+  std::string_view text;
+  std::size_t depth;
+};
+
+// One scan of a batch's bytes for the plain case: white space, '[', elements
+// separated by commas, ']', white space; 1 to max_events elements, none
+// empty, none beginning with a byte order mark (which the parser skips at
+// the start of a text, not inside an array), none nested deeper than
+// decode() allows, and no NUL byte anywhere. Each element's depth is
+// counted on the way. Returns std::nullopt for anything else (the element
+// texts are then not known to be JSON, nor the batch a plain array):
+// decode_batch's validating pass names the reason. It brackets strings and
+// counts '[' '{' ']' '}' without checking the JSON between them: that is
+// the element parser's work, and an element the parser refuses sends the
+// batch to the validating pass too.
+std::optional<std::vector<ElementSpan>> scan_elements(std::string_view payload, std::size_t max_events) {
+  std::size_t i = 0;
+  const std::size_t n = payload.size();
+  while (i < n && is_json_space(payload[i])) ++i;
+  if (i == n || payload[i] != '[') return std::nullopt;
+  std::vector<ElementSpan> spans;
+  std::size_t start = ++i;
+  std::size_t depth = 0, deepest = 0;
+  bool in_string = false, closed = false;
+  auto element_ends = [&](std::size_t end) {
+    spans.push_back({trim_json_space(payload.substr(start, end - start)), deepest});
+    deepest = 0;
+    start = end + 1;
+  };
+  for (; i < n; ++i) {
+    const char c = payload[i];
+    // The parser takes a NUL byte for the end of its input: in an element's
+    // text it would end the element early and accept it, where the batch
+    // as a whole is not JSON.
+    if (c == '\0') return std::nullopt;
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      if (depth == 0) {
+        if (c != ']') return std::nullopt;
+        element_ends(i);
+        closed = true;
+        ++i;
+        break;
+      }
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      element_ends(i);
+      if (spans.size() >= max_events) return std::nullopt;
+    }
+  }
+  if (!closed || !trim_json_space(payload.substr(i)).empty() || spans.size() > max_events) return std::nullopt;
+  for (const auto& span : spans)
+    if (span.text.empty() || span.text.starts_with("\xEF\xBB\xBF") || span.depth > max_json_depth + 1)
+      return std::nullopt;
+  return spans;
+}
+
+// decode_batch for a plain batch in one pass: scan_elements, then each
+// element parsed once. std::nullopt when the batch is not plain (see
+// scan_elements) or an element is not JSON.
+std::optional<std::vector<BatchElement>> decode_plain_batch(std::string_view payload, std::size_t max_events) {
+  auto spans = scan_elements(payload, max_events);
+  if (!spans) return std::nullopt;
+  std::vector<BatchElement> elements;
+  elements.reserve(spans->size());
+  for (const auto& span : *spans) {
+    BatchElement element;
+    try {
+      auto event = detail::decode_structured_measured(span.text);
+      if (!event) return std::nullopt;
+      element.event = std::move(*event);
+    } catch (const DecodeError& e) {
+      element.error = e.what();
+    }
+    element.text = std::string(span.text);
+    elements.push_back(std::move(element));
+  }
+  return elements;
+}
+
 // Whether the user properties ask for zstd; throws DecodeError for any
 // other content-encoding or for more than one.
 bool zstd_encoded(const UserProperties& user_properties) {
@@ -197,6 +287,11 @@ std::vector<BatchElement> decode_batch(std::string_view payload, const UserPrope
   } else if (payload.size() > limits.max_bytes) {
     throw DecodeError("payload size exceeds " + std::to_string(limits.max_bytes) + " bytes");
   }
+
+  // The common case in one pass; the rest (not JSON, not an array, too many
+  // or too deep elements, ...) through the validating pass below, which
+  // names the reason.
+  if (auto elements = decode_plain_batch(payload, limits.max_events)) return std::move(*elements);
 
   // No depth limit on the whole: the SAX pass and element_texts keep no
   // stack but a counter (and the parser's bit per level, bounded by

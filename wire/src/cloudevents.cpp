@@ -8,11 +8,11 @@
 #include <charconv>
 #include <cstdio>
 #include <limits>
-#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
 #include "base64.h"
+#include "structured_event.h"
 #include "utf8.h"
 
 namespace edge_outbox::cloudevents {
@@ -95,59 +95,135 @@ void check_encodable(const CloudEvent& event) {
     throw std::invalid_argument("CloudEvent attribute 'time' is not RFC 3339: '" + excerpt(event.time) + "'");
 }
 
-// JSON text parsed as decode takes it: nested at most max_depth levels
-// (checked before the parser builds anything), no duplicate member names.
-// `what` says where the text is, for messages; event_object: the text is
-// the structured-mode event itself.
-// Throws DecodeError (the parser's own exceptions do not escape).
-json parse_json(std::string_view text, std::size_t max_depth, std::string_view what, bool event_object) {
-  if (json_nesting_depth(text, max_depth) > max_depth)
-    throw DecodeError("JSON nested deeper than " + std::to_string(max_json_depth) + " levels " + std::string(what));
-  // Member names seen, one hash set per open object (kept for reuse: an
-  // object with 100,000 members costs 100,000 inserts, not their square);
-  // the first duplicate.
-  std::vector<std::unordered_set<std::string>> names_by_level;
-  std::size_t open_objects = 0;
-  std::optional<std::string> duplicate;
-  bool duplicate_at_top = false;
-  json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        if (open_objects == names_by_level.size()) names_by_level.emplace_back();
-        else names_by_level[open_objects].clear();
-        ++open_objects;
-        break;
-      case json::parse_event_t::object_end:
-        if (open_objects > 0) --open_objects;
-        break;
-      case json::parse_event_t::key: {
-        if (open_objects == 0 || duplicate) break;
-        const auto& name = parsed.get_ref<const std::string&>();
-        if (!names_by_level[open_objects - 1].insert(name).second) {
-          duplicate = name;
-          duplicate_at_top = open_objects == 1;
-        }
-        break;
-      }
-      default:
-        break;
-    }
+// Builds the document of a JSON text from nlohmann's SAX events (as its own
+// DOM parser does: a stack of the open arrays and objects, no recursion) and
+// notes the first member name that appears twice in one object, which the
+// DOM parser would silently overwrite. Checking a name costs the insert the
+// document makes anyway.
+class CheckedDocument {
+ public:
+  explicit CheckedDocument(json& root) : root_(root) {}
+
+  bool null() { return add(nullptr); }
+  bool boolean(bool value) { return add(value); }
+  bool number_integer(json::number_integer_t value) { return add(value); }
+  bool number_unsigned(json::number_unsigned_t value) { return add(value); }
+  bool number_float(json::number_float_t value, const json::string_t&) { return add(value); }
+  bool string(json::string_t& value) { return add(std::move(value)); }
+  bool binary(json::binary_t& value) { return add(std::move(value)); }
+  bool start_object(std::size_t) {
+    open_.push_back(place(json::value_t::object));
+    ++open_objects_;
     return true;
-  };
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end(), check);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for numbers like 1e999
-    if (!detail::is_valid_utf8(text)) throw DecodeError("invalid UTF-8 in the structured-mode event");
-    throw DecodeError(std::string("not a CloudEvent: the payload is not JSON (") + e.what() + ")");
   }
-  if (duplicate) {
-    if (duplicate_at_top && event_object)
+  bool key(json::string_t& name) {
+    auto [member, added] = open_.back()->get_ref<json::object_t&>().try_emplace(std::move(name));
+    if (!added && !duplicate_) {
+      duplicate_ = member->first;
+      duplicate_at_top_ = open_objects_ == 1;
+    }
+    member_ = &member->second;
+    return true;
+  }
+  bool end_object() {
+    open_.pop_back();
+    --open_objects_;
+    return true;
+  }
+  bool start_array(std::size_t) {
+    open_.push_back(place(json::value_t::array));
+    return true;
+  }
+  bool end_array() {
+    open_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception& error) {
+    error_ = error.what();
+    return false;
+  }
+
+  const std::optional<std::string>& duplicate() const { return duplicate_; }
+  // The duplicate is a member of an outermost object.
+  bool duplicate_at_top() const { return duplicate_at_top_; }
+  const std::optional<std::string>& error() const { return error_; }
+
+ private:
+  template <typename Value>
+  bool add(Value&& value) {
+    place(std::forward<Value>(value));
+    return true;
+  }
+  // Puts a value where the text has it: the root, the next element of the
+  // open array, or the member whose name came last.
+  template <typename Value>
+  json* place(Value&& value) {
+    if (open_.empty()) {
+      root_ = json(std::forward<Value>(value));
+      return &root_;
+    }
+    if (open_.back()->is_array()) {
+      open_.back()->emplace_back(std::forward<Value>(value));
+      return &open_.back()->back();
+    }
+    *member_ = json(std::forward<Value>(value));
+    return member_;
+  }
+
+  json& root_;
+  std::vector<json*> open_;
+  json* member_ = nullptr;
+  std::size_t open_objects_ = 0;
+  std::optional<std::string> duplicate_;
+  bool duplicate_at_top_ = false;
+  std::optional<std::string> error_;
+};
+
+// JSON text parsed as decode takes it, its nesting already measured by the
+// caller (at most the depth decode allows): no duplicate member names.
+// `what` says where the text is, for messages; event_object: the text is
+// the structured-mode event itself. Returns std::nullopt when the text is
+// not JSON, with the parser's message in *syntax_error.
+// Throws DecodeError for a duplicate name (the parser's own exceptions do
+// not escape).
+std::optional<json> parse_measured_json(std::string_view text, std::string_view what, bool event_object,
+                                        std::string& syntax_error) {
+  json doc;
+  CheckedDocument builder(doc);
+  bool parsed = false;
+  try {
+    parsed = json::sax_parse(text.begin(), text.end(), &builder);
+  } catch (const json::exception& e) {
+    syntax_error = e.what();
+    return std::nullopt;
+  }
+  if (!parsed || builder.error()) {  // parse_error, or out_of_range for numbers like 1e999
+    syntax_error = builder.error().value_or("parse error");
+    return std::nullopt;
+  }
+  if (const auto& duplicate = builder.duplicate()) {
+    if (builder.duplicate_at_top() && event_object)
       throw DecodeError("'" + excerpt(*duplicate) + "' appears twice in the event object");
     throw DecodeError("the member name '" + excerpt(*duplicate) + "' appears twice in one object " +
                       std::string(what) + " (a duplicate cannot be kept as sent)");
   }
   return doc;
+}
+
+// JSON text parsed as decode takes it: nested at most max_depth levels
+// (checked before the parser builds anything), no duplicate member names.
+// `what` and event_object as parse_measured_json's.
+// Throws DecodeError (the parser's own exceptions do not escape).
+json parse_json(std::string_view text, std::size_t max_depth, std::string_view what, bool event_object) {
+  if (json_nesting_depth(text, max_depth) > max_depth)
+    throw DecodeError("JSON nested deeper than " + std::to_string(max_json_depth) + " levels " + std::string(what));
+  std::string syntax_error;
+  auto doc = parse_measured_json(text, what, event_object, syntax_error);
+  if (!doc) {
+    if (!detail::is_valid_utf8(text)) throw DecodeError("invalid UTF-8 in the structured-mode event");
+    throw DecodeError("not a CloudEvent: the payload is not JSON (" + syntax_error + ")");
+  }
+  return std::move(*doc);
 }
 
 std::uint64_t parse_sequence(std::string_view text) {
@@ -225,9 +301,8 @@ std::string attribute_string(const std::string& name, const json& value) {
   throw DecodeError("attribute '" + name + "' must be a string, number or boolean");
 }
 
-CloudEvent decode_structured(std::string_view payload) {
-  // The event object is one level; its members may nest max_json_depth more.
-  json doc = parse_json(payload, max_json_depth + 1, "inside the event object", true);
+// The event a parsed structured-mode payload holds, as decode() takes it.
+CloudEvent structured_event(const json& doc) {
   if (!doc.is_object()) throw DecodeError("not a CloudEvent: the JSON payload is not an object");
 
   CloudEvent event;
@@ -282,7 +357,27 @@ CloudEvent decode_structured(std::string_view payload) {
   return event;
 }
 
+// The structured-mode event object is one level; its members may nest
+// max_json_depth more.
+constexpr std::size_t max_event_depth = max_json_depth + 1;
+constexpr std::string_view inside_event = "inside the event object";
+
+CloudEvent decode_structured(std::string_view payload) {
+  return structured_event(parse_json(payload, max_event_depth, inside_event, true));
+}
+
 }  // namespace
+
+namespace detail {
+
+std::optional<CloudEvent> decode_structured_measured(std::string_view text) {
+  std::string syntax_error;
+  auto doc = parse_measured_json(text, inside_event, true, syntax_error);
+  if (!doc) return std::nullopt;
+  return structured_event(*doc);
+}
+
+}  // namespace detail
 
 std::size_t json_nesting_depth(std::string_view text, std::size_t limit) noexcept {
   std::size_t depth = 0, deepest = 0;

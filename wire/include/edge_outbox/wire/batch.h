@@ -106,10 +106,14 @@ struct BatchElement {
 // Each element is decoded exactly as decode() decodes a structured payload
 // (same rules, duplicate member names and all); a bad element yields a
 // BatchElement with error set and the others are still decoded. An element
-// nested deeper than decode() allows is such a bad element: the batch is
-// read without recursion (nlohmann's SAX parser and a scan for the element
-// boundaries keep a counter, not a stack), and decode() checks the depth of
-// each element before it parses it.
+// nested deeper than decode() allows is such a bad element. The batch is
+// read without recursion and, in the common case, in one pass: a scan of
+// the bytes finds each element's bounds and depth (a counter, not a stack),
+// then each element is parsed once; a batch that this pass cannot take
+// whole (not JSON, not an array, too many elements, an element too deep)
+// goes through nlohmann's SAX parser, which validates the whole payload
+// first and names the reason, and decode() checks each element's depth
+// before it parses it.
 // Throws nothing else (short of std::bad_alloc).
 std::vector<BatchElement> decode_batch(std::string_view payload, const UserProperties& user_properties,
                                        const BatchLimits& limits);
