@@ -21,9 +21,11 @@ constexpr std::chrono::seconds failure_log_interval{10};
 // and stop() waits for at most one such transaction.
 constexpr std::size_t statuses_per_transaction = 256;
 // Walk floors per store transaction (Store::record_walk_floors): the
-// streams due in a round cost one WAL flush per this many, and stop() waits
-// for at most one such transaction.
-constexpr std::size_t walk_floors_per_transaction = 256;
+// streams due in a round cost one WAL flush per this many. Small, because
+// each confirmation of a batch also waits for the lookups of the streams
+// after it in the batch: with a few hundred, that wait (a PostgreSQL
+// round trip or three per stream) outgrows the flushes saved.
+constexpr std::size_t walk_floors_per_transaction = 16;
 // Refused streams told on their confirm topic, per device topic and run:
 // past that, refusals are counted and were logged, not published (a flood
 // of new streamids must not become a flood of retained messages).

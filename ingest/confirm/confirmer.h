@@ -6,7 +6,7 @@
 // stream's confirmation (Store::confirmation: from the walk floor, through
 // the walk, with the digest; computed from the store, so that several
 // ingests agree), then raises the walk floors past the confirmations of all
-// the streams due in that round durably, in one transaction per up to 256
+// the streams due in that round durably, in one transaction per up to 16
 // streams (Store::record_walk_floors: the commit that makes every earlier
 // one durable, one WAL flush for them all), and only then hands each to
 // `publish` (retained, QoS 1, on wire::confirm_topic of the device topic

@@ -442,7 +442,7 @@ TEST_CASE("durable before confirm: the streams due in one round cost one WAL syn
   TempDir dir;
   const auto path = (dir / "events.db").string();
   auto writer_store = open_sqlite_store(path, SqliteSync::normal);
-  constexpr int streams = 12;
+  constexpr int streams = 12;  // within one transaction's bound (walk_floors_per_transaction)
   const auto streamid = [](int i) { return "s" + std::to_string(i + 1); };
   std::vector<StreamKey> keys;
   for (int i = 0; i < streams; ++i) keys.push_back(StreamKey{"dev-1", streamid(i)});
