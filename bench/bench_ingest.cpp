@@ -102,9 +102,8 @@ class TimingStore final : public ig::Store {
   std::optional<ig::StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
     return inner_->confirmation(source, streamid);
   }
-  bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
-                         std::int64_t next) override {
-    return inner_->record_walk_floor(source, streamid, from, next);
+  std::vector<bool> record_walk_floors(const std::vector<ig::WalkFloorRaise>& raises) override {
+    return inner_->record_walk_floors(raises);
   }
   ig::SourceBinding bind_source(const std::string& source, const std::string& device_topic) override {
     return inner_->bind_source(source, device_topic);

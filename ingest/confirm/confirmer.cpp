@@ -20,6 +20,12 @@ constexpr std::chrono::seconds failure_log_interval{10};
 // Statuses per store transaction: a flood costs one commit per this many,
 // and stop() waits for at most one such transaction.
 constexpr std::size_t statuses_per_transaction = 256;
+// Walk floors per store transaction (Store::record_walk_floors): the
+// streams due in a round cost one WAL flush per this many. Small, because
+// each confirmation of a batch also waits for the lookups of the streams
+// after it in the batch: with a few hundred, that wait (a PostgreSQL
+// round trip or three per stream) outgrows the flushes saved.
+constexpr std::size_t walk_floors_per_transaction = 16;
 // Refused streams told on their confirm topic, per device topic and run:
 // past that, refusals are counted and were logged, not published (a flood
 // of new streamids must not become a flood of retained messages).
@@ -348,8 +354,11 @@ const Confirmer::Known* Confirmer::known(const StreamKey& stream, bool& read_rec
 }
 
 void Confirmer::confirm(const std::vector<StreamKey>& due) {
+  // The confirmations decided, waiting for their walk floors' commit.
+  std::vector<WalkFloorRaise> raises;
+  std::vector<Decided> decided;
   for (const auto& key : due) {
-    if (stop_requested()) return;
+    if (stop_requested()) return;  // the decided ones are dropped: nothing of theirs was recorded
     bool read_recently = false;
     const Known* status = known(key, read_recently);
     if (!status) {
@@ -407,31 +416,45 @@ void Confirmer::confirm(const std::vector<StreamKey>& due) {
       MutexLock lock(mutex_);
       if (!schedule_.should_publish(key, range->through)) continue;
     }
-    // Durable before confirm: the walk floor's commit makes every commit
-    // before it durable; only then may a device delete what it covers.
-    bool raised = false;
-    try {
-      raised = store_->record_walk_floor(key.source, key.streamid, range->from,
-                                         walk_floor_after_confirmation(range->from, range->through));
-    } catch (const std::exception& e) {
-      log_failure("recording the walk floor of stream '" + printable(key.streamid) + "' of '" +
-                      printable(key.source) + "'",
-                  e);
-    }
-    if (!raised) {  // failed, or a status or another ingest moved the walk floor: look again
+    raises.push_back(WalkFloorRaise{key.source, key.streamid, range->from,
+                                    walk_floor_after_confirmation(range->from, range->through)});
+    decided.push_back(Decided{key, wire::confirm_topic(status->device_topic, key.streamid),
+                              wire::Confirmation{.streamid = key.streamid,
+                                                 .through = range->through,
+                                                 .version = wire::confirmation_protocol_version,
+                                                 .from = range->from,
+                                                 .digest = found->digest,
+                                                 .missing = std::move(missing)}});
+    if (raises.size() == walk_floors_per_transaction) raise_and_hand_over(raises, decided);
+  }
+  if (!stop_requested()) raise_and_hand_over(raises, decided);
+}
+
+void Confirmer::raise_and_hand_over(std::vector<WalkFloorRaise>& raises, std::vector<Decided>& decided) {
+  if (raises.empty()) return;
+  // Durable before confirm: the walk floors' commit makes every commit
+  // before it durable; only then may a device delete what it covers.
+  std::vector<bool> raised;
+  try {
+    raised = store_->record_walk_floors(raises);
+  } catch (const std::exception& e) {
+    log_failure("recording the walk floors of " + std::to_string(raises.size()) + " streams (the first: stream '" +
+                    printable(raises.front().streamid) + "' of '" + printable(raises.front().source) + "')",
+                e);
+  }
+  for (std::size_t i = 0; i < decided.size(); ++i) {
+    auto& [key, topic, confirmation] = decided[i];
+    if (i >= raised.size() || !raised[i]) {
+      // failed, or a status or another ingest moved the walk floor: look again
       MutexLock lock(mutex_);
       schedule_.retry_later(key, clock_->steady_now());
       continue;
     }
-    const wire::Confirmation confirmation{.streamid = key.streamid,
-                                          .through = range->through,
-                                          .version = wire::confirmation_protocol_version,
-                                          .from = range->from,
-                                          .digest = found->digest,
-                                          .missing = std::move(missing)};
-    const std::string topic = wire::confirm_topic(status->device_topic, key.streamid);
-    if (!hand_over(key, topic, confirmation)) unhanded_.insert_or_assign(key, std::pair(topic, confirmation));
+    if (!hand_over(key, topic, confirmation))
+      unhanded_.insert_or_assign(key, std::pair(std::move(topic), std::move(confirmation)));
   }
+  raises.clear();
+  decided.clear();
 }
 
 void Confirmer::subscribed() {

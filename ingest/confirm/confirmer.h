@@ -5,11 +5,14 @@
 // status), when ConfirmSchedule says so, it asks the store for the
 // stream's confirmation (Store::confirmation: from the walk floor, through
 // the walk, with the digest; computed from the store, so that several
-// ingests agree), raises the walk floor past it durably
-// (Store::record_walk_floor: the commit that makes every earlier one
-// durable), and only then hands it to `publish` (retained, QoS 1, on
-// wire::confirm_topic of the device topic from the stream's status)
-// without waiting for the outcome. A confirmation made durable but not
+// ingests agree), then raises the walk floors past the confirmations of all
+// the streams due in that round durably, in one transaction per up to 16
+// streams (Store::record_walk_floors: the commit that makes every earlier
+// one durable, one WAL flush for them all), and only then hands each to
+// `publish` (retained, QoS 1, on wire::confirm_topic of the device topic
+// from the stream's status) without waiting for the outcome. A stream
+// whose floor was not raised (the transaction failed, or a status or
+// another ingest moved the floor meanwhile) is looked up again later. A confirmation made durable but not
 // handed (the client not connected) is handed first at the next attempt,
 // so the device still gets the range its floor starts. Each confirmation
 // carries the stream's resend hints (resend_hints.h): the holes above its
@@ -180,6 +183,17 @@ class Confirmer {
   // its next confirmation).
   void clear_refusal(const StreamKey& key, const std::string& device_topic, bool server);
   void confirm(const std::vector<StreamKey>& due) EXCLUDES(mutex_);
+  // A confirmation decided in a round, to hand over once its walk floor is
+  // recorded.
+  struct Decided {
+    StreamKey key;
+    std::string topic;
+    wire::Confirmation confirmation;
+  };
+  // Records the walk floors of `raises` in one transaction, then hands over
+  // the confirmations `decided` (one per raise, in the same order) whose
+  // floors were raised; the others are looked up again later. Empties both.
+  void raise_and_hand_over(std::vector<WalkFloorRaise>& raises, std::vector<Decided>& decided) EXCLUDES(mutex_);
   // What a stream's latest status says that a confirmation needs.
   struct Known {
     std::string device_topic;

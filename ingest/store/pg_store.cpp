@@ -199,23 +199,28 @@ class PgStore final : public Store, private PgConnection {
     return holes_above(through, lookups);
   }
 
-  bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
-                         std::int64_t next) override {
+  std::vector<bool> record_walk_floors(const std::vector<WalkFloorRaise>& raises) override {
+    if (raises.empty()) return {};
     ensure_connected();
-    Params p;
-    p.number(next);
-    p.text(source);
-    p.text(streamid);
-    p.number(from);
     try {
       exec("BEGIN");
       // Waits for this commit's WAL flush, which covers every earlier
       // commit's, whatever synchronous_commit the ingest's commits ran with.
       exec("SET LOCAL synchronous_commit = on");
-      Result r = exec_params(
-          "UPDATE streams SET walk_floor = $1::bigint WHERE source = $2 AND streamid = $3 AND walk_floor = $4::bigint",
-          p, 0, PGRES_COMMAND_OK, "update walk floor");
-      const bool raised = std::string(PQcmdTuples(r.get())) == "1";
+      std::vector<bool> raised;
+      raised.reserve(raises.size());
+      for (const auto& floor : raises) {
+        Params p;
+        p.number(floor.next);
+        p.text(floor.source);
+        p.text(floor.streamid);
+        p.number(floor.from);
+        Result r = exec_params(
+            "UPDATE streams SET walk_floor = $1::bigint WHERE source = $2 AND streamid = $3 AND walk_floor = "
+            "$4::bigint",
+            p, 0, PGRES_COMMAND_OK, "update walk floor");
+        raised.push_back(std::string(PQcmdTuples(r.get())) == "1");
+      }
       exec("COMMIT");
       return raised;
     } catch (...) {

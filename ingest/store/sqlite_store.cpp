@@ -234,24 +234,27 @@ class SqliteStore final : public Store {
     }
   }
 
-  bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
-                         std::int64_t next) override {
+  std::vector<bool> record_walk_floors(const std::vector<WalkFloorRaise>& raises) override {
+    if (raises.empty()) return {};
     // synchronous=FULL syncs the WAL at this commit, and with it every
     // commit before it (the Writer's under --sqlite-sync normal included).
     const bool full = options_.sqlite_sync == SqliteSync::full;
     try {
       if (!full) db_.exec("PRAGMA synchronous=FULL");
-      bool raised = false;
+      std::vector<bool> raised;
+      raised.reserve(raises.size());
       {
         SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
         auto& st = *st_.raise_walk_floor;
-        st.tryReset();
-        st.clearBindings();
-        st.bind(1, static_cast<std::int64_t>(next));
-        st.bind(2, source);
-        st.bind(3, streamid);
-        st.bind(4, static_cast<std::int64_t>(from));
-        raised = st.exec() == 1;
+        for (const auto& r : raises) {
+          st.tryReset();
+          st.clearBindings();
+          st.bind(1, static_cast<std::int64_t>(r.next));
+          st.bind(2, r.source);
+          st.bind(3, r.streamid);
+          st.bind(4, static_cast<std::int64_t>(r.from));
+          raised.push_back(st.exec() == 1);
+        }
         st.tryReset();
         tx.commit();
       }
@@ -263,7 +266,7 @@ class SqliteStore final : public Store {
         try {
           db_.exec("PRAGMA synchronous=NORMAL");
         } catch (const SQLite::Exception&) {
-          // the next record_walk_floor sets it again; NORMAL is the weaker, not the unsafe, one
+          // the next record_walk_floors sets it again; NORMAL is the weaker, not the unsafe, one
         }
       }
       throw sqlite_error(path_, e);

@@ -37,8 +37,8 @@ std::vector<wire::SequenceRange> Store::missing_above(const std::string&, const 
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot compute resend hints");
 }
 
-bool Store::record_walk_floor(const std::string&, const std::string&, std::int64_t, std::int64_t) {
-  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot record a walk floor");
+std::vector<bool> Store::record_walk_floors(const std::vector<WalkFloorRaise>&) {
+  throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot record walk floors");
 }
 
 std::size_t Store::delete_expired_events(std::int64_t, std::size_t) {

@@ -128,6 +128,16 @@ struct StreamConfirmation {
   friend bool operator==(const StreamConfirmation&, const StreamConfirmation&) = default;
 };
 
+// A walk floor to raise (Store::record_walk_floors): the stream's, from
+// `from` to `next`, a confirmation through next - 1 being about to be
+// published.
+struct WalkFloorRaise {
+  std::string source;
+  std::string streamid;
+  std::int64_t from = 1;
+  std::int64_t next = 1;
+};
+
 // A stream's retention floor (table retention_floors): retention deleted
 // events of the stream below `deleted_below`, all of them below its walk
 // floor and its status's floor when it deleted them (retention.h).
@@ -230,17 +240,19 @@ class Store {
   // (permanent).
   virtual std::vector<wire::SequenceRange> missing_above(const std::string& source, const std::string& streamid,
                                                          std::int64_t through);
-  // Raises the stream's walk floor from `from` to `next` (a confirmation
-  // through next - 1 is about to be published) in a transaction of its own
-  // committed at the store's strongest durability, which covers every
-  // commit before it (docs/confirmation.md "Durable before confirm"):
-  // SQLite commits with synchronous=FULL on this connection (the WAL
-  // synced), PostgreSQL with SET LOCAL synchronous_commit = on. False, and
-  // nothing changed, when the walk floor is no longer `from` (a status
-  // lowered it, or another ingest published meanwhile): look again.
-  // Requires: next > from.
-  virtual bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
-                                 std::int64_t next);
+  // Raises the walk floors of `raises` (each from its `from` to its
+  // `next`) in one transaction committed at the store's strongest
+  // durability, which covers every commit before it (docs/confirmation.md
+  // "Durable before confirm"): SQLite commits with synchronous=FULL on this
+  // connection (the WAL synced), PostgreSQL with SET LOCAL
+  // synchronous_commit = on. So many streams' confirmations cost one WAL
+  // flush. Returns, in the order of `raises`, whether each was raised:
+  // false, and that floor unchanged, when it is no longer its `from` (a
+  // status lowered it, or another ingest published meanwhile): look again.
+  // Throws StoreError (nothing raised). No transaction when `raises` is
+  // empty. This base class throws StoreError (permanent).
+  // Requires: next > from in each; each stream at most once.
+  virtual std::vector<bool> record_walk_floors(const std::vector<WalkFloorRaise>& raises);
   // Binds `source` to `device_topic` unless it is bound (table sources: the
   // first pairing wins, INSERT ... ON CONFLICT DO NOTHING, then read back,
   // so ingests sharing the store agree). Commits before it returns. This

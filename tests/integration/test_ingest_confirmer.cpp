@@ -7,7 +7,8 @@
 // publishing off the statuses are still recorded; a status that fails to
 // record is retried. Durable before confirm: with the Writer's store under
 // --sqlite-sync normal (its commits leave the WAL unsynced), the WAL is
-// synced (fdatasync, counted here) before a confirmation is handed over.
+// synced (fdatasync, counted here) before a confirmation is handed over,
+// once for all the streams due in a round.
 #include <doctest/doctest.h>
 
 #include <edge_outbox/wire/stream_status.h>
@@ -109,10 +110,10 @@ wire::OutcomeDigest digest_of(std::int64_t from, std::int64_t to) {
   return d;
 }
 
-wire::StreamStatus status(std::int64_t floor, std::int64_t committed) {
+wire::StreamStatus status(std::int64_t floor, std::int64_t committed, const std::string& streamid = "s1") {
   wire::StreamStatus s;
   s.source = "dev-1";
-  s.streamid = "s1";
+  s.streamid = streamid;
   s.floor = floor;
   s.committed = committed;
   s.pending = committed - floor + 1;
@@ -120,17 +121,17 @@ wire::StreamStatus status(std::int64_t floor, std::int64_t committed) {
   return s;
 }
 
-std::vector<Row> events(std::int64_t from, std::int64_t to) {
+std::vector<Row> events(std::int64_t from, std::int64_t to, const std::string& streamid = "s1") {
   std::vector<Row> rows;
   for (auto s = from; s <= to; ++s) {
     EventRow e;
-    e.event_id = "e-" + std::to_string(s);
+    e.event_id = (streamid == "s1" ? "e-" : streamid + "-e-") + std::to_string(s);  // ids unique per source
     e.source = "dev-1";
     e.type = "t";
     e.topic = "devices/dev-1/events/x";
     e.mode = "binary";
     e.extensions = "{}";
-    e.streamid = "s1";
+    e.streamid = streamid;
     e.sequence = s;
     rows.push_back(std::move(e));
   }
@@ -202,9 +203,8 @@ class FailingStatusStore final : public Store {
   std::optional<StreamConfirmation> confirmation(const std::string& source, const std::string& streamid) override {
     return inner_->confirmation(source, streamid);
   }
-  bool record_walk_floor(const std::string& source, const std::string& streamid, std::int64_t from,
-                         std::int64_t next) override {
-    return inner_->record_walk_floor(source, streamid, from, next);
+  std::vector<bool> record_walk_floors(const std::vector<WalkFloorRaise>& raises) override {
+    return inner_->record_walk_floors(raises);
   }
   SourceBinding bind_source(const std::string& source, const std::string& device_topic) override {
     return inner_->bind_source(source, device_topic);
@@ -436,6 +436,47 @@ TEST_CASE("durable before confirm: the WAL is synced before a confirmation is ha
   for (const auto& [after_commit, at_hand_over] : at_publish) CHECK(at_hand_over > after_commit);
   MESSAGE("WAL syncs by the events' commits " << commits_synced << ", before the " << at_publish.size()
                                              << " confirmations " << wal_syncs.load());
+}
+
+TEST_CASE("durable before confirm: the streams due in one round cost one WAL sync, not one each") {
+  TempDir dir;
+  const auto path = (dir / "events.db").string();
+  auto writer_store = open_sqlite_store(path, SqliteSync::normal);
+  constexpr int streams = 12;  // within one transaction's bound (walk_floors_per_transaction)
+  const auto streamid = [](int i) { return "s" + std::to_string(i + 1); };
+  std::vector<StreamKey> keys;
+  for (int i = 0; i < streams; ++i) keys.push_back(StreamKey{"dev-1", streamid(i)});
+  // The Confirmer's thread waits at its start until the statuses are queued
+  // and the events committed: its first round records the statuses, then
+  // confirms all the streams.
+  std::promise<void> start;
+  auto store = std::make_unique<FailingStatusStore>(open_sqlite_store(path, SqliteSync::normal), 0);
+  store->hold_start(start.get_future().share());
+  std::mutex mutex;
+  std::vector<int> at_hand_over;  // the WAL syncs counted when each confirmation was handed
+  Confirmer confirmer(
+      std::move(store), {},
+      [&](const std::string&, const std::string&) {
+        std::lock_guard lock(mutex);
+        at_hand_over.push_back(wal_syncs.load());
+        return true;
+      },
+      {});
+  for (int i = 0; i < streams; ++i) confirmer.status_received("devices/dev-1", status(1, 5, streamid(i)));
+  for (int i = 0; i < streams; ++i) writer_store->commit(events(1, 5, streamid(i)));
+  confirmer.committed(keys);
+  const int before = wal_syncs.load();
+  start.set_value();
+  REQUIRE(wait_until([&] { return confirmer.counters().confirmations == streams; }));
+  const int synced = wal_syncs.load() - before;
+  confirmer.stop();
+  CHECK(synced == 1);
+  for (int i = 0; i < streams; ++i)
+    CHECK(writer_store->confirmation("dev-1", streamid(i)).value().from == 6);
+  std::lock_guard lock(mutex);
+  REQUIRE(at_hand_over.size() == streams);
+  for (const int at : at_hand_over) CHECK(at == before + 1);  // each after the one sync
+  MESSAGE("streams confirmed in one round " << at_hand_over.size() << ", WAL syncs " << synced);
 }
 
 TEST_CASE("a status naming a source bound to another device topic is not recorded, and counted") {

@@ -116,7 +116,7 @@ void check_retention(const Open& open, const Query& query) {
   // 1..20 (floor 21) and the ingest confirmed through 20 (walk floor 21).
   REQUIRE(store->commit(stream_events("gw", "a", 1, 30, old_ms)).size() == 30);
   store->record_stream_status("devices/gw", status("gw", "a", 1, 30));
-  REQUIRE(store->record_walk_floor("gw", "a", 1, 21));
+  REQUIRE(store->record_walk_floors({{"gw", "a", 1, 21}}) == std::vector<bool>{true});
   store->record_stream_status("devices/gw", status("gw", "a", 21, 30));
   // "b": the walk floor (5) below the status's floor (21): only 1..4 may go.
   store->commit(stream_events("gw", "b", 1, 25, old_ms));

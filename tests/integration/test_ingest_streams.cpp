@@ -267,8 +267,9 @@ void check_walk_floor(const Open& open, const Query& query) {
   CHECK(w1->walk_floor == 1);
 
   // Publishing through 5 raises it to 6, once: from another floor it is refused.
-  CHECK(store->record_walk_floor("gw", "w1", 1, 6));
-  CHECK_FALSE(store->record_walk_floor("gw", "w1", 1, 6));
+  CHECK(store->record_walk_floors({{"gw", "w1", 1, 6}}) == std::vector<bool>{true});
+  CHECK(store->record_walk_floors({{"gw", "w1", 1, 6}}) == std::vector<bool>{false});
+  CHECK(store->record_walk_floors({}).empty());
   c = store->confirmation("gw", "w1");
   CHECK(c == StreamConfirmation{6, 5, {}});
   // A report explains 6 and 7: the walk goes on to the report (8); the
@@ -789,7 +790,7 @@ TEST_CASE("PostgreSQL store made by schema version 4: migrated on open to versio
                  "failing") == "0");
 }
 
-TEST_CASE("PostgreSQL: the walk floor's commit flushes the WAL of the asynchronous commits before it") {
+TEST_CASE("PostgreSQL: the walk floors' one commit flushes the WAL of the asynchronous commits before it") {
   PostgresServer pg;
   if (!pg.available()) {
     MESSAGE("skipped: " << pg.why());
@@ -802,22 +803,38 @@ TEST_CASE("PostgreSQL: the walk floor's commit flushes the WAL of the asynchrono
   pg.query("SELECT pg_reload_conf()");
   pg.query("ALTER DATABASE postgres SET synchronous_commit = off");
   auto store = open_store(pg.uri());
-  store->record_stream_status("devices/gw", status("gw", "d1", 1, 1000, 1000));
+  // Several streams: their walk floors are raised in one transaction, one
+  // flush for them all.
+  constexpr int streams = 4;
+  const auto streamid = [](int i) { return "d" + std::to_string(i + 1); };
+  for (int i = 0; i < streams; ++i) store->record_stream_status("devices/gw", status("gw", streamid(i), 1, 1000, 1000));
   int unflushed_seen = 0;
   for (std::int64_t round = 0; round < 5; ++round) {
-    std::vector<Row> rows;
-    for (std::int64_t s = round * 10 + 1; s <= round * 10 + 10; ++s) rows.emplace_back(event("gw", "d1", s));
-    store->commit(rows);
+    for (int i = 0; i < streams; ++i) {
+      std::vector<Row> rows;
+      for (std::int64_t s = round * 10 + 1; s <= round * 10 + 10; ++s) rows.emplace_back(event("gw", streamid(i), s));
+      store->commit(rows);
+    }
     const std::string inserted = pg.query("SELECT pg_current_wal_insert_lsn()");
     // Not flushed yet, as a rule (a background flush may have come first).
     if (pg.query("SELECT pg_current_wal_flush_lsn() < '" + inserted + "'::pg_lsn") == "t") ++unflushed_seen;
-    const auto c = store->confirmation("gw", "d1");
-    REQUIRE(c.has_value());
-    REQUIRE(c->through == round * 10 + 10);
-    REQUIRE(store->record_walk_floor("gw", "d1", c->from, c->through + 1));
+    std::vector<WalkFloorRaise> raises;
+    for (int i = 0; i < streams; ++i) {
+      const auto c = store->confirmation("gw", streamid(i));
+      REQUIRE(c.has_value());
+      REQUIRE(c->through == round * 10 + 10);
+      raises.push_back(WalkFloorRaise{"gw", streamid(i), c->from, c->through + 1});
+    }
+    // A stream without a row among them: not raised, the others are.
+    raises.push_back(WalkFloorRaise{"gw", "unknown", 1, 2});
+    const auto raised = store->record_walk_floors(raises);
+    REQUIRE(raised.size() == streams + 1);
+    for (int i = 0; i < streams; ++i) CHECK(raised[static_cast<std::size_t>(i)]);
+    CHECK_FALSE(raised.back());
     CHECK(pg.query("SELECT pg_current_wal_flush_lsn() >= '" + inserted + "'::pg_lsn") == "t");
   }
+  CHECK(pg.query("SELECT count(*) FROM streams WHERE walk_floor = 51") == std::to_string(streams));
   CHECK(unflushed_seen > 0);  // the barrier was what flushed them
-  MESSAGE("rounds 5, commits unflushed before the walk floor's commit " << unflushed_seen
-                                                                      << ", flushed after it 5");
+  MESSAGE("rounds 5, streams " << streams << ", commits unflushed before the walk floors' one commit "
+                               << unflushed_seen << ", flushed after it 5");
 }
