@@ -41,6 +41,10 @@
 //       rep; left out where no PostgreSQL can be started.
 // Every rate run starts from its own offline persistent session, which is
 // ended after the run so that it queues none of the later runs' messages.
+// The ingest runs as the binary does by default: early acknowledgement on
+// (EarlyAckLimits' defaults), so marked messages are acknowledged on
+// receipt and unmarked ones after their commit.
+// --only latency|rate|marked|batch|pg runs that part alone.
 #include <unistd.h>
 
 #include <algorithm>
@@ -261,7 +265,7 @@ Latency latency_run(const b::ScratchDir& dir, const std::string& broker, int rep
   TimingStore store(ig::open_sqlite_store(store_file.string(), ig::SqliteSync::full));
   const auto subscribed = std::make_shared<std::atomic<bool>>(false);
   ig::Writer writer(store, 512, ingest_log(subscribed));
-  ig::MessageIntake intake({}, writer, ingest_log(subscribed), eo::system_clock());
+  ig::MessageIntake intake({}, writer, ingest_log(subscribed), eo::system_clock(), {}, ig::EarlyAckLimits{});
   const auto options = subscriber_options(broker, "bench-latency-ingest-" + tag);
   ig::Subscriber subscriber(options, {}, intake, ingest_log(subscribed));
 
@@ -349,7 +353,7 @@ Rates ingest_run(const b::ScratchDir& dir, const std::string& broker, std::uint6
     TimingStore store(open_store(tag));
     const auto subscribed = std::make_shared<std::atomic<bool>>(false);
     ig::Writer writer(store, 512, ingest_log(subscribed));
-    ig::MessageIntake intake({}, writer, ingest_log(subscribed), eo::system_clock());
+    ig::MessageIntake intake({}, writer, ingest_log(subscribed), eo::system_clock(), {}, ig::EarlyAckLimits{});
     ig::Subscriber subscriber(options, {}, intake, ingest_log(subscribed));
     wait_subscribed(subscriber, *subscribed);
     subscriber.stop(std::chrono::seconds(5));
@@ -362,7 +366,7 @@ Rates ingest_run(const b::ScratchDir& dir, const std::string& broker, std::uint6
   TimingStore store(open_store(tag));
   const auto subscribed = std::make_shared<std::atomic<bool>>(false);
   ig::Writer writer(store, 512, ingest_log(subscribed));
-  ig::MessageIntake intake({}, writer, ingest_log(subscribed), eo::system_clock());
+  ig::MessageIntake intake({}, writer, ingest_log(subscribed), eo::system_clock(), {}, ig::EarlyAckLimits{});
   const auto t0 = b::SteadyClock::now();
   ig::Subscriber subscriber(options, {}, intake, ingest_log(subscribed));
   drive(subscriber, [&] { return store.count() >= events; }, std::chrono::seconds(600), "the ingest to store all");
@@ -456,78 +460,88 @@ int main(int argc, char** argv) try {
   const auto args = b::parse_args(argc, argv);
   if (args.broker.empty()) throw std::invalid_argument("--broker is required");
   b::ScratchDir dir;
-  const auto duration = std::chrono::seconds(args.quick ? 1 : 30);
-  std::vector<double> p50, p99;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto l = latency_run(dir, args.broker, rep, duration, false);
-    p50.push_back(l.p50);
-    p99.push_back(l.p99);
-    b::note("bench_ingest: rep %d: latency p50 %.2f ms, p99 %.2f ms", rep, l.p50, l.p99);
-  }
-  b::figure("latency_seconds", static_cast<double>(duration.count()));
-  b::figure("latency_p50_ms", b::median(p50));
-  b::figure("latency_p99_ms", b::median(p99));
-  std::vector<double> p50_batch, p99_batch;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto l = latency_run(dir, args.broker, rep, duration, true);
-    p50_batch.push_back(l.p50);
-    p99_batch.push_back(l.p99);
-    b::note("bench_ingest: rep %d: latency batched p50 %.2f ms, p99 %.2f ms", rep, l.p50, l.p99);
-  }
-  b::figure("latency_linger_ms", static_cast<double>(forwarder_options(true).batch.linger.count()));
-  b::figure("latency_p50_ms_batch", b::median(p50_batch));
-  b::figure("latency_p99_ms_batch", b::median(p99_batch));
+  if (args.runs("latency")) {
+    const auto duration = std::chrono::seconds(args.quick ? 1 : 30);
+    std::vector<double> p50, p99;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto l = latency_run(dir, args.broker, rep, duration, false);
+      p50.push_back(l.p50);
+      p99.push_back(l.p99);
+      b::note("bench_ingest: rep %d: latency p50 %.2f ms, p99 %.2f ms", rep, l.p50, l.p99);
+    }
+    b::figure("latency_seconds", static_cast<double>(duration.count()));
+    b::figure("latency_p50_ms", b::median(p50));
+    b::figure("latency_p99_ms", b::median(p99));
+    std::vector<double> p50_batch, p99_batch;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto l = latency_run(dir, args.broker, rep, duration, true);
+      p50_batch.push_back(l.p50);
+      p99_batch.push_back(l.p99);
+      b::note("bench_ingest: rep %d: latency batched p50 %.2f ms, p99 %.2f ms", rep, l.p50, l.p99);
+    }
+    b::figure("latency_linger_ms", static_cast<double>(forwarder_options(true).batch.linger.count()));
+    b::figure("latency_p50_ms_batch", b::median(p50_batch));
+    b::figure("latency_p99_ms_batch", b::median(p99_batch));
 
-  const std::uint64_t events = args.quick ? 300 : 10'000;
-  std::vector<double> ingest_full, ingest_normal, forward;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto f = ingest_run(dir, args.broker, events, ig::SqliteSync::full, rep);
-    const auto n = ingest_run(dir, args.broker, events, ig::SqliteSync::normal, rep);
-    ingest_full.push_back(f.ingest);
-    ingest_normal.push_back(n.ingest);
-    forward.push_back(f.forward);
-    forward.push_back(n.forward);
-    b::note("bench_ingest: rep %d: ingest %.0f/s (FULL), %.0f/s (NORMAL); forwarder %.0f/s, %.0f/s", rep, f.ingest,
-            n.ingest, f.forward, n.forward);
   }
-  b::figure("ingest_events", static_cast<double>(events));
-  b::figure("ingest_events_per_s", b::median(ingest_full));
-  b::figure("ingest_events_per_s_normal", b::median(ingest_normal));
-  b::figure("forward_events_per_s_ingest_run", b::median(forward));
-  b::figure("ingest_vs_forward_ratio", b::median(ingest_full) / b::median(forward));
-  b::figure("ingest_vs_forward_ratio_normal", b::median(ingest_normal) / b::median(forward));
+  if (args.runs("rate")) {
+    const std::uint64_t events = args.quick ? 300 : 10'000;
+    std::vector<double> ingest_full, ingest_normal, forward;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto f = ingest_run(dir, args.broker, events, ig::SqliteSync::full, rep);
+      const auto n = ingest_run(dir, args.broker, events, ig::SqliteSync::normal, rep);
+      ingest_full.push_back(f.ingest);
+      ingest_normal.push_back(n.ingest);
+      forward.push_back(f.forward);
+      forward.push_back(n.forward);
+      b::note("bench_ingest: rep %d: ingest %.0f/s (FULL), %.0f/s (NORMAL); forwarder %.0f/s, %.0f/s", rep, f.ingest,
+              n.ingest, f.forward, n.forward);
+    }
+    b::figure("ingest_events", static_cast<double>(events));
+    b::figure("ingest_events_per_s", b::median(ingest_full));
+    b::figure("ingest_events_per_s_normal", b::median(ingest_normal));
+    b::figure("forward_events_per_s_ingest_run", b::median(forward));
+    b::figure("ingest_vs_forward_ratio", b::median(ingest_full) / b::median(forward));
+    b::figure("ingest_vs_forward_ratio_normal", b::median(ingest_normal) / b::median(forward));
 
+  }
   // --quick: one rep of each run below (CI's smoke run stays short).
   const int reps = args.quick ? 1 : 3;
-  const std::uint64_t marked_events = args.quick ? 300 : 10'000;
-  const auto marked = beside_baseline(
-      reps, "marked single events", "Paho subscriber",
-      [&](int rep) { return ingest_run(dir, args.broker, marked_events, ig::SqliteSync::full, rep, {false, true}); },
-      [&](int rep) { return paho_subscriber_run(dir, args.broker, marked_events, rep); });
-  b::figure("ingest_marked_events", static_cast<double>(marked_events));
-  b::figure("ingest_events_per_s_marked", marked.ingest);
-  b::figure("ingest_vs_forward_ratio_marked", marked.ingest / marked.forward);
-  b::figure("paho_subscriber_events_per_s", marked.baseline);
-  b::figure("ingest_vs_paho_subscriber_ratio", marked.ingest / marked.baseline);
+  if (args.runs("marked")) {
+    const std::uint64_t marked_events = args.quick ? 300 : 10'000;
+    const auto marked = beside_baseline(
+        reps, "marked single events", "Paho subscriber",
+        [&](int rep) { return ingest_run(dir, args.broker, marked_events, ig::SqliteSync::full, rep, {false, true}); },
+        [&](int rep) { return paho_subscriber_run(dir, args.broker, marked_events, rep); });
+    b::figure("ingest_marked_events", static_cast<double>(marked_events));
+    b::figure("ingest_events_per_s_marked", marked.ingest);
+    b::figure("ingest_vs_forward_ratio_marked", marked.ingest / marked.forward);
+    b::figure("paho_subscriber_events_per_s", marked.baseline);
+    b::figure("ingest_vs_paho_subscriber_ratio", marked.ingest / marked.baseline);
 
+  }
   const std::uint64_t batch_events = args.quick ? 2'000 : 200'000;
-  const auto batched = beside_baseline(
-      reps, "marked batches of 100", "store limit",
-      [&](int rep) { return ingest_run(dir, args.broker, batch_events, ig::SqliteSync::full, rep, {true, true}); },
-      [&](int rep) { return sqlite_store_limit_run(dir, batch_events, rep); });
-  b::figure("ingest_batch_events", static_cast<double>(batch_events));
-  b::figure("ingest_events_per_s_batch", batched.ingest);
-  b::figure("forward_events_per_s_batch_ingest_run", batched.forward);
-  b::figure("ingest_vs_forward_batch_ratio", batched.ingest / batched.forward);
-  b::figure("store_limit_events_per_s", batched.baseline);
-  b::figure("ingest_vs_store_limit_ratio", batched.ingest / batched.baseline);
+  if (args.runs("batch")) {
+    const auto batched = beside_baseline(
+        reps, "marked batches of 100", "store limit",
+        [&](int rep) { return ingest_run(dir, args.broker, batch_events, ig::SqliteSync::full, rep, {true, true}); },
+        [&](int rep) { return sqlite_store_limit_run(dir, batch_events, rep); });
+    b::figure("ingest_batch_events", static_cast<double>(batch_events));
+    b::figure("ingest_events_per_s_batch", batched.ingest);
+    b::figure("forward_events_per_s_batch_ingest_run", batched.forward);
+    b::figure("ingest_vs_forward_batch_ratio", batched.ingest / batched.forward);
+    b::figure("store_limit_events_per_s", batched.baseline);
+    b::figure("ingest_vs_store_limit_ratio", batched.ingest / batched.baseline);
 
-  if (const auto pg = postgres_runs(dir, args.broker, batch_events)) {
-    b::note("bench_ingest: PostgreSQL: marked batches of 100: ingest %.0f/s; store limit %.0f/s", pg->first,
-            pg->second);
-    b::figure("ingest_events_per_s_batch_pg", pg->first);
-    b::figure("store_limit_events_per_s_pg", pg->second);
-    b::figure("ingest_vs_store_limit_ratio_pg", pg->first / pg->second);
+  }
+  if (args.runs("pg")) {
+    if (const auto pg = postgres_runs(dir, args.broker, batch_events)) {
+      b::note("bench_ingest: PostgreSQL: marked batches of 100: ingest %.0f/s; store limit %.0f/s", pg->first,
+              pg->second);
+      b::figure("ingest_events_per_s_batch_pg", pg->first);
+      b::figure("store_limit_events_per_s_pg", pg->second);
+      b::figure("ingest_vs_store_limit_ratio_pg", pg->first / pg->second);
+    }
   }
   return 0;
 } catch (const std::exception& e) {

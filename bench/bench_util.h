@@ -37,6 +37,10 @@ namespace edge_outbox::bench {
 struct Args {
   bool quick = false;
   std::string broker;  // mqtt://127.0.0.1:PORT; empty: benchmarks that need one are skipped
+  // --only NAME: run only the part of a bench so named (each bench says
+  // which names it knows); empty: all of it.
+  std::string only;
+  bool runs(const char* part) const { return only.empty() || only == part; }
 };
 
 inline Args parse_args(int argc, char** argv) {
@@ -47,8 +51,10 @@ inline Args parse_args(int argc, char** argv) {
       a.quick = true;
     } else if (arg == "--broker" && i + 1 < argc) {
       a.broker = argv[++i];
+    } else if (arg == "--only" && i + 1 < argc) {
+      a.only = argv[++i];
     } else {
-      throw std::invalid_argument("usage: " + std::string(argv[0]) + " [--quick] [--broker mqtt://127.0.0.1:PORT]");
+      throw std::invalid_argument("usage: " + std::string(argv[0]) + " [--quick] [--broker mqtt://127.0.0.1:PORT] [--only PART]");
     }
   }
   return a;
