@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/thread_name.h"
 #include "ingest/model/topics.h"
 
 namespace edge_outbox::ingest {
@@ -70,7 +71,10 @@ Writer::Writer(Store& store, std::size_t max_batch, Logger log, std::chrono::mil
       max_backoff_(std::max(max_backoff, first_backoff)),
       clock_(clock ? std::move(clock) : system_clock()) {
   last_submit_ = clock_->steady_now();
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("eo-writer");
+    run();
+  });
 }
 
 Writer::~Writer() { stop(); }
@@ -111,7 +115,7 @@ std::vector<Outcome> Writer::submit_group(std::vector<Row> rows, const RejectRow
   }
   queue_.push_back(&slot);
   queued_rows_ += n;
-  cv_.notify_all();
+  if (worker_idle_) cv_.notify_all();
   while (!slot.done) cv_.wait(lock);
   if (slot.outcomes.size() != n) slot.outcomes.assign(n, Outcome::not_committed);
   return std::move(slot.outcomes);
@@ -133,7 +137,7 @@ void Writer::submit_detached(std::vector<Row> rows, RejectRowFn as_rejected, Det
     if (!finished_ && n > 0) {
       queue_.push_back(slot.release());
       queued_rows_ += n;
-      cv_.notify_all();
+      if (worker_idle_) cv_.notify_all();
       return;
     }
     if (n > 0) ++abandoned_;
@@ -234,7 +238,9 @@ void Writer::run() {
     ++worker_passes_;
     // Wakes every second even when idle, so that worker_passes() moves.
     if (!stopping_ && queue_.empty()) {
+      worker_idle_ = true;
       cv_.wait_for(lock, std::chrono::seconds(1));
+      worker_idle_ = false;
       continue;
     }
     if (queue_.empty()) {  // stopping with nothing left

@@ -255,6 +255,9 @@ class Writer {
   std::deque<Slot*> queue_ GUARDED_BY(mutex_);
   std::size_t queued_rows_ GUARDED_BY(mutex_) = 0;  // rows of the messages in queue_
   bool stopping_ GUARDED_BY(mutex_) = false;
+  // The thread waits for rows: a submission wakes it (else it takes the
+  // queue at the end of its commit, and nobody pays for a wake-up).
+  bool worker_idle_ GUARDED_BY(mutex_) = false;
   bool finished_ GUARDED_BY(mutex_) = false;  // run() has returned
   bool failing_ GUARDED_BY(mutex_) = false;
   std::size_t abandoned_ GUARDED_BY(mutex_) = 0;

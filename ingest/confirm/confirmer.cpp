@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/thread_name.h"
 #include "ingest/model/topics.h"
 #include "ingest/store/stream_walk.h"
 
@@ -51,7 +52,10 @@ Confirmer::Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, Con
       log_(std::move(log)),
       schedule_(options.schedule),
       idle_(options.max_idle_streams_per_device) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("eo-confirmer");
+    run();
+  });
 }
 
 Confirmer::~Confirmer() { stop(); }

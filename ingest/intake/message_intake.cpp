@@ -7,6 +7,7 @@
 
 #include <edge_outbox/wire/confirmation_mark.h>
 
+#include "common/thread_name.h"
 #include "ingest/intake/classify_message.h"
 
 namespace edge_outbox::ingest {
@@ -35,7 +36,10 @@ MessageIntake::MessageIntake(ClassifyOptions classify, Writer& writer, Logger lo
       debug_delay_before_commit_(debug_delay_before_commit),
       shared_(std::make_shared<Shared>(early_ack)),
       s_(*shared_) {
-  if (early_ack.max_messages > 0) decoder_ = std::thread([this] { decode_accepted(); });
+  if (early_ack.max_messages > 0) decoder_ = std::thread([this] {
+      name_this_thread("eo-decoder");
+      decode_accepted();
+    });
 }
 
 MessageIntake::~MessageIntake() { drain(); }
@@ -77,11 +81,15 @@ MessageIntake::Ack MessageIntake::take(Received m) {
 bool MessageIntake::accept(const Received& m) {
   auto accepted = std::make_unique<Accepted>(m);
   MutexLock lock(s_.mutex);
-  while (!s_.draining && !s_.budget.admits(accepted->bytes)) s_.cv.wait(lock);
+  while (!s_.draining && !s_.budget.admits(accepted->bytes)) {
+    ++s_.waiting_for_room;
+    s_.cv.wait(lock);
+    --s_.waiting_for_room;
+  }
   if (s_.draining) return false;
   s_.budget.add(accepted->bytes);
   s_.accepted.push_back(std::move(accepted));
-  s_.cv.notify_all();
+  if (s_.decoder_idle) s_.cv.notify_all();
   return true;
 }
 
@@ -104,37 +112,45 @@ MessageIntake::Ack MessageIntake::take_after_commit(const Received& m) {
 
 void MessageIntake::decode_accepted() {
   for (;;) {
-    std::shared_ptr<Accepted> held;
+    // Takes every queued message at once: one lock round for them all.
+    std::deque<std::unique_ptr<Accepted>> taken;
     {
       MutexLock lock(s_.mutex);
-      while (s_.accepted.empty() && !s_.draining) s_.cv.wait(lock);
+      while (s_.accepted.empty() && !s_.draining) {
+        s_.decoder_idle = true;
+        s_.cv.wait(lock);
+        s_.decoder_idle = false;
+      }
       if (s_.accepted.empty()) return;  // draining, nothing left
-      held = std::move(s_.accepted.front());
-      s_.accepted.pop_front();
+      taken.swap(s_.accepted);
     }
-    const Received m = held->view();
-    ClassifiedMessage classified = classify_safely(m, classify_);
-    log_rejections(m.topic, classified.rows);
-    if (debug_delay_before_commit_.count() > 0) std::this_thread::sleep_for(debug_delay_before_commit_);
-    const std::size_t count = classified.rows.size();
-    held->element_texts = std::move(classified.element_texts);
-    const ClassifyOptions options = classify_;
-    RejectRowFn as_rejected = [held, options, count](std::size_t index, const std::string& reason) {
-      const Received message = held->view();
-      if (held->element_texts.size() != count) return rejected_row(message, options, reason);
-      return element_rejected_row(message, options, held->element_texts[index], index, count, reason);
-    };
-    const std::size_t bytes = held->bytes;
-    // Counted in the queue until the Writer tells the outcome (committed,
-    // or not_committed at a stop while the store fails: then the device
-    // sends it again).
-    writer_.submit_detached(std::move(classified.rows), std::move(as_rejected),
-                            [shared = shared_, bytes](const std::vector<Outcome>&) {
-                              MutexLock lock(shared->mutex);
-                              shared->budget.remove(bytes);
-                              shared->cv.notify_all();
-                            });
+    for (auto& next : taken) hand_to_writer(std::shared_ptr<Accepted>(std::move(next)));
   }
+}
+
+void MessageIntake::hand_to_writer(std::shared_ptr<Accepted> held) {
+  const Received m = held->view();
+  ClassifiedMessage classified = classify_safely(m, classify_);
+  log_rejections(m.topic, classified.rows);
+  if (debug_delay_before_commit_.count() > 0) std::this_thread::sleep_for(debug_delay_before_commit_);
+  const std::size_t count = classified.rows.size();
+  held->element_texts = std::move(classified.element_texts);
+  const ClassifyOptions options = classify_;
+  RejectRowFn as_rejected = [held, options, count](std::size_t index, const std::string& reason) {
+    const Received message = held->view();
+    if (held->element_texts.size() != count) return rejected_row(message, options, reason);
+    return element_rejected_row(message, options, held->element_texts[index], index, count, reason);
+  };
+  const std::size_t bytes = held->bytes;
+  // Counted in the queue until the Writer tells the outcome (committed,
+  // or not_committed at a stop while the store fails: then the device
+  // sends it again).
+  writer_.submit_detached(std::move(classified.rows), std::move(as_rejected),
+                          [shared = shared_, bytes](const std::vector<Outcome>&) {
+                            MutexLock lock(shared->mutex);
+                            shared->budget.remove(bytes);
+                            if (shared->waiting_for_room > 0) shared->cv.notify_all();
+                          });
 }
 
 void MessageIntake::drain() {

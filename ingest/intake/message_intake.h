@@ -145,6 +145,8 @@ class MessageIntake {
   };
   // The decoder thread: classifies the queued messages and hands them over.
   void decode_accepted() EXCLUDES(s_.mutex);
+  // Classifies one taken message and hands its rows to the Writer.
+  void hand_to_writer(std::shared_ptr<Accepted> held) EXCLUDES(s_.mutex);
   // Queues a marked message; false when draining (then it goes the
   // ack-after-commit way).
   bool accept(const Received& m) EXCLUDES(s_.mutex);
@@ -164,11 +166,16 @@ class MessageIntake {
   struct Shared {
     explicit Shared(EarlyAckLimits limits) : budget(limits) {}
     Mutex mutex;
-    CondVar cv;  // room in the queue, work for the decoder thread
+    // Room in the queue, work for the decoder thread. Notified only when
+    // somebody waits for what changed (decoder_idle, waiting_for_room): a
+    // busy pipeline pays no wake-up per message.
+    CondVar cv;
     std::set<std::string> retained_topics_logged GUARDED_BY(mutex);
     EarlyAckBudget budget GUARDED_BY(mutex);
     std::deque<std::unique_ptr<Accepted>> accepted GUARDED_BY(mutex);  // not yet handed to the Writer
     bool draining GUARDED_BY(mutex) = false;
+    bool decoder_idle GUARDED_BY(mutex) = false;        // the decoder thread waits for work
+    std::size_t waiting_for_room GUARDED_BY(mutex) = 0;  // takes waiting for the budget
   };
   const std::shared_ptr<Shared> shared_;
   Shared& s_;

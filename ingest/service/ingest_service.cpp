@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/thread_name.h"
 #include "host/exit_codes.h"
 #include "host/read_secret.h"
 
@@ -149,7 +150,10 @@ bool IngestService::start() {
   // goes round (host/watchdog_pacer.h).
   notifier_.ready("storing into " + store_->describe() + "; " + status_line());
   last_status_ = clock_->steady_now();
-  mqtt_thread_ = std::thread([this] { run_mqtt(); });
+  mqtt_thread_ = std::thread([this] {
+    name_this_thread("eo-subscriber");
+    run_mqtt();
+  });
   if (retainer_) retainer_->start();
   return true;
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ingest/service/retainer.h"
+#include "common/thread_name.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +16,10 @@ Retainer::Retainer(std::unique_ptr<Store> store, RetentionSettings settings, Log
 
 Retainer::~Retainer() { stop(); }
 
-void Retainer::start() { thread_ = std::thread([this] { run(); }); }
+void Retainer::start() { thread_ = std::thread([this] {
+    name_this_thread("eo-retainer");
+    run();
+  }); }
 
 void Retainer::stop() {
   {

@@ -20,6 +20,7 @@
 
 #include "common/backoff.h"
 #include "common/mutex.h"
+#include "common/thread_name.h"
 #include "forward/confirmation_check.h"
 #include "forward/confirmation_wait.h"
 #include "forward/event_wire.h"
@@ -1178,7 +1179,10 @@ void Forwarder::start() {
   impl_->publisher->start();
   MutexLock lock(impl_->mutex);
   if (impl_->stopping) return;  // stop() raced with start(): it stopped the publisher
-  impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
+  impl_->thread = std::thread([impl = impl_.get()] {
+    name_this_thread("eo-forwarder");
+    impl->run();
+  });
 }
 
 void Forwarder::stop(std::chrono::milliseconds drain_timeout) {

@@ -21,6 +21,7 @@
 #include "common/mutex.h"
 #include <edge_outbox/wire/connect_probe.h>
 #include <edge_outbox/wire/topic_filter.h>
+#include "common/thread_name.h"
 #include "mqtt/broker_uri.h"
 #include "mqtt/connection.h"
 #include "mqtt/protocol.h"
@@ -502,7 +503,10 @@ void MqttPublisher::start() {
   if (impl_->machine.stopping()) throw Error(ErrorKind::stopped, "this MqttPublisher was stopped; make a new one");
   if (impl_->started) return;
   impl_->started = true;
-  impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
+  impl_->thread = std::thread([impl = impl_.get()] {
+    name_this_thread("eo-publisher");
+    impl->run();
+  });
 }
 
 void MqttPublisher::stop(std::chrono::milliseconds timeout) {
