@@ -65,7 +65,7 @@ class CommitStatements {
   // Adds the ranges to `explained`, a row already there left as it is.
   virtual void insert_explained(const std::string& source, const std::string& streamid,
                                 const std::vector<ExplainedRange>& ranges) = 0;
-  // record_sequence_fork (fork_records.h) for each event stored new; how
+  // record_sequence_forks (fork_records.h) for the events stored new; how
   // many forks it recorded.
   virtual std::uint64_t record_sequence_forks(const std::vector<const EventRow*>& stored_new,
                                               std::int64_t now_ms) = 0;

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ingest/store/fork_records.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "ingest/store/stream_sessions.h"
 
@@ -139,51 +138,58 @@ bool record_session(SqlRunner& sql, const wire::StreamStatus& status, std::int64
   return true;
 }
 
-bool record_sequence_fork(SqlRunner& sql, const EventRow& event, std::int64_t now_ms) {
-  if (!event.sequence || event.streamid.empty()) return false;
-  const std::string sequence = std::to_string(*event.sequence);
+namespace {
+
+// Another event id at `event`'s position: one lookup.
+bool other_at_position(SqlRunner& sql, const EventRow& event) {
   const auto other = sql.run(
       "SELECT e.event_id FROM events e WHERE e.source = $1 AND e.streamid = $2 AND e.sequence = CAST($3 AS BIGINT) "
       "AND e.event_id <> $4 AND NOT EXISTS (SELECT 1 FROM moved m WHERE m.source = e.source AND "
       "m.event_id = e.event_id) "
       "UNION ALL SELECT event_id FROM moved WHERE source = $1 AND streamid = $2 AND sequence = CAST($3 AS BIGINT) "
       "AND event_id <> $4 LIMIT 1",
-      {event.source, event.streamid, sequence, event.event_id});
-  if (other.empty()) return false;
-  ForkRow row;
-  row.source = event.source;
-  row.streamid = event.streamid;
-  row.kind = "sequence";
-  row.sequence = *event.sequence;
-  row.event_id = event.event_id;
-  record_fork(sql, row, now_ms);
-  return true;
+      {event.source, event.streamid, std::to_string(*event.sequence), event.event_id});
+  return !other.empty();
 }
 
-std::uint64_t record_sequence_forks_pg(SqlRunner& sql, const std::vector<const EventRow*>& events,
-                                       std::int64_t now_ms) {
-  nlohmann::json keys = nlohmann::json::array();
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    const EventRow& e = *events[i];
-    if (!e.sequence || e.streamid.empty()) continue;
-    keys.push_back({{"i", i}, {"source", e.source}, {"streamid", e.streamid}, {"sequence", *e.sequence},
-                    {"event_id", e.event_id}});
-  }
-  if (keys.empty()) return 0;
-  const auto found = sql.run(
-      "SELECT k.i FROM json_to_recordset($1::json) AS k(i bigint, source text, streamid text, sequence bigint, "
-      "event_id text) WHERE EXISTS (SELECT 1 FROM events e WHERE e.source = k.source AND e.streamid = k.streamid "
-      "AND e.sequence = k.sequence AND e.event_id <> k.event_id AND NOT EXISTS (SELECT 1 FROM moved m WHERE "
-      "m.source = e.source AND m.event_id = e.event_id)) OR EXISTS (SELECT 1 FROM moved mv WHERE mv.source = "
-      "k.source AND mv.streamid = k.streamid AND mv.sequence = k.sequence AND mv.event_id <> k.event_id) "
-      "ORDER BY k.i",
-      {keys.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
-  // One detection per position: the last of the batch's events found there
-  // (the one that came second when both are new).
+// A range read is taken while it spans at most this many positions per
+// event, plus a few (a stream's events of one commit are mostly adjacent).
+constexpr std::uint64_t range_positions_per_event = 4;
+constexpr std::uint64_t range_slack = 64;
+
+}  // namespace
+
+std::uint64_t record_sequence_forks(SqlRunner& sql, const std::vector<const EventRow*>& events, std::int64_t now_ms) {
+  std::map<std::pair<std::string, std::string>, std::vector<const EventRow*>> streams;
+  for (const auto* e : events)
+    if (e->sequence && !e->streamid.empty()) streams[{e->source, e->streamid}].push_back(e);
+  // One detection per position: the last of the events found there.
   std::map<std::tuple<std::string, std::string, std::int64_t>, const EventRow*> positions;
-  for (const auto& r : found) {
-    const EventRow* e = events[static_cast<std::size_t>(number(r[0]))];
-    positions[{e->source, e->streamid, *e->sequence}] = e;
+  static const std::string range_sql =
+      stream_events_sql("$1", "$2", "sequence BETWEEN CAST($3 AS BIGINT) AND CAST($4 AS BIGINT)");
+  for (const auto& [stream, list] : streams) {
+    std::int64_t lo = *list.front()->sequence, hi = lo;
+    for (const auto* e : list) {
+      lo = std::min(lo, *e->sequence);
+      hi = std::max(hi, *e->sequence);
+    }
+    const auto span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);
+    if (span > range_positions_per_event * list.size() + range_slack) {
+      for (const auto* e : list)
+        if (other_at_position(sql, *e)) positions[{e->source, e->streamid, *e->sequence}] = e;
+      continue;
+    }
+    std::multimap<std::int64_t, std::string> stored;
+    for (auto& r : sql.run(range_sql.c_str(), {stream.first, stream.second, std::to_string(lo), std::to_string(hi)}))
+      stored.emplace(number(r[0]), r[1].value_or(""));
+    for (const auto* e : list) {
+      const auto [first, last] = stored.equal_range(*e->sequence);
+      for (auto it = first; it != last; ++it)
+        if (it->second != e->event_id) {
+          positions[{e->source, e->streamid, *e->sequence}] = e;
+          break;
+        }
+    }
   }
   for (const auto& [position, e] : positions) {
     ForkRow row;

@@ -76,19 +76,18 @@ wire::StreamNotice fork_notice(const ForkRow& fork);
 // a fork. A status without a session changes nothing.
 bool record_session(SqlRunner& sql, const wire::StreamStatus& status, std::int64_t now_ms);
 
-// After `event` was stored new: true, and the fork recorded, when another
-// event id is stored at its (source, streamid, sequence) (one lookup by the
-// events_stream index, one by moved_stream). An event without a sequence
-// or a streamid: false.
-bool record_sequence_fork(SqlRunner& sql, const EventRow& event, std::int64_t now_ms);
-
-// PostgreSQL: record_sequence_fork for many events stored new in one
-// transaction, in one statement (the events as one JSON parameter read by
-// json_to_recordset), then a detection for each position found; two new
-// ids at one position in `events` name the later one. How many forks it
-// recorded.
-std::uint64_t record_sequence_forks_pg(SqlRunner& sql, const std::vector<const EventRow*>& events,
-                                       std::int64_t now_ms);
+// After `events` were stored new in the caller's transaction: records a
+// fork for each position (source, streamid, sequence) where another event
+// id is stored (in `events` and not moved away, or moved there); two new
+// ids at one position name the later one. How many forks it recorded.
+// Events without a sequence or a streamid are not positioned: skipped.
+// The lookups: per stream, one range read of its positions from the
+// lowest to the highest sequence of its events here (stream_events_sql),
+// when that range holds at most about four times their number; else one
+// lookup per event (events_stream index, moved_stream index). A stream
+// sending in order pays one statement per commit, not one per event.
+std::uint64_t record_sequence_forks(SqlRunner& sql, const std::vector<const EventRow*>& events,
+                                    std::int64_t now_ms);
 
 enum class MoveResult { moved, already_there };
 // `event`'s (source, event_id) is stored at another position with the same

@@ -101,7 +101,7 @@ std::size_t PgCommitStatements::rows_per_statement() const { return rows_per_ins
 
 std::uint64_t PgCommitStatements::record_sequence_forks(const std::vector<const EventRow*>& stored_new,
                                                          std::int64_t now_ms) {
-  return record_sequence_forks_pg(runner_, stored_new, now_ms);
+  return ingest::record_sequence_forks(runner_, stored_new, now_ms);
 }
 
 SqlRunner& PgCommitStatements::runner() { return runner_; }

@@ -152,10 +152,7 @@ void SqliteCommitStatements::insert_explained(const std::string& source, const s
 
 std::uint64_t SqliteCommitStatements::record_sequence_forks(const std::vector<const EventRow*>& stored_new,
                                                              std::int64_t now_ms) {
-  std::uint64_t forks = 0;
-  for (const auto* e : stored_new)
-    if (record_sequence_fork(runner_, *e, now_ms)) ++forks;
-  return forks;
+  return ingest::record_sequence_forks(runner_, stored_new, now_ms);
 }
 
 SqlRunner& SqliteCommitStatements::runner() { return runner_; }

@@ -137,6 +137,31 @@ void check_sequence_forks_and_resolve(const Open& open, const Query& query) {
   CHECK(fork->detections == 1);
 }
 
+// The lookup comes in two forms (fork_records.h): one range read per stream
+// for a commit whose sequences lie close together, one lookup per event for
+// one spread wide. Both find the same forks and nothing else.
+void check_sequence_forks_near_and_far(const Open& open) {
+  auto store = open();
+  std::vector<Row> first;
+  for (std::int64_t s = 1; s <= 50; ++s) first.push_back(event("near", s, "a" + std::to_string(s)));
+  store->commit(first);
+  store->commit({event("far", 1, "b1"), event("far", 1'000'000, "b1000000")});
+  CHECK(store->forks_detected() == 0);
+  // Close together, a clone in the middle of the range and new sequences beside it.
+  store->commit({event("near", 30, "c30"), event("near", 51, "a51"), event("near", 52, "a52")});
+  auto fork = store->unresolved_fork("gw", "near");
+  REQUIRE(fork);
+  CHECK(fork->sequence == 30);
+  CHECK(fork->event_id == "c30");
+  // Spread wide (one lookup each): a clone at the far end only.
+  store->commit({event("far", 2, "b2"), event("far", 1'000'000, "d1000000")});
+  fork = store->unresolved_fork("gw", "far");
+  REQUIRE(fork);
+  CHECK(fork->sequence == 1'000'000);
+  CHECK(fork->event_id == "d1000000");
+  CHECK(store->forks_detected() == 2);
+}
+
 void check_moved(const Open& open, const Query& query) {
   auto store = open();
   store->record_stream_status("devices/gw", status("old", 1, 4, std::nullopt));
@@ -181,6 +206,7 @@ void check_moved(const Open& open, const Query& query) {
 void check_all(const Open& open, const Query& query) {
   SUBCASE("sessions") { check_sessions(open, query); }
   SUBCASE("sequence forks and resolve") { check_sequence_forks_and_resolve(open, query); }
+  SUBCASE("sequence forks near and far") { check_sequence_forks_near_and_far(open); }
   SUBCASE("moved duplicates") { check_moved(open, query); }
 }
 
