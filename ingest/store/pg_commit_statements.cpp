@@ -20,8 +20,11 @@ constexpr const char* event_select =
     "priority, mode, extensions, time_original";
 constexpr int event_column_count = 14;
 
-// Rows per INSERT statement: 14 parameters each, well below libpq's 65535.
+// Rows per commit group (commit_algorithm.h): 14 parameters each, well
+// below libpq's 65535.
 constexpr std::size_t rows_per_insert = 1000;
+// Rows of the largest prepared INSERT (a power of two).
+constexpr std::size_t rows_per_prepared_insert = 256;
 
 // The parameters of one event, in event_columns order.
 void add_event(Params& p, const EventRow& e) {
@@ -136,27 +139,43 @@ void PgCommitStatements::insert_rejected(const std::vector<const RejectedRow*>& 
 
 using Key = std::pair<std::string, std::string>;  // (source, event_id)
 
-// The events in one multi-row INSERT; for each, whether it stored it.
-std::vector<bool> PgCommitStatements::insert_events(const std::vector<const EventRow*>& events) {
+// The INSERT of `rows` events (each a key already stored left as it is),
+// returning the keys it stored.
+std::string insert_events_sql(std::size_t rows) {
   std::string sql = "INSERT INTO events (" + std::string(event_columns) + ") VALUES ";
-  Params p;
-  for (std::size_t k = 0; k < events.size(); ++k) {
+  for (std::size_t k = 0; k < rows; ++k) {
     sql += k ? "," : "";
     sql += event_placeholders(k);
-    add_event(p, *events[k]);
   }
-  sql += " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id";
-  Result r = conn_.exec_params(sql.c_str(), p, 0, PGRES_TUPLES_OK, "insert into events");
-  // A key returned was inserted by this statement; each returned key marks
-  // one occurrence in the batch (the first), the others found it stored.
-  std::map<Key, int> returned;
-  for (int i = 0; i < PQntuples(r.get()); ++i)
-    ++returned[Key(PgConnection::value(r, i, 0), PgConnection::value(r, i, 1))];
+  return sql + " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id";
+}
+
+// The events in multi-row INSERTs of power-of-two sizes (at most
+// rows_per_prepared_insert), each size a statement prepared once per
+// connection: the server parses a statement of hundreds of rows once, not
+// at every commit. For each event, whether it stored it.
+std::vector<bool> PgCommitStatements::insert_events(const std::vector<const EventRow*>& events) {
   std::vector<bool> inserted;
   inserted.reserve(events.size());
-  for (const auto* e : events) {
-    auto it = returned.find(Key(e->source, e->event_id));
-    inserted.push_back(it != returned.end() && it->second-- > 0);
+  for (std::size_t start = 0; start < events.size();) {
+    std::size_t rows = rows_per_prepared_insert;
+    while (rows > events.size() - start) rows /= 2;
+    auto& sql = insert_sql_[rows];
+    if (sql.empty()) sql = insert_events_sql(rows);
+    Params p;
+    for (std::size_t k = start; k < start + rows; ++k) add_event(p, *events[k]);
+    Result r = conn_.exec_prepared(sql, p, 0, PGRES_TUPLES_OK, "insert into events");
+    // A key returned was inserted by this statement; each returned key
+    // marks one occurrence (the first), the others found it stored (by an
+    // earlier statement of the commit, or before it).
+    std::map<Key, int> returned;
+    for (int i = 0; i < PQntuples(r.get()); ++i)
+      ++returned[Key(PgConnection::value(r, i, 0), PgConnection::value(r, i, 1))];
+    for (std::size_t k = start; k < start + rows; ++k) {
+      auto it = returned.find(Key(events[k]->source, events[k]->event_id));
+      inserted.push_back(it != returned.end() && it->second-- > 0);
+    }
+    start += rows;
   }
   return inserted;
 }

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ class PgCommitStatements final : public CommitStatements {
  private:
   PgConnection& conn_;
   SqlRunner& runner_;
+  std::map<std::size_t, std::string> insert_sql_;  // rows -> the INSERT of that many events
 };
 
 }  // namespace edge_outbox::ingest::pg

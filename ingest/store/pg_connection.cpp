@@ -71,6 +71,7 @@ std::string PgConnection::value(const Result& r, int row, int column) {
 void PgConnection::ensure_connected() {
   if (PQstatus(conn_.get()) == CONNECTION_OK && !replace_connection_) return;
   PQreset(conn_.get());  // the same URI: every host again, target_session_attrs included
+  prepared_.clear();     // they were the old connection's
   if (PQstatus(conn_.get()) != CONNECTION_OK)
     throw StoreError(StoreError::Kind::transient, "", "PostgreSQL " + described_ + " unreachable: " + error());
   replace_connection_ = false;
@@ -99,6 +100,32 @@ Result PgConnection::exec_params(const char* sql, const Params& p, int result_fo
                                  const char* what) {
   Result r(PQexecParams(conn_.get(), sql, p.size(), nullptr, p.values(), p.lengths(), p.formats(), result_format));
   if (!r || PQresultStatus(r.get()) != expected) throw failure(r, what);
+  return r;
+}
+
+Result PgConnection::run_prepared(const std::string& sql, const Params& p, int result_format, const char* what) {
+  auto it = prepared_.find(sql);
+  if (it == prepared_.end()) {
+    const std::string name = "eo_" + std::to_string(prepared_.size() + 1);
+    Result made(PQprepare(conn_.get(), name.c_str(), sql.c_str(), p.size(), nullptr));
+    if (!made || PQresultStatus(made.get()) != PGRES_COMMAND_OK) throw failure(made, what);
+    it = prepared_.emplace(sql, name).first;
+  }
+  return Result(PQexecPrepared(conn_.get(), it->second.c_str(), p.size(), p.values(), p.lengths(), p.formats(),
+                               result_format));
+}
+
+Result PgConnection::exec_prepared(const std::string& sql, const Params& p, int result_format, ExecStatusType expected,
+                                   const char* what) {
+  Result r = run_prepared(sql, p, result_format, what);
+  if (!r || PQresultStatus(r.get()) != expected) throw failure(r, what);
+  return r;
+}
+
+Result PgConnection::exec_prepared(const std::string& sql, const Params& p, const char* what) {
+  Result r = run_prepared(sql, p, 0, what);
+  const ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw failure(r, what);
   return r;
 }
 

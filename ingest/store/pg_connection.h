@@ -25,6 +25,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ingest/store/store.h"
@@ -71,6 +72,9 @@ class Params {
     numbers_.push_back(std::to_string(v));
     add(numbers_.back().c_str(), 0, 0);
   }
+  // A value in the server's text form, converted to the parameter's type
+  // there (a number as text for a BIGINT cast, ...); v must outlive the call.
+  void in_text_form(const std::string& v) { add(v.c_str(), 0, 0); }
   void null() { add(nullptr, 0, 0); }
   int size() const { return static_cast<int>(values_.size()); }
   const char* const* values() const { return values_.data(); }
@@ -108,6 +112,14 @@ class PgConnection {
   Result exec(const char* sql);
   // Runs `sql` with `p`. Throws failure() unless its status is `expected`.
   Result exec_params(const char* sql, const Params& p, int result_format, ExecStatusType expected, const char* what);
+  // As exec_params, but as a statement prepared on this connection: the
+  // server parses and analyses `sql` once per connection (at its first
+  // use, and again after a new connection), not at every call. For
+  // statements whose text repeats (a fixed text, or one of a few shapes).
+  Result exec_prepared(const std::string& sql, const Params& p, int result_format, ExecStatusType expected,
+                       const char* what);
+  // As exec_prepared, text results, and any success (rows or none).
+  Result exec_prepared(const std::string& sql, const Params& p, const char* what);
   // Row `row`, column `column` of `r` with its length (NUL bytes kept).
   static std::string value(const Result& r, int row, int column);
 
@@ -117,6 +129,11 @@ class PgConnection {
 
  private:
   mutable bool replace_connection_ = false;  // set by failure(), cleared by a new connection
+  // The statements prepared on the current connection: text -> name.
+  std::unordered_map<std::string, std::string> prepared_;
+  // Prepares `sql` if need be and runs it; the result unchecked. Throws
+  // failure() when it cannot be prepared.
+  Result run_prepared(const std::string& sql, const Params& p, int result_format, const char* what);
 };
 
 }  // namespace edge_outbox::ingest::pg

@@ -494,12 +494,13 @@ class PgStore final : public Store, private PgConnection {
    public:
     explicit Runner(PgStore& store) : store_(store) {}
     Rows run(const char* sql, const std::vector<Value>& params) override {
-      std::vector<const char*> values;
-      for (const auto& v : params) values.push_back(v ? v->c_str() : nullptr);
-      Result r(PQexecParams(store_.conn_.get(), sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                            nullptr, 0));
-      const ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-      if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) throw store_.failure(r, "a fork bookkeeping statement");
+      Params p;
+      for (const auto& v : params) {
+        if (v) p.in_text_form(*v);
+        else p.null();
+      }
+      // The fork bookkeeping's statements are a few fixed texts: prepared.
+      Result r = store_.exec_prepared(sql, p, "a fork bookkeeping statement");
       Rows rows(static_cast<std::size_t>(PQntuples(r.get())));
       for (int i = 0; i < PQntuples(r.get()); ++i)
         for (int c = 0; c < PQnfields(r.get()); ++c)
