@@ -191,6 +191,8 @@ class Writer {
   // recorded). Throws the StoreError of the commit attempt that carried
   // them when it failed (nothing of them recorded; the rows of it are
   // committed again without them). Empty: true at once.
+  // Requires: not called on the writer thread (the commit observer, a
+  // detached slot's `done`).
   bool record_statuses(std::vector<StatusToRecord> statuses) EXCLUDES(mutex_);
   Counters counters() const EXCLUDES(mutex_);
   // Seconds each successful store commit took (Store::commit, one per
