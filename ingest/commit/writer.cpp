@@ -161,6 +161,76 @@ void Writer::hand_back(MutexLock& lock, const std::vector<Slot*>& detached) {
   }
 }
 
+bool Writer::record_statuses(std::vector<StatusToRecord> statuses) {
+  if (statuses.empty()) return true;
+  auto batch = std::make_shared<StatusBatch>();
+  batch->statuses = std::move(statuses);
+  MutexLock lock(mutex_);
+  if (stopping_) return false;
+  status_queue_.push_back(batch);
+  cv_.notify_all();
+  while (!batch->done && !stopping_) cv_.wait(lock);
+  if (!batch->done) return false;
+  if (batch->error) throw *batch->error;
+  return true;
+}
+
+Writer::StatusBatches Writer::take_statuses(std::vector<StatusToRecord>& statuses) {
+  StatusBatches taken;
+  if (stopping_) {
+    status_queue_.clear();  // their waiters have returned
+    return taken;
+  }
+  taken.swap(status_queue_);
+  for (auto& batch : taken)
+    for (auto& status : batch->statuses) statuses.push_back(std::move(status));
+  return taken;
+}
+
+void Writer::settle_statuses(StatusBatches& taken, const std::optional<StoreError>& error) {
+  if (taken.empty()) return;
+  for (auto& batch : taken) {
+    batch->done = true;
+    batch->error = error;
+  }
+  taken.clear();
+  cv_.notify_all();
+}
+
+void Writer::commit_statuses_alone(MutexLock& lock) {
+  (void)lock;
+  std::vector<StatusToRecord> statuses;
+  StatusBatches taken = take_statuses(statuses);
+  if (taken.empty()) return;
+  commit_pending_since_ = clock_->steady_now();
+  std::optional<StoreError> error;
+  double commit_seconds = 0;
+  {
+    MutexUnlock unlocked(mutex_);
+    const auto commit_start = clock_->steady_now();
+    try {
+      store_.commit_with_statuses({}, statuses);
+    } catch (const StoreError& e) {
+      error = e;
+    } catch (const std::exception& e) {  // bad_alloc and the like
+      error = StoreError(StoreError::Kind::transient, "", e.what());
+    }
+    commit_seconds = std::chrono::duration<double>(clock_->steady_now() - commit_start).count();
+  }
+  commit_pending_since_.reset();
+  if (error) {
+    // The Confirmer logs it and tries them again.
+    ++counters_.store_errors;
+    if (!error->permanent()) failing_ = true;
+  } else {
+    ++counters_.commits;
+    commit_latency_.observe(commit_seconds);
+    failing_ = false;
+    counters_.forks_detected = store_.forks_detected();
+  }
+  settle_statuses(taken, error);
+}
+
 Counters Writer::counters() const {
   MutexLock lock(mutex_);
   return counters_;
@@ -174,6 +244,13 @@ host::HistogramSnapshot Writer::commit_latency() const {
 std::size_t Writer::pending() const {
   MutexLock lock(mutex_);
   return queued_rows_ + in_commit_;
+}
+
+std::size_t Writer::pending_statuses() const {
+  MutexLock lock(mutex_);
+  std::size_t n = 0;
+  for (const auto& batch : status_queue_) n += batch->statuses.size();
+  return n;
 }
 
 bool Writer::wait_finished(std::chrono::milliseconds timeout) {
@@ -237,13 +314,18 @@ void Writer::run() {
   for (;;) {
     ++worker_passes_;
     // Wakes every second even when idle, so that worker_passes() moves.
-    if (!stopping_ && queue_.empty()) {
+    if (!stopping_ && queue_.empty() && status_queue_.empty()) {
       worker_idle_ = true;
       cv_.wait_for(lock, std::chrono::seconds(1));
       worker_idle_ = false;
       continue;
     }
+    if (queue_.empty() && !stopping_) {  // statuses and no rows: they go alone, at once
+      commit_statuses_alone(lock);
+      continue;
+    }
     if (queue_.empty()) {  // stopping with nothing left
+      status_queue_.clear();  // their waiters have returned
       finished_ = true;
       cv_.notify_all();
       return;
@@ -282,6 +364,7 @@ void Writer::run() {
       abandoned_ += queue_.size();
       queue_.clear();
       queued_rows_ = 0;
+      status_queue_.clear();  // their waiters have returned
       finished_ = true;
       cv_.notify_all();
       hand_back(lock, detached);
@@ -388,6 +471,8 @@ bool Writer::commit_batch(MutexLock& lock, std::vector<Slot*>& batch) {
   std::uint64_t source_conflicts = 0;
   std::size_t next = 0;
   std::chrono::milliseconds backoff = first_backoff;
+  // The last attempt carried statuses and failed: the next carries none.
+  bool statuses_failed = false;
   // Replaces row i (of message k) by its rejection for `reason`; false when
   // it is a payload-less rejection already.
   const auto escalate = [&](std::size_t k, std::size_t i, const std::string& reason) {
@@ -410,6 +495,11 @@ bool Writer::commit_batch(MutexLock& lock, std::vector<Slot*>& batch) {
     const std::size_t lo = begin[next], hi = begin[k_end];
 
     const CommitObserver observer = observer_;
+    std::vector<StatusToRecord> statuses;
+    StatusBatches carried;
+    if (!statuses_failed) carried = take_statuses(statuses);
+    statuses_failed = false;
+    std::optional<StoreError> store_error;  // for the statuses' waiters
     std::vector<CommitResult> written;
     std::vector<Row> part;
     std::string error;
@@ -425,17 +515,19 @@ bool Writer::commit_batch(MutexLock& lock, std::vector<Slot*>& batch) {
           bindings_checked = true;
         }
         if (lo == 0 && hi == rows.size()) {
-          written = store_.commit(rows);
+          written = statuses.empty() ? store_.commit(rows) : store_.commit_with_statuses(rows, statuses);
         } else {
           part.assign(rows.begin() + static_cast<std::ptrdiff_t>(lo), rows.begin() + static_cast<std::ptrdiff_t>(hi));
-          written = store_.commit(part);
+          written = statuses.empty() ? store_.commit(part) : store_.commit_with_statuses(part, statuses);
         }
       } catch (const StoreError& e) {
         error = e.what();
         permanent = e.permanent();
         if (e.row() && *e.row() < hi - lo) refused_row = lo + *e.row();
+        store_error = e;
       } catch (const std::exception& e) {  // bad_alloc and the like: retry
         error = e.what();
+        store_error = StoreError(StoreError::Kind::transient, "", error);
       }
       commit_seconds = std::chrono::duration<double>(clock_->steady_now() - commit_start).count();
       if (error.empty() && observer) {
@@ -453,6 +545,7 @@ bool Writer::commit_batch(MutexLock& lock, std::vector<Slot*>& batch) {
       commit_latency_.observe(commit_seconds);
       failing_ = false;
       backoff = first_backoff;
+      settle_statuses(carried, std::nullopt);
       for (std::size_t k = next; k < k_end; ++k) {
         auto& slot = *batch[k];
         slot.outcomes.clear();
@@ -476,7 +569,19 @@ bool Writer::commit_batch(MutexLock& lock, std::vector<Slot*>& batch) {
 
     ++counters_.store_errors;
     failing_ = true;
-    if (permanent) {
+    if (!carried.empty()) {
+      // The statuses may be what failed: they fail, the rows go again
+      // without them (after the backoff when the error was transient).
+      if (permanent && log_)
+        log_("warn", "the store refused a commit of " + std::to_string(hi - lo) + " rows with " +
+                         std::to_string(statuses.size()) +
+                         " stream statuses for good; committing the rows again without the statuses (the confirmer "
+                         "tries them again): " +
+                         error);
+      settle_statuses(carried, store_error);
+      statuses_failed = true;
+      if (permanent) continue;
+    } else if (permanent) {
       const std::string reason = "the store refused this message for good: " + error;
       if (refused_row) {
         // The store named the row: replace it and commit the same messages again.

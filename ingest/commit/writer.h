@@ -53,15 +53,28 @@
 // what the clock says is left of it (and a second), after which the clock
 // is asked again. The Clock is shared: it lives as long as the Writer.
 //
+// Stream statuses (record_statuses(), the Confirmer's, already coalesced)
+// ride in the group commits: the next commit attempt takes every status
+// queued and records them after its rows, in the same transaction
+// (Store::commit_with_statuses); with no rows queued they are committed
+// alone at once. So a status costs no transaction of its own, and on
+// SQLite no second connection contends for the write lock. When an attempt
+// that carries statuses fails, the statuses fail with it (their caller
+// keeps them and tries again) and the rows are committed again without
+// them, as above, the next attempt carrying none: a permanent error a
+// status caused never turns an innocent row into a rejection. Statuses
+// that fail alone are not retried here. While stopping, the Writer takes
+// no statuses: record_statuses() returns false at once.
+//
 // submit_detached() is the same without the wait: the outcome goes to a
 // callback on the writer thread (messages acknowledged on receipt,
 // intake/message_intake.h).
 //
-// Thread rule: submit(), submit_group(), submit_detached(), counters(), commit_latency(),
-// pending(), failing(), commit_pending_since(), commit_pending_for(),
+// Thread rule: submit(), submit_group(), submit_detached(), record_statuses(), counters(), commit_latency(),
+// pending(), pending_statuses(), failing(), commit_pending_since(), commit_pending_for(),
 // set_commit_observer() and request_stop() from any thread; one Mutex and
 // CondVar (common/mutex.h, checked by Clang's thread-safety analysis) guard
-// the queue, the counters and the observer. The store is called from the
+// the queues, the counters and the observer. The store is called from the
 // writer thread only, without the lock.
 //
 // Throws: the constructor std::system_error when its thread cannot start;
@@ -172,12 +185,25 @@ class Writer {
   // as any other. as_rejected is kept until then.
   // Requires: rows non-empty; `done` quick, and it must not call the Writer.
   void submit_detached(std::vector<Row> rows, RejectRowFn as_rejected, DetachedDoneFn done) EXCLUDES(mutex_);
+  // Records the statuses in the next group commit (see above); blocks
+  // until it is done. True once they are committed; false, at once, when
+  // the Writer is stopping or has finished (then they may or may not be
+  // recorded). Throws the StoreError of the commit attempt that carried
+  // them when it failed (nothing of them recorded; the rows of it are
+  // committed again without them). Empty: true at once.
+  // Requires: not called on the writer thread (the commit observer, a
+  // detached slot's `done`).
+  bool record_statuses(std::vector<StatusToRecord> statuses) EXCLUDES(mutex_);
   Counters counters() const EXCLUDES(mutex_);
   // Seconds each successful store commit took (Store::commit, one per
-  // group commit), in host::latency_seconds_buckets().
+  // group commit, statuses alone included), in
+  // host::latency_seconds_buckets().
   host::HistogramSnapshot commit_latency() const EXCLUDES(mutex_);
   // Number of rows submitted and not yet committed.
   std::size_t pending() const EXCLUDES(mutex_);
+  // Number of statuses handed to record_statuses() and not yet taken into
+  // a commit attempt.
+  std::size_t pending_statuses() const EXCLUDES(mutex_);
   // True from a failed commit attempt until the next successful one.
   bool failing() const EXCLUDES(mutex_);
   // When the thread took the group commit it is working on (a store call
@@ -227,6 +253,21 @@ class Writer {
     RejectRowFn owned_as_rejected;
     std::size_t row_count = 0;
   };
+  // Statuses handed to record_statuses(), waiting for a commit. Shared
+  // with the waiter, who may be gone (stopping) before it is settled.
+  struct StatusBatch {
+    std::vector<StatusToRecord> statuses;  // moved out by the writer thread when taken
+    bool done = false;
+    std::optional<StoreError> error;  // the failure of the commit that carried them
+  };
+  using StatusBatches = std::vector<std::shared_ptr<StatusBatch>>;
+  // Takes every queued status batch (none while stopping); their statuses
+  // go to `statuses`.
+  StatusBatches take_statuses(std::vector<StatusToRecord>& statuses) REQUIRES(mutex_);
+  // Tells the waiters of `taken` their outcome: committed, or `error`.
+  void settle_statuses(StatusBatches& taken, const std::optional<StoreError>& error) REQUIRES(mutex_);
+  // Commits the queued statuses alone (no rows are queued).
+  void commit_statuses_alone(MutexLock& lock) REQUIRES(mutex_);
   // Tells the detached slots (done, the Writer's own) their outcomes and
   // deletes them; releases the lock meanwhile.
   void hand_back(MutexLock& lock, const std::vector<Slot*>& detached) REQUIRES(mutex_);
@@ -254,6 +295,7 @@ class Writer {
   CondVar cv_;
   std::deque<Slot*> queue_ GUARDED_BY(mutex_);
   std::size_t queued_rows_ GUARDED_BY(mutex_) = 0;  // rows of the messages in queue_
+  StatusBatches status_queue_ GUARDED_BY(mutex_);
   bool stopping_ GUARDED_BY(mutex_) = false;
   // The thread waits for rows: a submission wakes it (else it takes the
   // queue at the end of its commit, and nobody pays for a wake-up).

@@ -18,8 +18,9 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;  // its time_point type; readings come from clock_
 constexpr std::chrono::seconds failure_log_interval{10};
-// Statuses per store transaction: a flood costs one commit per this many,
-// and stop() waits for at most one such transaction.
+// Statuses per hand-over to the Writer (or store transaction): a flood
+// costs one commit per this many at most, and stop() waits for at most one
+// such commit.
 constexpr std::size_t statuses_per_transaction = 256;
 // Walk floors per store transaction (Store::record_walk_floors): the
 // streams due in a round cost one WAL flush per this many. Small, because
@@ -44,9 +45,10 @@ std::string refused_stream_notice(const std::string& streamid) {
 }
 
 Confirmer::Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log,
-                     std::shared_ptr<const Clock> clock)
+                     std::shared_ptr<const Clock> clock, Writer* writer)
     : clock_(clock ? std::move(clock) : system_clock()),
       store_(std::move(store)),
+      writer_(writer),
       options_(options),
       publish_(std::move(publish)),
       log_(std::move(log)),
@@ -206,12 +208,19 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
   std::vector<StatusToRecord> rows;
   auto record = [&] {
     if (rows.empty()) return;
+    bool recorded = true;
     try {
-      store_->record_stream_statuses(rows);
+      if (writer_)
+        recorded = writer_->record_statuses(rows);  // false: the Writer is stopping
+      else
+        store_->record_stream_statuses(rows);
     } catch (const std::exception& e) {
+      recorded = false;
       log_failure("recording " + std::to_string(rows.size()) + " stream statuses (the first: stream '" +
                       printable(keys.front().streamid) + "' of '" + printable(keys.front().source) + "')",
                   e);
+    }
+    if (!recorded) {
       for (std::size_t i = 0; i < rows.size(); ++i)
         failed.emplace(keys[i], PendingStatus{std::move(rows[i].device_topic), std::move(rows[i].status)});
       keys.clear();

@@ -20,10 +20,16 @@
 // not rise, they are published alone on an empty range at the walk floor,
 // at most every ConfirmScheduleOptions::hint_interval.
 //
-// It has a thread of its own and a Store connection of its own (the
-// Writer's is the Writer thread's only), so neither Paho's callback thread
-// nor the Writer ever waits on a lookup or a publish: status_received() and
-// committed() only queue and wake it.
+// It has a thread of its own and a Store connection of its own for its
+// lookups and walk floors (the Writer's is the Writer thread's only), so
+// neither Paho's callback thread nor the Writer ever waits on a lookup or a
+// publish: status_received() and committed() only queue and wake it. The
+// statuses it records go through the Writer given to it
+// (Writer::record_statuses): they ride in the Writer's group commits, in
+// the same transaction as the rows queued then, or alone when none are
+// (writer.h), so they cost no transaction of their own and, on SQLite, the
+// two connections do not contend for the write lock over them. Without a
+// Writer (tests, tools) it records them on its own connection.
 //
 // A status whose source is bound to another device topic than its topic's
 // (source_bindings.h; the first pairing seen binds them, for every ingest
@@ -32,9 +38,10 @@
 //
 // Statuses wait in a queue that keeps one per stream: the one that ranks
 // highest (status_ranks_over, stream_walk.h), never simply the last to arrive. They are
-// recorded in transactions of up to 256 statuses
-// (Store::record_stream_statuses), so a flood costs one commit per batch,
-// not one per status. A status of a new stream with no outcome yet, from a
+// handed to the Writer up to 256 at a time (each such hand-over waits for
+// the group commit that carries it; without a Writer, one transaction of
+// Store::record_stream_statuses each), so a flood costs one commit per
+// batch at most, not one per status. A status of a new stream with no outcome yet, from a
 // device topic that already has max_idle_streams_per_device such streams
 // (idle_streams.h), is refused: not recorded, counted in statuses_refused,
 // logged once per device topic and reported on the stream's confirm topic
@@ -43,8 +50,9 @@
 // gets no more queued until the queue is taken: further statuses are
 // dropped, counted in statuses_refused and logged once per device topic.
 //
-// A status whose recording fails is kept (the best-ranked per stream) and
-// tried again after a second; so is a lookup that fails. A stream without a
+// A status whose recording fails (the commit that carried it failed, or the
+// Writer is stopping) is kept (the best-ranked per stream) and tried again
+// after a second; so is a lookup that fails. A stream without a
 // recorded status is never confirmed (its floor is unknown), nor one in
 // broker mode (nobody listens, its walk floor is unset), nor one whose walk
 // reaches nothing past its walk floor (nothing to confirm).
@@ -67,7 +75,10 @@
 //
 // Thread rule: status_received(), status_invalid(), committed() and
 // counters() from any thread; stop() from one thread, once the callers of
-// status_received() and committed() are gone.
+// status_received() and committed() are gone. While its thread waits on
+// the Writer, stop() waits for that group commit (or for the Writer's
+// request_stop(), which ends the wait at once): a stopping service asks the
+// Writer to stop first.
 //
 // Throws: the constructor std::system_error when its thread cannot start.
 #pragma once
@@ -120,7 +131,10 @@ struct ConfirmerCounters {
   std::uint64_t statuses_invalid = 0;  // messages on a status topic that were not a valid status, ignored
   std::uint64_t confirmations = 0;     // confirmations handed to the MQTT client
   std::uint64_t source_conflicts = 0;  // statuses not recorded: their source is bound to another device topic
-  std::uint64_t forks_detected = 0;    // statuses whose session forked their stream (fork_records.h)
+  // Statuses whose session forked their stream (fork_records.h), recorded
+  // on the Confirmer's own connection; those recorded through the Writer
+  // are in the Writer's forks_detected (Counters, writer.h).
+  std::uint64_t forks_detected = 0;
 };
 
 // Hands a message to the MQTT client (QoS 1, retained) without waiting for
@@ -135,9 +149,12 @@ class Confirmer {
   // clock: where every reading of time comes from (what is due, the store's
   // retry, the failure log's interval); nullptr: system_clock(). Shared: it
   // lives as long as the Confirmer.
-  // Requires: `store` is a connection of its own, not the Writer's.
+  // writer: where the statuses are recorded (see above); nullptr: on
+  // `store`.
+  // Requires: `store` is a connection of its own, not the Writer's; the
+  // Writer outlives the Confirmer's thread (stop()).
   Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log,
-            std::shared_ptr<const Clock> clock = nullptr);
+            std::shared_ptr<const Clock> clock = nullptr, Writer* writer = nullptr);
   ~Confirmer();
   Confirmer(const Confirmer&) = delete;
   Confirmer& operator=(const Confirmer&) = delete;
@@ -219,6 +236,7 @@ class Confirmer {
 
   const std::shared_ptr<const Clock> clock_;
   std::unique_ptr<Store> store_;  // the thread's only
+  Writer* const writer_;
   const ConfirmerOptions options_;
   ConfirmPublish publish_;
   Logger log_;

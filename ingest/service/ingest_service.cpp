@@ -64,13 +64,20 @@ IngestService::IngestService(IngestOptions options, Logger log, std::shared_ptr<
       watchdog_(notifier_.watchdog_interval()) {}
 
 IngestService::~IngestService() {
-  if (!mqtt_thread_.joinable()) return;
-  {
-    MutexLock lock(mqtt_mutex_);
-    mqtt_stop_ = true;
-    mqtt_cv_.notify_all();
+  if (mqtt_thread_.joinable()) {
+    {
+      MutexLock lock(mqtt_mutex_);
+      mqtt_stop_ = true;
+      mqtt_cv_.notify_all();
+    }
+    mqtt_thread_.join();
   }
-  mqtt_thread_.join();
+  // The Confirmer's thread records through the Writer, which is destroyed
+  // first: it ends here (the Writer's stop request ends a wait of its).
+  // Both objects stay until the members go, so a commit that tells the
+  // Confirmer still finds it.
+  if (writer_) writer_->request_stop();
+  if (confirmer_) confirmer_->stop();
 }
 
 int IngestService::run(const host::TerminationSignals& signals) {
@@ -100,12 +107,14 @@ bool IngestService::start() {
                                      options_.password_file.empty() ? "--password-env" : "--password-file");
     store_ = open_store(options_.store_spec, options_.store);
     for (const auto& notice : store_->open_notices()) log_("warn", notice);
+    writer_.emplace(*store_, options_.max_batch, log_, std::chrono::milliseconds(5000), clock_);
+    // The statuses ride in the Writer's group commits; lookups and walk
+    // floors go on the Confirmer's connection.
     confirmer_.emplace(open_store(options_.store_spec, options_.store), options_.confirmer,
                        [this](const std::string& topic, const std::string& payload) {
                          return subscriber_ && subscriber_->publish_retained(topic, payload);
                        },
-                       log_, clock_);
-    writer_.emplace(*store_, options_.max_batch, log_, std::chrono::milliseconds(5000), clock_);
+                       log_, clock_, &*writer_);
     writer_->set_commit_observer([this](const std::vector<StreamKey>& streams) { confirmer_->committed(streams); });
   } catch (const std::exception& e) {
     log_("error", e.what());
@@ -247,8 +256,9 @@ int IngestService::stop() {
   intake_->drain();
   writer_->request_stop();
   const bool clean = disconnected && writer_->wait_finished(kStopWait) && writer_->abandoned() == 0;
-  // The confirmer stops first (within one store transaction), so that the
-  // counters printed are those of what it committed.
+  // The confirmer stops first (within one store call: a wait of its on the
+  // Writer ended with the Writer's stop request), so that the counters
+  // printed are those of what it committed.
   confirmer_->stop();
   std::cout << counters_json(writer_->counters(), confirmer_->counters()) << std::endl;
   if (!clean) {

@@ -6,8 +6,9 @@
 // What runs where:
 // - the Writer's thread commits the messages' rows in group commits
 //   (commit: writer.h);
-// - the Confirmer's thread records the devices' stream statuses and
-//   publishes confirmations, through its own store connection
+// - the Confirmer's thread records the devices' stream statuses (through
+//   the Writer: they ride in its group commits) and publishes
+//   confirmations, looking them up through its own store connection
 //   (confirmer.h);
 // - Paho's threads run the Subscriber's callbacks, which hand each event
 //   message to the MessageIntake and return (the PUBACK) only when it says

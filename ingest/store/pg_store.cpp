@@ -15,7 +15,8 @@
 // error names the row it is about (StoreError::row): a single-row
 // statement's row, or, after a multi-row INSERT fails, the first row that
 // fails when the rows are inserted again one by one in a transaction rolled
-// back.
+// back. Statuses committed with the rows (commit_with_statuses) come after
+// them in the same transaction; their failure names no row.
 //
 // Text goes as binary-format parameters with explicit lengths, so a value is
 // never cut at a NUL byte: the server refuses it (SQLSTATE 22021, permanent).
@@ -67,23 +68,34 @@ class PgStore final : public Store, private PgConnection {
     rejected_bytes_ = std::stoll(PQgetvalue(r.get(), 0, 0));
   }
 
-  std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
+  std::vector<CommitResult> commit(const std::vector<Row>& rows) override { return commit_with_statuses(rows, {}); }
+
+  std::vector<CommitResult> commit_with_statuses(const std::vector<Row>& rows,
+                                                 const std::vector<StatusToRecord>& statuses) override {
     ensure_connected();
     CommitProgress progress;
     std::vector<CommitResult> written;
+    std::uint64_t status_forks = 0;
     try {
       exec("BEGIN");
-      written = commit_rows(statements_, rows, progress, wall_ms(), "PostgreSQL " + described_);
+      if (!rows.empty()) written = commit_rows(statements_, rows, progress, wall_ms(), "PostgreSQL " + described_);
+      for (const auto& s : statuses) {
+        pg::upsert_stream_status(*this, described_, s.device_topic, s.status);
+        if (record_session(runner_, s.status, wall_ms())) ++status_forks;
+      }
       exec("COMMIT");
     } catch (const StoreError& e) {
       Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
-      if (!e.permanent() || e.row()) throw;
+      // A status's failure names no row; with statuses, the Writer commits
+      // the rows again without them, and that attempt looks for the row.
+      if (!e.permanent() || e.row() || !statuses.empty()) throw;
       const std::optional<std::size_t> row = progress.row ? progress.row : locate_refused_row(rows);
       throw StoreError(e.kind(), e.code(), e.what(), row);
     } catch (...) {
       Result(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
+    forks_detected_ += status_forks;
     if (count_committed(progress, forks_detected_, moved_, rejected_bytes_, options_.rejected_max_bytes))
       prune_rejected();
     return written;
@@ -114,20 +126,7 @@ class PgStore final : public Store, private PgConnection {
   }
 
   void record_stream_statuses(const std::vector<StatusToRecord>& statuses) override {
-    ensure_connected();
-    try {
-      exec("BEGIN");
-      std::uint64_t forks = 0;
-      for (const auto& s : statuses) {
-        pg::upsert_stream_status(*this, described_, s.device_topic, s.status);
-        if (record_session(runner_, s.status, wall_ms())) ++forks;
-      }
-      exec("COMMIT");
-      forks_detected_ += forks;
-    } catch (...) {
-      Result(PQexec(conn_.get(), "ROLLBACK"));  // result ignored: the connection may be gone
-      throw;
-    }
+    commit_with_statuses({}, statuses);
   }
 
   std::vector<IdleStream> idle_streams() override {

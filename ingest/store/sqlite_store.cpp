@@ -94,12 +94,22 @@ class SqliteStore final : public Store {
     rejected_bytes_ = db_.execAndGet("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected").getInt64();
   }
 
-  std::vector<CommitResult> commit(const std::vector<Row>& rows) override {
+  std::vector<CommitResult> commit(const std::vector<Row>& rows) override { return commit_with_statuses(rows, {}); }
+
+  std::vector<CommitResult> commit_with_statuses(const std::vector<Row>& rows,
+                                                 const std::vector<StatusToRecord>& statuses) override {
     CommitProgress progress;
     std::vector<CommitResult> written;
+    std::uint64_t status_forks = 0;
     try {
-      SQLite::Transaction tx(db_);
-      written = commit_rows(statements_, rows, progress, wall_ms(), "SQLite store " + path_);
+      // A status is read, then written: take the write lock at BEGIN.
+      SQLite::Transaction tx(db_, statuses.empty() ? SQLite::TransactionBehavior::DEFERRED
+                                                   : SQLite::TransactionBehavior::IMMEDIATE);
+      if (!rows.empty()) written = commit_rows(statements_, rows, progress, wall_ms(), "SQLite store " + path_);
+      for (const auto& s : statuses) {
+        sqlite::upsert_stream_status(st_, describe(), s.device_topic, s.status);
+        if (record_session(runner_, s.status, wall_ms())) ++status_forks;
+      }
       tx.commit();
     } catch (const SQLite::Exception& e) {
       reset_statements();
@@ -110,6 +120,7 @@ class SqliteStore final : public Store {
       reset_statements();
       throw;
     }
+    forks_detected_ += status_forks;
     if (count_committed(progress, forks_detected_, moved_, rejected_bytes_, options_.rejected_max_bytes))
       prune_rejected();
     return written;
@@ -142,19 +153,7 @@ class SqliteStore final : public Store {
   }
 
   void record_stream_statuses(const std::vector<StatusToRecord>& statuses) override {
-    try {
-      SQLite::Transaction tx(db_, SQLite::TransactionBehavior::IMMEDIATE);
-      std::uint64_t forks = 0;
-      for (const auto& s : statuses) {
-        sqlite::upsert_stream_status(st_, describe(), s.device_topic, s.status);
-        if (record_session(runner_, s.status, wall_ms())) ++forks;
-      }
-      tx.commit();
-      forks_detected_ += forks;
-    } catch (const SQLite::Exception& e) {
-      reset_statements();
-      throw sqlite_error(path_, e);
-    }
+    commit_with_statuses({}, statuses);
   }
 
   std::optional<ForkRow> unresolved_fork(const std::string& source, const std::string& streamid) override {

@@ -13,6 +13,13 @@ void Store::record_stream_statuses(const std::vector<StatusToRecord>& statuses) 
   for (const auto& s : statuses) record_stream_status(s.device_topic, s.status);
 }
 
+std::vector<CommitResult> Store::commit_with_statuses(const std::vector<Row>& rows,
+                                                     const std::vector<StatusToRecord>& statuses) {
+  if (!statuses.empty()) record_stream_statuses(statuses);
+  if (rows.empty()) return {};
+  return commit(rows);
+}
+
 std::vector<StoredRejection> Store::rejected_after(std::int64_t, std::size_t) {
   throw StoreError(StoreError::Kind::permanent, "", describe() + ": this store cannot list rejected messages");
 }

@@ -183,6 +183,19 @@ class Store {
   // caller may retry the batch. A permanent error names the row it is
   // about (StoreError::row) when the store can tell.
   virtual std::vector<CommitResult> commit(const std::vector<Row>& rows) = 0;
+  // One transaction: the rows as commit() commits them, then the statuses
+  // as record_stream_statuses() records them (the Writer's group commit
+  // with the Confirmer's statuses in it: writer.h). Returns the rows'
+  // results. Throws StoreError with nothing committed; a permanent error
+  // names a row (StoreError::row) only when a row's statement failed, never
+  // for a status's. Either may be empty. The default (stores without a
+  // transaction of their own, the tests' fakes): record_stream_statuses()
+  // then commit(), two transactions, so when the rows fail the statuses
+  // may stay recorded (recording one again does what a redelivered
+  // retained status does), while rows are never committed with statuses
+  // reported failed.
+  virtual std::vector<CommitResult> commit_with_statuses(const std::vector<Row>& rows,
+                                                         const std::vector<StatusToRecord>& statuses);
 
   // Every stored (source, streamid, sequence), ordered by source, streamid,
   // sequence. Events without a sequence are left out.
