@@ -30,24 +30,29 @@ EventRow read_event(const SQLite::Statement& st) {
   return e;
 }
 
-// Binds e to an INSERT of event_columns.
+// Binds e to an INSERT of event_columns, without copying its strings:
+// e stays unchanged until the statement has run.
 SQLite::Statement& bind_event(SQLite::Statement& st, const EventRow& e) {
   st.tryReset();
   st.clearBindings();
-  st.bind(1, e.event_id);
-  st.bind(2, e.source);
-  st.bind(3, e.type);
-  st.bind(4, e.topic);
-  bind_text_or_null(st, 5, e.time);
+  const auto text_or_null = [&st](int index, const std::string& value) {
+    if (value.empty()) st.bind(index);
+    else st.bindNoCopy(index, value);
+  };
+  st.bindNoCopy(1, e.event_id);
+  st.bindNoCopy(2, e.source);
+  st.bindNoCopy(3, e.type);
+  st.bindNoCopy(4, e.topic);
+  text_or_null(5, e.time);
   st.bind(6, static_cast<std::int64_t>(e.received_at_ms));
-  st.bind(7, e.payload.data(), static_cast<int>(e.payload.size()));
-  bind_text_or_null(st, 8, e.content_type);
-  bind_text_or_null(st, 9, e.streamid);
+  st.bindNoCopy(7, e.payload.data(), static_cast<int>(e.payload.size()));
+  text_or_null(8, e.content_type);
+  text_or_null(9, e.streamid);
   if (e.sequence) st.bind(10, static_cast<std::int64_t>(*e.sequence));
-  bind_text_or_null(st, 11, e.priority);
-  st.bind(12, e.mode);
-  st.bind(13, e.extensions);
-  bind_text_or_null(st, 14, e.time_original);
+  text_or_null(11, e.priority);
+  st.bindNoCopy(12, e.mode);
+  st.bindNoCopy(13, e.extensions);
+  text_or_null(14, e.time_original);
   return st;
 }
 
