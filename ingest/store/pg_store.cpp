@@ -143,7 +143,7 @@ class PgStore final : public Store, private PgConnection {
     Params p;
     p.text(source);
     p.text(streamid);
-    Result r = exec_params(queries_.stream_has_outcome.c_str(), p, 0, PGRES_TUPLES_OK, "look up a stream's outcomes");
+    Result r = exec_prepared(queries_.stream_has_outcome.c_str(), p, 0, PGRES_TUPLES_OK, "look up a stream's outcomes");
     return PQgetvalue(r.get(), 0, 0)[0] == 't';
   }
 
@@ -169,8 +169,8 @@ class PgStore final : public Store, private PgConnection {
     Params p;
     p.text(source);
     p.text(streamid);
-    Result r = exec_params("SELECT walk_floor::text FROM streams WHERE source = $1 AND streamid = $2", p, 1,
-                           PGRES_TUPLES_OK, "select walk floor");
+    Result r = exec_prepared("SELECT walk_floor::text FROM streams WHERE source = $1 AND streamid = $2", p, 1,
+                             PGRES_TUPLES_OK, "select walk floor");
     if (PQntuples(r.get()) == 0 || PQgetisnull(r.get(), 0, 0)) return std::nullopt;
     StreamConfirmation c;
     c.from = std::max<std::int64_t>(std::stoll(value(r, 0, 0)), 1);
@@ -179,11 +179,11 @@ class PgStore final : public Store, private PgConnection {
     if (c.through < c.from) return c;
     p.number(c.from);
     p.number(c.through);
-    Result pairs = exec_params(queries_.outcome_pairs.c_str(), p, 1, PGRES_TUPLES_OK, "select outcomes");
+    Result pairs = exec_prepared(queries_.outcome_pairs.c_str(), p, 1, PGRES_TUPLES_OK, "select outcomes");
     std::vector<std::pair<std::int64_t, std::string>> outcomes;
     outcomes.reserve(static_cast<std::size_t>(PQntuples(pairs.get())));
     for (int i = 0; i < PQntuples(pairs.get()); ++i) outcomes.emplace_back(std::stoll(value(pairs, i, 0)), value(pairs, i, 1));
-    Result spans = exec_params(queries_.explained_spans.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
+    Result spans = exec_prepared(queries_.explained_spans.c_str(), p, 1, PGRES_TUPLES_OK, "select explained");
     std::vector<SequenceSpan> explained;
     for (int i = 0; i < PQntuples(spans.get()); ++i)
       explained.push_back({std::stoll(value(spans, i, 0)), std::stoll(value(spans, i, 1))});
@@ -214,7 +214,7 @@ class PgStore final : public Store, private PgConnection {
         p.text(floor.source);
         p.text(floor.streamid);
         p.number(floor.from);
-        Result r = exec_params(
+        Result r = exec_prepared(
             "UPDATE streams SET walk_floor = $1::bigint WHERE source = $2 AND streamid = $3 AND walk_floor = "
             "$4::bigint",
             p, 0, PGRES_COMMAND_OK, "update walk floor");
@@ -234,15 +234,15 @@ class PgStore final : public Store, private PgConnection {
     p.text(source);
     p.text(device_topic);
     p.number(wall_ms());
-    Result inserted = exec_params(
+    Result inserted = exec_prepared(
         "INSERT INTO sources (source, device_topic, bound_at) VALUES ($1, $2, $3::bigint) ON CONFLICT DO NOTHING "
         "RETURNING 1",
         p, 0, PGRES_TUPLES_OK, "insert into sources");
     if (PQntuples(inserted.get()) == 1) return SourceBinding{BindResult::bound, device_topic};
     Params key;
     key.text(source);
-    Result r = exec_params("SELECT device_topic FROM sources WHERE source = $1", key, 1, PGRES_TUPLES_OK,
-                           "select sources");
+    Result r = exec_prepared("SELECT device_topic FROM sources WHERE source = $1", key, 1, PGRES_TUPLES_OK,
+                             "select sources");
     if (PQntuples(r.get()) != 1)
       throw StoreError(StoreError::Kind::transient, "",
                        "PostgreSQL " + described_ + ": the binding of a source vanished while it was read");
@@ -256,8 +256,8 @@ class PgStore final : public Store, private PgConnection {
     Params p;
     p.text(source);
     p.text(streamid);
-    Result r = exec_params("SELECT floor::text FROM streams WHERE source = $1 AND streamid = $2", p, 1,
-                           PGRES_TUPLES_OK, "select stream floor");
+    Result r = exec_prepared("SELECT floor::text FROM streams WHERE source = $1 AND streamid = $2", p, 1,
+                             PGRES_TUPLES_OK, "select stream floor");
     if (PQntuples(r.get()) == 0) return std::nullopt;
     const std::int64_t floor = std::stoll(value(r, 0, 0));
     PgCoverageLookups lookups(*this, queries_, source, streamid);
