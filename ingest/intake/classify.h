@@ -7,7 +7,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,10 +35,6 @@ struct Received {
   cloudevents::UserProperties user_properties;
   bool retained = false;  // delivered from the broker's retained store
   std::int64_t received_at_ms = 0;
-  // When set, keeps what payload and content_type view alive (the MQTT
-  // client's message): a queue may then hold the message without copying
-  // them. Empty: the views live only as long as the call they are given to.
-  std::shared_ptr<const void> owner;
 };
 
 // An event's time goes to EventRow::time when it is RFC 3339

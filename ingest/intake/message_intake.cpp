@@ -64,15 +64,13 @@ MessageIntake::Ack MessageIntake::take(Received m) {
         log_("warn", "ignoring the retained message on '" + printable(m.topic) +
                          "' (sent again on every subscribe; clear it with an empty retained publish)");
       return Ack::acknowledge;
-    case AckPath::early: {
+    case AckPath::early:
       m.received_at_ms = clock_->wall_ms();
-      auto accepted = std::make_unique<Accepted>(std::move(m));
-      if (accept(accepted)) {
+      if (accept(m)) {
         writer_.add_early_acknowledged();
         return Ack::acknowledge;
       }
-      return take_after_commit(accepted->view());
-    }
+      break;
     case AckPath::after_commit:
       m.received_at_ms = clock_->wall_ms();
       break;
@@ -80,7 +78,8 @@ MessageIntake::Ack MessageIntake::take(Received m) {
   return take_after_commit(m);
 }
 
-bool MessageIntake::accept(std::unique_ptr<Accepted>& accepted) {
+bool MessageIntake::accept(const Received& m) {
+  auto accepted = std::make_unique<Accepted>(m);
   MutexLock lock(s_.mutex);
   while (!s_.draining && !s_.budget.admits(accepted->bytes)) {
     ++s_.waiting_for_room;

@@ -66,7 +66,6 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -117,38 +116,23 @@ class MessageIntake {
   QueueDepth early_ack_queue() const EXCLUDES(s_.mutex);
 
  private:
-  // A marked message as it arrived, owned: the client's message kept
-  // (Received::owner) or, without one, its payload and content type copied
-  // (the callback's views end with it). Never moved: the views point into it.
+  // A marked message as it arrived, owned (the callback's views end with it).
   struct Accepted {
-    std::shared_ptr<const void> owner;
     std::string topic;
-    std::string payload_copy, content_type_copy;  // without an owner
-    std::string_view payload, content_type;
+    std::string payload;
+    std::string content_type;
     cloudevents::UserProperties user_properties;
     std::int64_t received_at_ms = 0;
     std::size_t bytes = 0;
     // The rows' batch element texts, once classified (see classify_message.h).
     std::vector<std::string> element_texts;
-    explicit Accepted(Received&& m)
-        : owner(std::move(m.owner)),
-          topic(std::move(m.topic)),
-          user_properties(std::move(m.user_properties)),
+
+    explicit Accepted(const Received& m)
+        : topic(m.topic), payload(m.payload), content_type(m.content_type), user_properties(m.user_properties),
           received_at_ms(m.received_at_ms) {
-      if (owner) {
-        payload = m.payload;
-        content_type = m.content_type;
-      } else {
-        payload_copy.assign(m.payload);
-        content_type_copy.assign(m.content_type);
-        payload = payload_copy;
-        content_type = content_type_copy;
-      }
       bytes = topic.size() + payload.size() + content_type.size();
       for (const auto& [name, value] : user_properties) bytes += name.size() + value.size();
     }
-    Accepted(const Accepted&) = delete;
-    Accepted& operator=(const Accepted&) = delete;
     Received view() const {
       Received m;
       m.topic = topic;
@@ -163,9 +147,9 @@ class MessageIntake {
   void decode_accepted() EXCLUDES(s_.mutex);
   // Classifies one taken message and hands its rows to the Writer.
   void hand_to_writer(std::shared_ptr<Accepted> held) EXCLUDES(s_.mutex);
-  // Queues a marked message (moved from `accepted`); false, `accepted`
-  // left as it is, when draining (then it goes the ack-after-commit way).
-  bool accept(std::unique_ptr<Accepted>& accepted) EXCLUDES(s_.mutex);
+  // Queues a marked message; false when draining (then it goes the
+  // ack-after-commit way).
+  bool accept(const Received& m) EXCLUDES(s_.mutex);
   Ack take_after_commit(const Received& m);
   // Logs a message's rejections at warning: one line per message.
   void log_rejections(const std::string& topic, const std::vector<Row>& rows);

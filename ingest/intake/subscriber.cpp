@@ -144,7 +144,7 @@ void Subscriber::make_client(Connection& c, wire::MqttVersion version) {
     if (log_) log_("warn", id + " lost the connection" + (cause.empty() ? "" : ": " + cause) + "; reconnecting");
   });
   paho->set_message_callback([this](mqtt::const_message_ptr m) {
-    on_message(m->get_topic(), m->get_payload(), &m->get_properties().c_struct(), m->is_retained(), m);
+    on_message(m->get_topic(), m->get_payload(), &m->get_properties().c_struct(), m->is_retained());
   });
   MutexLock lock(client_mutex_);
   client_ = std::move(paho);
@@ -218,7 +218,7 @@ void Subscriber::on_status(const std::string& topic, const std::string& payload)
 }
 
 void Subscriber::on_message(const std::string& topic, const std::string& payload, const void* properties,
-                            bool retained, std::shared_ptr<const void> owner) {
+                            bool retained) {
   // Runs on Paho's receive thread; Paho sends the PUBACK when this returns.
   if (confirmer_ && is_status_topic(topic)) {
     on_status(topic, payload);
@@ -228,7 +228,6 @@ void Subscriber::on_message(const std::string& topic, const std::string& payload
   m.retained = retained;
   m.topic = topic;
   m.payload = payload;
-  m.owner = std::move(owner);
   const auto* props = static_cast<const MQTTProperties*>(properties);
   for (int i = 0; i < props->count; ++i) {
     const MQTTProperty& p = props->array[i];

@@ -147,10 +147,7 @@ class Subscriber {
   // After a failed connect: logs its cause; decides the next attempt's version.
   void connect_failed(Connection& c);
   bool tls() const;
-  // owner: keeps topic, payload and properties alive (the Paho message), so
-  // that the intake may queue the message without copying it.
-  void on_message(const std::string& topic, const std::string& payload, const void* properties, bool retained,
-                  std::shared_ptr<const void> owner);
+  void on_message(const std::string& topic, const std::string& payload, const void* properties, bool retained);
   bool is_status_topic(const std::string& topic) const;
   void on_status(const std::string& topic, const std::string& payload);
   // True the first time for `topic` (an invalid status is logged once per topic).
