@@ -2,8 +2,9 @@
 # edge_outbox_test_code(TEST|SUPPORT target...): the optimisation level of
 # code that only the tests run, whatever the build type asks for the
 # libraries under test, which keep the build's flags.
-#   TEST: a test executable; SUPPORT: the testkit, doctest's main, the
-#   torture suite's code.
+#   TEST: code only the tests link (a test executable, doctest's main, the
+#   torture suite's shared code); SUPPORT: the testkit (the benchmarks link
+#   it too) and the torture scenarios.
 #   With sanitizers (EDGE_OUTBOX_SANITIZE): -Og for both. Under ASan + UBSan
 #   a test source at -O1 costs about twice as much to compile as at -Og (the
 #   instrumentation is optimised too); every access is instrumented at any
@@ -13,11 +14,11 @@
 #   Otherwise TEST at -Og unless the build type is Debug: CI builds the
 #   tests in three such configurations (native Release, aarch64, armhf) and
 #   its run is bound by CPU, mostly compiling; a test file at -Og costs
-#   about a quarter less than at -O1 (five files: 17.6 s of CPU against
-#   22.8 s) and a third of what it does at -O3, and the tests mostly wait on
-#   brokers, timeouts and fsync. The flow warnings (-Wmaybe-uninitialized
-#   and the like) still run at -Og. SUPPORT keeps the build's flags (the
-#   benchmarks link the testkit too).
+#   about a fifth less than at -O1 (eleven files: 48.3 s of CPU against
+#   60.9 s), doctest's main 2.6 s against 6.8 s at -O3, and the tests mostly
+#   wait on brokers, timeouts and fsync. The flow warnings
+#   (-Wmaybe-uninitialized and the like) still run at -Og. SUPPORT keeps
+#   the build's flags.
 function(edge_outbox_test_code kind)
   if(EDGE_OUTBOX_SANITIZE)
     set(level -Og)
