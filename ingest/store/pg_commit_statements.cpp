@@ -139,6 +139,8 @@ void PgCommitStatements::insert_rejected(const std::vector<const RejectedRow*>& 
 
 using Key = std::pair<std::string, std::string>;  // (source, event_id)
 
+namespace {
+
 // The INSERT of `rows` events (each a key already stored left as it is),
 // returning the keys it stored.
 std::string insert_events_sql(std::size_t rows) {
@@ -149,6 +151,8 @@ std::string insert_events_sql(std::size_t rows) {
   }
   return sql + " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id";
 }
+
+}  // namespace
 
 // The events in multi-row INSERTs of power-of-two sizes (at most
 // rows_per_prepared_insert), each size a statement prepared once per
