@@ -106,4 +106,11 @@ void ConfirmSchedule::device_holds(const StreamKey& stream, std::optional<std::i
   else if (*confirmed_through < *p) p = *confirmed_through;
 }
 
+std::size_t ConfirmSchedule::streams_published() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [key, state] : streams_)
+    if (state.published_through) ++n;
+  return n;
+}
+
 }  // namespace edge_outbox::ingest

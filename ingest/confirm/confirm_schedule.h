@@ -88,6 +88,8 @@ class ConfirmSchedule {
 
   // Streams known (touched once at least).
   std::size_t streams() const noexcept { return streams_.size(); }
+  // Streams published for (published() once at least).
+  std::size_t streams_published() const noexcept;
 
  private:
   struct State {

@@ -45,10 +45,11 @@ std::string refused_stream_notice(const std::string& streamid) {
 }
 
 Confirmer::Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log,
-                     std::shared_ptr<const Clock> clock, Writer* writer)
+                     std::shared_ptr<const Clock> clock, Writer* writer, StreamRouter* router)
     : clock_(clock ? std::move(clock) : system_clock()),
       store_(std::move(store)),
       writer_(writer),
+      router_(router),
       options_(options),
       publish_(std::move(publish)),
       log_(std::move(log)),
@@ -107,20 +108,51 @@ void Confirmer::status_invalid() {
 
 void Confirmer::committed(const std::vector<StreamKey>& streams) {
   if (streams.empty()) return;
+  // In a pool, the streams another member owns go to it (asked before the
+  // lock: the router has a lock of its own).
+  std::vector<bool> mine(streams.size(), true);
+  std::vector<HandedStream> others;
+  if (router_ && options_.publish)
+    for (std::size_t i = 0; i < streams.size(); ++i)
+      if (!router_->owns(streams[i])) {
+        mine[i] = false;
+        others.push_back(HandedStream{streams[i], false, std::nullopt});
+      }
   const auto now = clock_->steady_now();
   {
     MutexLock lock(mutex_);
     for (const auto& key : streams) idle_.has_outcome(key);
     if (!options_.publish) return;
-    for (const auto& key : streams) schedule_.touched(key, now);
+    for (std::size_t i = 0; i < streams.size(); ++i)
+      if (mine[i]) schedule_.touched(streams[i], now);
+    counters_.streams_handed_over += others.size();
     wake_ = true;
     cv_.notify_all();
   }
+  if (!others.empty()) router_->hand_over(std::move(others));
+}
+
+void Confirmer::taken_over(std::vector<HandedStream> streams) {
+  if (streams.empty() || !options_.publish) return;
+  const auto now = clock_->steady_now();
+  MutexLock lock(mutex_);
+  for (const auto& h : streams) {
+    if (h.from_status) {
+      stale_known_.insert(h.stream);
+      schedule_.device_holds(h.stream, h.device_holds);
+    }
+    schedule_.touched(h.stream, now);
+  }
+  counters_.streams_taken_over += streams.size();
+  wake_ = true;
+  cv_.notify_all();
 }
 
 ConfirmerCounters Confirmer::counters() const {
   MutexLock lock(mutex_);
-  return counters_;
+  ConfirmerCounters c = counters_;
+  c.streams_confirmed = schedule_.streams_published();
+  return c;
 }
 
 void Confirmer::seed_idle_streams() {
@@ -171,6 +203,9 @@ void Confirmer::run() {
     }
     std::vector<StreamKey> due;
     if (options_.publish) due = schedule_.due(now);
+    std::set<StreamKey> stale = std::move(stale_known_);
+    stale_known_.clear();
+    for (const auto& key : stale) known_.erase(key);  // known_ is this thread's: read again from the store
     if (!batch.empty() || !due.empty()) {
       lock.unlock();
       auto failed = record_statuses(std::move(batch));
@@ -232,16 +267,31 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
       known_[keys[i]] = Known{rows[i].device_topic, server};
       clear_refusal(keys[i], rows[i].device_topic, server);
     }
+    std::vector<bool> mine(rows.size(), true);
+    std::vector<HandedStream> others;
+    if (router_ && options_.publish)
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        if (!router_->owns(keys[i])) {
+          mine[i] = false;
+          const bool server = rows[i].status.confirmation == wire::StreamStatus::Mode::server;
+          others.push_back(
+              HandedStream{keys[i], true, server ? rows[i].status.confirmed_through : std::nullopt});
+        }
     const auto now = clock_->steady_now();
-    MutexLock lock(mutex_);
-    counters_.statuses += rows.size();
-    counters_.forks_detected = store_->forks_detected();
-    if (options_.publish)
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        if (rows[i].status.confirmation == wire::StreamStatus::Mode::server)
-          schedule_.device_holds(keys[i], rows[i].status.confirmed_through);
-        schedule_.touched(keys[i], now);
-      }
+    {
+      MutexLock lock(mutex_);
+      counters_.statuses += rows.size();
+      counters_.forks_detected = store_->forks_detected();
+      counters_.streams_handed_over += others.size();
+      if (options_.publish)
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+          if (!mine[i]) continue;
+          if (rows[i].status.confirmation == wire::StreamStatus::Mode::server)
+            schedule_.device_holds(keys[i], rows[i].status.confirmed_through);
+          schedule_.touched(keys[i], now);
+        }
+    }
+    if (!others.empty()) router_->hand_over(std::move(others));
     keys.clear();
     rows.clear();
   };

@@ -102,6 +102,7 @@
 #include "ingest/confirm/resend_hints.h"
 #include "ingest/store/source_bindings.h"
 #include "ingest/confirm/idle_streams.h"
+#include "ingest/confirm/stream_router.h"
 #include "ingest/store/store.h"
 #include "ingest/model/stream_key.h"
 #include "ingest/commit/writer.h"
@@ -135,6 +136,12 @@ struct ConfirmerCounters {
   // on the Confirmer's own connection; those recorded through the Writer
   // are in the Writer's forks_detected (Counters, writer.h).
   std::uint64_t forks_detected = 0;
+  // Distinct streams this process published a confirmation for.
+  std::uint64_t streams_confirmed = 0;
+  // In a pool with a StreamRouter: streams touched here and handed to their
+  // owner, and streams handed here (or taken over after a view change).
+  std::uint64_t streams_handed_over = 0;
+  std::uint64_t streams_taken_over = 0;
 };
 
 // Hands a message to the MQTT client (QoS 1, retained) without waiting for
@@ -151,10 +158,13 @@ class Confirmer {
   // lives as long as the Confirmer.
   // writer: where the statuses are recorded (see above); nullptr: on
   // `store`.
+  // router: in a pool, which streams this member confirms (stream_router.h);
+  // a stream a commit or a status touched that it does not own is handed
+  // over instead of looked up. nullptr: every stream is this one's.
   // Requires: `store` is a connection of its own, not the Writer's; the
-  // Writer outlives the Confirmer's thread (stop()).
+  // Writer and the router outlive the Confirmer's thread (stop()).
   Confirmer(std::unique_ptr<Store> store, ConfirmerOptions options, ConfirmPublish publish, Logger log,
-            std::shared_ptr<const Clock> clock = nullptr, Writer* writer = nullptr);
+            std::shared_ptr<const Clock> clock = nullptr, Writer* writer = nullptr, StreamRouter* router = nullptr);
   ~Confirmer();
   Confirmer(const Confirmer&) = delete;
   Confirmer& operator=(const Confirmer&) = delete;
@@ -169,6 +179,12 @@ class Confirmer {
   void subscribed() EXCLUDES(mutex_);
   // A commit stored, rejected or explained something of these streams.
   void committed(const std::vector<StreamKey>& streams) EXCLUDES(mutex_);
+  // Another pool member handed these streams over (or the router took them
+  // over): they are this one's to look up, whoever the router says owns
+  // them now (so two members that disagree never pass a stream back and
+  // forth). One from a status is looked up with the stream's status read
+  // again from the store.
+  void taken_over(std::vector<HandedStream> streams) EXCLUDES(mutex_);
   ConfirmerCounters counters() const EXCLUDES(mutex_);
   // Ends the thread; statuses and confirmations not done by then are
   // dropped (the device's retained status brings them back at the next run).
@@ -237,6 +253,7 @@ class Confirmer {
   const std::shared_ptr<const Clock> clock_;
   std::unique_ptr<Store> store_;  // the thread's only
   Writer* const writer_;
+  StreamRouter* const router_;
   const ConfirmerOptions options_;
   ConfirmPublish publish_;
   Logger log_;
@@ -252,6 +269,7 @@ class Confirmer {
   std::set<std::string> queue_full_ GUARDED_BY(mutex_);  // device topics whose statuses were dropped, to log
   ConfirmerCounters counters_ GUARDED_BY(mutex_);
   IdleStreams idle_ GUARDED_BY(mutex_);
+  std::set<StreamKey> stale_known_ GUARDED_BY(mutex_);  // taken over from a status: known_ is read again
 
   // The thread's only:
   std::map<StreamKey, Known> known_;

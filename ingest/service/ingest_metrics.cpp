@@ -54,6 +54,12 @@ std::string ingest_metrics_text(const IngestSnapshot& s) {
                as_value(s.confirmer.statuses_refused));
   text.counter("edge_outbox_ingest_confirmations_total", "Confirmations handed to the MQTT client.",
                as_value(s.confirmer.confirmations));
+  text.counter("edge_outbox_ingest_streams_handed_over_total",
+               "Streams touched here and handed to the pool member that confirms them (--share-group on PostgreSQL).",
+               as_value(s.confirmer.streams_handed_over));
+  text.counter("edge_outbox_ingest_streams_taken_over_total",
+               "Streams other pool members handed here to confirm, or taken over when the pool changed.",
+               as_value(s.confirmer.streams_taken_over));
   text.counter("edge_outbox_ingest_source_conflicts_total",
                "Statuses, events and rejected positions refused: their source is bound to another device topic.",
                as_value(c.source_conflicts + s.confirmer.source_conflicts));

@@ -15,6 +15,7 @@
 #include "common/thread_name.h"
 #include "host/exit_codes.h"
 #include "host/read_secret.h"
+#include "ingest/store/pg_pool_channel.h"
 
 namespace edge_outbox::ingest {
 
@@ -51,6 +52,9 @@ std::string counters_json(const Counters& c, const ConfirmerCounters& confirm, s
                         {"statuses_invalid", confirm.statuses_invalid},
                         {"statuses_refused", confirm.statuses_refused},
                         {"confirmations", confirm.confirmations},
+                        {"streams_confirmed", confirm.streams_confirmed},
+                        {"streams_handed_over", confirm.streams_handed_over},
+                        {"streams_taken_over", confirm.streams_taken_over},
                         {"source_conflicts", c.source_conflicts + confirm.source_conflicts},
                         {"forks_detected", c.forks_detected + confirm.forks_detected},
                         {"moved_duplicates", c.moved_duplicates}}
@@ -77,6 +81,7 @@ IngestService::~IngestService() {
   // Both objects stay until the members go, so a commit that tells the
   // Confirmer still finds it.
   if (writer_) writer_->request_stop();
+  if (pool_) pool_->stop();
   if (confirmer_) confirmer_->stop();
 }
 
@@ -105,16 +110,28 @@ bool IngestService::start() {
   try {
     sub.password = host::read_secret(options_.password_file, options_.password_env,
                                      options_.password_file.empty() ? "--password-env" : "--password-file");
+    // A pool member's transaction that stalls (a hung member, a lost link)
+    // is ended by the server before the others' commits, waiting on its row
+    // locks, reach --store-failure-max and end them too.
+    if (!sub.share_group.empty() && options_.store_failure_max.count() > 0 &&
+        options_.store.pg_idle_transaction_timeout.count() == 0)
+      options_.store.pg_idle_transaction_timeout = options_.store_failure_max / 2;
     store_ = open_store(options_.store_spec, options_.store);
     for (const auto& notice : store_->open_notices()) log_("warn", notice);
     writer_.emplace(*store_, options_.max_batch, log_, std::chrono::milliseconds(5000), clock_);
+    // In a pool on PostgreSQL, each stream is confirmed by one member.
+    if (!sub.share_group.empty() && options_.store_spec.starts_with("postgres") && options_.confirmer.publish)
+      pool_ = std::make_unique<ConfirmPool>(std::make_unique<pg::PgPoolChannel>(options_.store_spec),
+                                            ConfirmPoolOptions{.group = sub.share_group, .member = sub.client_id},
+                                            log_, clock_);
     // The statuses ride in the Writer's group commits; lookups and walk
     // floors go on the Confirmer's connection.
     confirmer_.emplace(open_store(options_.store_spec, options_.store), options_.confirmer,
                        [this](const std::string& topic, const std::string& payload) {
                          return subscriber_ && subscriber_->publish_retained(topic, payload);
                        },
-                       log_, clock_, &*writer_);
+                       log_, clock_, &*writer_, pool_.get());
+    if (pool_) pool_->start([this](std::vector<HandedStream> streams) { confirmer_->taken_over(std::move(streams)); });
     writer_->set_commit_observer([this](const std::vector<StreamKey>& streams) { confirmer_->committed(streams); });
   } catch (const std::exception& e) {
     log_("error", e.what());
@@ -259,6 +276,7 @@ int IngestService::stop() {
   // The confirmer stops first (within one store call: a wait of its on the
   // Writer ended with the Writer's stop request), so that the counters
   // printed are those of what it committed.
+  if (pool_) pool_->stop();
   confirmer_->stop();
   std::cout << counters_json(writer_->counters(), confirmer_->counters()) << std::endl;
   if (!clean) {
@@ -276,6 +294,7 @@ int IngestService::stop() {
   }
   mqtt_thread_.join();
   writer_->stop();
+  if (pool_) pool_->stop();
   confirmer_->stop();
   subscriber_.reset();
   return 0;

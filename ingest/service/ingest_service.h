@@ -76,6 +76,7 @@
 #include "host/termination_signals.h"
 #include "host/watchdog_pacer.h"
 #include "ingest/intake/classify.h"
+#include "ingest/confirm/confirm_pool.h"
 #include "ingest/confirm/confirmer.h"
 #include "ingest/service/ingest_metrics.h"
 #include "ingest/service/retainer.h"
@@ -147,6 +148,9 @@ class IngestService {
 
   // Declared in the order of their start: destroyed the other way round.
   std::unique_ptr<Store> store_;
+  // With --share-group on PostgreSQL: which member confirms which stream.
+  // Declared before the Confirmer, which routes through it; stopped first.
+  std::unique_ptr<ConfirmPool> pool_;
   std::optional<Confirmer> confirmer_;
   std::optional<Writer> writer_;
   std::optional<MessageIntake> intake_;

@@ -75,6 +75,12 @@ void PgConnection::ensure_connected() {
   if (PQstatus(conn_.get()) != CONNECTION_OK)
     throw StoreError(StoreError::Kind::transient, "", "PostgreSQL " + described_ + " unreachable: " + error());
   replace_connection_ = false;
+  for (const auto& sql : session_settings_) exec(sql.c_str());
+}
+
+void PgConnection::keep_session_setting(const std::string& sql) {
+  exec(sql.c_str());
+  session_settings_.push_back(sql);
 }
 
 StoreError PgConnection::failure(const Result& r, const std::string& what) const {

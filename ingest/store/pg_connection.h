@@ -110,6 +110,9 @@ class PgConnection {
   StoreError failure(const Result& r, const std::string& what) const;
   // Runs `sql` without parameters. Throws failure() unless it succeeds.
   Result exec(const char* sql);
+  // Runs `sql` (a SET) now and again on every new connection, so that the
+  // session keeps it across reconnects. Throws failure() unless it succeeds.
+  void keep_session_setting(const std::string& sql);
   // Runs `sql` with `p`. Throws failure() unless its status is `expected`.
   Result exec_params(const char* sql, const Params& p, int result_format, ExecStatusType expected, const char* what);
   // As exec_params, but as a statement prepared on this connection: the
@@ -129,6 +132,7 @@ class PgConnection {
 
  private:
   mutable bool replace_connection_ = false;  // set by failure(), cleared by a new connection
+  std::vector<std::string> session_settings_;  // run on every new connection
   // The statements prepared on the current connection: text -> name.
   std::unordered_map<std::string, std::string> prepared_;
   // Prepares `sql` if need be and runs it; the result unchecked. Throws

@@ -64,6 +64,10 @@ class PgStore final : public Store, private PgConnection {
     exec("SELECT pg_advisory_lock(7461626)");
     open_schema();
     exec("SELECT pg_advisory_unlock(7461626)");
+    keep_session_setting("SET client_min_messages TO warning");
+    if (options.pg_idle_transaction_timeout.count() > 0)
+      keep_session_setting("SET idle_in_transaction_session_timeout = " +
+                           std::to_string(options.pg_idle_transaction_timeout.count()));
     Result r = exec("SELECT COALESCE(SUM(length(payload)), 0) FROM rejected");
     rejected_bytes_ = std::stoll(PQgetvalue(r.get(), 0, 0));
   }

@@ -46,6 +46,7 @@
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -342,6 +343,13 @@ struct StoreOptions {
   // Retention runs on this connection: the open creates the index on
   // events.received_at that its batches read by (retention.h).
   bool retention_index = false;
+  // PostgreSQL: the server ends this connection's transaction (and the
+  // session) when it waits this long for the ingest's next statement inside
+  // one (idle_in_transaction_session_timeout), so that a member that hangs
+  // or loses its link mid-transaction does not hold the row locks other
+  // members of a pool wait for. Zero: the server's setting. Set for the
+  // connections of a pool member (--share-group), after migrating.
+  std::chrono::milliseconds pg_idle_transaction_timeout{0};
 };
 
 // spec: "sqlite:PATH" or a PostgreSQL URI "postgresql://..." / "postgres://...".

@@ -44,6 +44,7 @@
 #include <edge_outbox/wire/stream_status.h>
 
 #include "support/device_ledger.h"
+#include "support/eventually.h"
 #include "support/ingest.h"
 #include "support/mosquitto.h"
 #include "support/postgres.h"
@@ -96,6 +97,12 @@ class Pool {
       members_.push_back(std::make_unique<IngestProcess>(dir_.path(), "member-" + std::to_string(i), args));
       members_.back()->wait_subscribed();
     }
+    // Every member has heard every other (each stream has one owner, the
+    // same for all, before the devices start).
+    const std::string formed = "confirmation pool of " + std::to_string(stores.size()) + " members";
+    for (auto& m : members_)
+      if (!eventually([&] { return m->log().find(formed) != std::string::npos; }))
+        throw std::runtime_error("the pool did not form: " + logs());
     for (int i = 0; i < 8; ++i) {
       auto d = std::make_unique<Device>();
       d->id = "gw-" + std::to_string(i);
@@ -369,6 +376,43 @@ void survive(Pool& pool, const std::string& what, std::chrono::seconds gone, std
 }
 
 }  // namespace
+
+TEST_CASE("a pool on PostgreSQL: each stream is confirmed by one member, the others hand it over") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  Pool pool(pg, {pg.uri(), pg.uri(), pg.uri()}, {"--stats-interval", "1"});
+  pool.run_for(3s);
+  const auto recorded = pool.recorded();
+  const auto held = pool.held_since(SteadyClock::now(), recorded, 60s);
+  for (const auto& [id, t] : held) {
+    INFO(id << " confirmed through what it recorded");
+    CHECK(t.has_value());
+  }
+  // Each member's counters from a stats line logged after that.
+  const auto stats_lines = [](const std::string& log) {
+    std::vector<std::string> lines;
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);)
+      if (const auto at = line.find(" stats {"); at != std::string::npos) lines.push_back(line.substr(at + 7));
+    return lines;
+  };
+  std::uint64_t streams_confirmed = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::size_t before = stats_lines(pool.member(i).log()).size();
+    REQUIRE(eventually([&] { return stats_lines(pool.member(i).log()).size() > before; }));
+    const auto c = nlohmann::json::parse(stats_lines(pool.member(i).log()).back());
+    INFO("member " << i << ": " << c.dump());
+    CHECK(c.at("streams_handed_over").get<std::uint64_t>() > 0);  // it stored events of streams it does not own
+    CHECK(c.at("streams_taken_over").get<std::uint64_t>() > 0);
+    streams_confirmed += c.at("streams_confirmed").get<std::uint64_t>();
+  }
+  INFO(pool.logs());
+  CHECK(streams_confirmed == 6);  // six server-mode devices, each by one member (a shared subscription
+                                  // hands every member events of every stream)
+}
 
 TEST_CASE("a member SIGKILLed and left down: every server-mode device confirmed again within 15 s") {
   PostgresServer pg;
