@@ -15,8 +15,9 @@
 //       offered rate whose backlog (events due and not yet confirmed to
 //       their device) stayed bounded for a step (--step-seconds, 60), found
 //       by search (fleet_search.h: grow by 1.6 while sustained, then
-//       bisect to within 15%, at most 6 steps per pool size, from 100
-//       events/s (--start-rate), then from 1.2x the previous maximum).
+//       bisect to within 15%, at most 8 steps per pool size (--max-steps), from 2,000
+//       events/s (--start-rate), then from 1.2x the previous maximum;
+//       --ingests N: that pool size only).
 //   fleet_max_events_per_s   the best of them.
 //   fleet_cores_<tier>_<n>   CPU (cores, of 2) of each tier during the
 //       step at that maximum: generator, broker, ingests, store. With
@@ -99,9 +100,10 @@ struct Options {
   bool quick = false;
   std::size_t devices = 1000;
   double step_seconds = 60;
-  double start_rate = 100;
+  double start_rate = 2000;
   double quick_rate = 300;
-  int max_steps = 6;
+  int max_steps = 8;
+  std::size_t only_ingests = 0;  // --ingests N: only that pool size (0: 1, 2 and 3)
   bool sqlite = false;  // the SQLite fallback even where PostgreSQL is available
 };
 
@@ -121,9 +123,10 @@ Options parse(int argc, char** argv) {
     else if (a == "--quick-rate") o.quick_rate = std::stod(value());
     else if (a == "--sqlite") o.sqlite = true;
     else if (a == "--max-steps") o.max_steps = std::stoi(value());
+    else if (a == "--ingests") o.only_ingests = std::stoul(value());
     else
       throw std::invalid_argument("usage: bench_fleet [--quick] [--devices N] [--step-seconds S] [--start-rate R] "
-                                  "[--quick-rate R] [--max-steps K] [--sqlite] "
+                                  "[--quick-rate R] [--max-steps K] [--ingests N] [--sqlite] "
                                   "[--broker URI (ignored)]");
   }
   if (o.quick) {
@@ -420,6 +423,7 @@ int run(const Options& o) {
     std::size_t best_pool = 1;
     const std::size_t max_pool = postgresql ? 3 : 1;
     for (std::size_t n = 1; n <= max_pool; ++n) {
+      if (o.only_ingests != 0 && n != o.only_ingests) continue;
       pool.grow_to(n);
       fl::RateSearch search(start, 1.6, 1.15, o.max_steps);
       std::optional<Step> at_best;
@@ -446,8 +450,8 @@ int run(const Options& o) {
     }
     figure("fleet_max_events_per_s", best);
     // The latency step and the drain run with the pool that reached the
-    // maximum (a larger pool may sustain less: its members' confirmers each
-    // look up every stream).
+    // maximum (on one machine a larger pool may sustain less: its members
+    // share the cores, and their group commits are smaller).
     pool.shrink_to(best_pool);
     figure("fleet_latency_ingests", static_cast<double>(best_pool));
     latency_rate = 0.8 * best;

@@ -220,6 +220,7 @@ void Subscriber::on_status(const std::string& topic, const std::string& payload)
 void Subscriber::on_message(const std::string& topic, const std::string& payload, const void* properties,
                             bool retained) {
   // Runs on Paho's receive thread; Paho sends the PUBACK when this returns.
+  messages_seen_.fetch_add(1, std::memory_order_relaxed);
   if (confirmer_ && is_status_topic(topic)) {
     on_status(topic, payload);
     return;
@@ -308,6 +309,31 @@ bool Subscriber::publish_retained(const std::string& topic, const std::string& p
   }
 }
 
+void Subscriber::leave_share_group(mqtt::async_client& paho, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  try {
+    if (!paho.unsubscribe(std::make_shared<mqtt::string_collection>(subscriptions_))->wait_for(timeout)) return;
+  } catch (const std::exception& e) {
+    if (log_) log_("warn", options_.client_id + " unsubscribe: " + e.what());
+    return;
+  }
+  // What the broker routed here before the UNSUBACK still arrives: take it.
+  constexpr auto quiet = std::chrono::milliseconds(300);
+  std::uint64_t seen = messages_seen_.load();
+  auto last_change = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::uint64_t now_seen = messages_seen_.load();
+    if (now_seen != seen) {
+      seen = now_seen;
+      last_change = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - last_change >= quiet) {
+      break;
+    }
+  }
+  if (log_) log_("info", options_.client_id + " left the share group");
+}
+
 void Subscriber::stop(std::chrono::milliseconds timeout) {
   connected_ = false;
   if (auto& c = connection_) {
@@ -317,6 +343,7 @@ void Subscriber::stop(std::chrono::milliseconds timeout) {
     } catch (const std::exception&) {
       // a failed connect attempt: nothing to disconnect
     }
+    if (paho && paho->is_connected() && !options_.share_group.empty()) leave_share_group(*paho, timeout / 2);
     try {
       if (paho && paho->is_connected()) paho->disconnect(timeout)->wait_for(timeout);
     } catch (const std::exception& e) {

@@ -131,7 +131,11 @@ class Subscriber {
   // stopped. Reads a flag: never blocks (unlike Paho's is_connected), so
   // the metrics endpoint may call it from any thread.
   bool connected() const noexcept { return connected_; }
-  // Disconnects; messages in callbacks are committed first.
+  // Disconnects; messages in callbacks are committed first. A member of a
+  // share group unsubscribes first and takes what the broker had already
+  // routed to it (until none arrives for 300 ms, within half of `timeout`):
+  // the broker otherwise keeps routing the member's share to its session
+  // until the session expires, and discards it then.
   void stop(std::chrono::milliseconds timeout);
   // Hands a QoS 1 retained message to Paho without waiting for its outcome;
   // false when not connected or Paho refuses it. Never call it from a
@@ -144,6 +148,8 @@ class Subscriber {
   std::shared_ptr<mqtt::async_client> client() const EXCLUDES(client_mutex_);
   // A new Paho client for `version` with the callbacks installed.
   void make_client(Connection& c, wire::MqttVersion version) EXCLUDES(client_mutex_);
+  // stop()'s first step in a share group (see stop()).
+  void leave_share_group(mqtt::async_client& paho, std::chrono::milliseconds timeout);
   // After a failed connect: logs its cause; decides the next attempt's version.
   void connect_failed(Connection& c);
   bool tls() const;
@@ -163,6 +169,7 @@ class Subscriber {
   std::vector<std::string> status_filters_;  // without the $share prefix
   std::unique_ptr<Connection> connection_;  // maintain() and stop()'s only
   std::atomic<bool> connected_{false};
+  std::atomic<std::uint64_t> messages_seen_{0};  // every delivery, for stop()'s quiet wait
   Mutex logged_mutex_;
   std::set<std::string> invalid_status_logged_ GUARDED_BY(logged_mutex_);
   // Declared last: destroyed first, before the listener it calls

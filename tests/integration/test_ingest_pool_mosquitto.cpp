@@ -414,6 +414,35 @@ TEST_CASE("a pool on PostgreSQL: each stream is confirmed by one member, the oth
                                   // hands every member events of every stream)
 }
 
+TEST_CASE("a member stopped (SIGTERM) while devices stream: it leaves the share group first, nothing is lost") {
+  PostgresServer pg;
+  if (!pg.available()) {
+    MESSAGE("skipped: " << pg.why());
+    return;
+  }
+  Pool pool(pg, {pg.uri(), pg.uri(), pg.uri()});
+  pool.run_for(3s);
+  pool.member(2).kill(SIGTERM);
+  // Recording on until it has exited, and past its session's expiry (3 s):
+  // had it not left the group, its share of these would be discarded then.
+  while (pool.member(2).running()) pool.run_for(200ms);
+  pool.run_for(4s);
+  const auto recorded = pool.recorded();
+  INFO(pool.logs());
+  CHECK(pool.member(2).wait() == 0);
+  CHECK(pool.member(2).log().find("left the share group") != std::string::npos);
+  // Every reading of every device stored, broker-mode devices' included
+  // (they deleted theirs at the broker's PUBACK: nobody resends them).
+  for (const auto& [id, last] : recorded) {
+    INFO(id);
+    CHECK(eventually([&, id = id, last = last] { return pool.stored_between(id, 0, last) == last; }, 30s));
+  }
+  for (const auto& [id, n] : pool.deleted_unstored()) {
+    INFO(id);
+    CHECK(n == 0);
+  }
+}
+
 TEST_CASE("a member SIGKILLed and left down: every server-mode device confirmed again within 15 s") {
   PostgresServer pg;
   if (!pg.available()) {
