@@ -193,9 +193,13 @@ EventRow event_row(cloudevents::CloudEvent event, const Received& m, std::string
   row.streamid = std::move(event.streamid);
   if (event.sequence) row.sequence = static_cast<std::int64_t>(*event.sequence);
   row.priority = std::move(event.priority);
-  nlohmann::json ext = nlohmann::json::object();
-  for (auto& [name, value] : event.extensions) ext[name] = value;
-  row.extensions = ext.dump();
+  if (event.extensions.empty()) {
+    row.extensions = "{}";
+  } else {
+    nlohmann::json ext = nlohmann::json::object();
+    for (auto& [name, value] : event.extensions) ext[name] = value;
+    row.extensions = ext.dump();
+  }
   return row;
 }
 

@@ -271,15 +271,19 @@ CloudEvent decode_binary(std::string_view payload, std::string_view content_type
                          const UserProperties& user_properties) {
   CloudEvent event;
   std::optional<std::string> version;
-  std::map<std::string, bool> seen;
+  // The attribute names seen (a message carries a dozen or so: a sorted
+  // vector of views into user_properties, no allocation per name).
+  std::vector<std::string_view> seen;
+  seen.reserve(user_properties.size());
   for (const auto& [name, value] : user_properties) {
     require_utf8("user property name", name);
     // The time is kept as sent, whatever its bytes: see CloudEvent::time.
-    if (name != "time") require_utf8("attribute '" + name + "'", value);
+    if (name != "time" && !detail::is_valid_utf8(value)) throw DecodeError("invalid UTF-8 in attribute '" + name + "'");
     // Properties that cannot be CloudEvents attributes belong to someone else.
     if (!is_valid_attribute_name(name) && name != "data_base64") continue;
-    if (seen[name]) throw DecodeError("attribute '" + name + "' appears twice");
-    seen[name] = true;
+    const auto at = std::lower_bound(seen.begin(), seen.end(), std::string_view(name));
+    if (at != seen.end() && *at == name) throw DecodeError("attribute '" + name + "' appears twice");
+    seen.insert(at, name);
     if (name == "specversion") version = value;
     else if (name == "data" || name == "data_base64") continue;
     else if (!set_attribute(event, name, value)) event.extensions[name] = value;
