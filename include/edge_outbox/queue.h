@@ -206,8 +206,15 @@ class Queue {
   // sent_through was made durable by the call that recorded it.
   void record_sent_through(std::int64_t sequence);
 
-  // Where the stream stands (see StreamPosition), read in one snapshot.
+  // How position() fills StreamPosition::pending and ::unconfirmed.
+  enum class Counts {
+    exact,     // counted: a scan of their index, proportional to them
+    presence,  // 1 when there is at least one, else 0: no scan, whatever the backlog
+  };
+  // Where the stream stands (see StreamPosition), read in one snapshot;
+  // position() counts exactly. The other members are exact either way.
   StreamPosition position();
+  StreamPosition position(Counts counts);
 
   // Counts a failed attempt with its reason. A permanent failure, or the
   // max_attempts-th one, moves the event to outbox_dead (reason

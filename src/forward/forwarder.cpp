@@ -294,7 +294,11 @@ struct Forwarder::Impl {
         log(LogLevel::info, "forwarder: broker confirmation: " + std::to_string(n) +
                                 " events a server-confirmation run left unconfirmed are sent again");
     }
-    auto pos = queue->position();
+    // Not counted: with a large backlog the counts cost a scan (about
+    // 100 ms per million pending events) that would hold the first send.
+    // Whether any event waits for confirmation is what starting needs; the
+    // first status check, right after the first send, reads the counts.
+    auto pos = queue->position(Queue::Counts::presence);
     recorded_sent_through = pos.sent_through;
     start_confirmations(pos, now_ms);
     position_loaded = true;

@@ -114,6 +114,7 @@ const std::string select_unsent = "SELECT " + event_columns + " FROM outbox WHER
 const std::string select_unconfirmed = "SELECT " + event_columns + " FROM outbox WHERE " + unconfirmed_row +
                                        " AND sequence > ? ORDER BY sequence LIMIT ?";
 const std::string count_unconfirmed = "SELECT count(*) FROM outbox WHERE " + unconfirmed_row;
+const std::string any_unconfirmed = "SELECT 1 FROM outbox WHERE " + unconfirmed_row + " LIMIT 1";
 const std::string lowest_pending = "SELECT min(sequence) FROM outbox WHERE " + pending_row;
 const std::string highest_committed = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'";
 const std::string select_pending_ids =
@@ -459,6 +460,12 @@ std::uint64_t OutboxTables::unconfirmed_count() {
   return static_cast<std::uint64_t>(db_.execAndGet(count_unconfirmed).getInt64());
 }
 
+bool OutboxTables::has_unconfirmed() {
+  if (!has_acks_) return false;
+  SQLite::Statement q(db_, any_unconfirmed);
+  return q.executeStep();
+}
+
 std::vector<StoredEvent> OutboxTables::unconfirmed(std::size_t limit) {
   if (!has_acks_) return {};
   std::optional<SQLite::Statement> once;
@@ -524,7 +531,7 @@ void OutboxTables::for_each_pending(std::int64_t from, std::int64_t through,
   }
 }
 
-StreamPosition OutboxTables::position() {
+StreamPosition OutboxTables::position(bool counted) {
   auto meta = [&](const char* key) -> std::int64_t {
     SQLite::Statement q(db_, read_meta_integer);
     q.bind(1, key);
@@ -537,8 +544,13 @@ StreamPosition OutboxTables::position() {
   }
   const auto lowest = db_.execAndGet(lowest_pending);
   p.floor = lowest.isNull() ? p.committed + 1 : lowest.getInt64();
-  p.pending = static_cast<std::int64_t>(pending_count());
-  p.unconfirmed = static_cast<std::int64_t>(unconfirmed_count());
+  if (counted) {
+    p.pending = static_cast<std::int64_t>(pending_count());
+    p.unconfirmed = static_cast<std::int64_t>(unconfirmed_count());
+  } else {
+    p.pending = lowest.isNull() ? 0 : 1;  // the floor is the lowest pending sequence
+    p.unconfirmed = has_unconfirmed() ? 1 : 0;
+  }
   if (has_acks_) {
     p.confirmed_through = meta("confirmed_through");
     p.sent_through = meta("sent_through");

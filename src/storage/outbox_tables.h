@@ -90,6 +90,7 @@ class OutboxTables {
   // Pending events the broker acknowledged that wait for the server's
   // confirmation; 0 and none before revision 2.
   std::uint64_t unconfirmed_count();
+  bool has_unconfirmed();
   std::vector<StoredEvent> unconfirmed(std::size_t limit);
   // Sets acked_at to the wall clock now on those of `sequences` pending and
   // not acked yet. Returns how many.
@@ -106,7 +107,8 @@ class OutboxTables {
   // SQLite writes no page (an overwrite with the same bytes leaves the page
   // clean), so the commit has nothing to sync.
   void raise_sent_through(std::int64_t sequence);
-  StreamPosition position();
+  // counted: pending and unconfirmed counted; else 1 when there is one, 0 when none.
+  StreamPosition position(bool counted = true);
   // StreamPosition::floor alone.
   std::int64_t floor();
   // fn(sequence, event_id) of the pending events in [from, through], ascending.

@@ -341,11 +341,13 @@ bool Queue::holds_event(std::int64_t sequence, std::string_view event_id) {
   }
 }
 
-StreamPosition Queue::position() {
+StreamPosition Queue::position() { return position(Counts::exact); }
+
+StreamPosition Queue::position(Counts counts) {
   auto& d = *impl_;
   try {
     SQLite::Transaction read(*d.connection.db, SQLite::TransactionBehavior::DEFERRED);
-    auto p = d.tables.position();
+    auto p = d.tables.position(counts == Counts::exact);
     read.commit();
     return p;
   } catch (const SQLite::Exception& e) {

@@ -239,6 +239,32 @@ TEST_CASE("position: floor, committed (never reused), pending, unconfirmed, conf
   CHECK(queue.position().floor == all[4] + 1);
 }
 
+TEST_CASE("position without counts: the same position, pending and unconfirmed only say whether there are any") {
+  test::TempDir dir;
+  Outbox outbox(dir / "p.db");
+  Queue queue(dir / "p.db");
+  CHECK(queue.position(Queue::Counts::presence) == StreamPosition{1, 0, 0, 0, 0, 0});
+  enqueue(outbox, 5);
+  const auto all = sequences(queue.next_batch(0, 10));
+  REQUIRE(all.size() == 5);
+  queue.mark_acked(std::span(all).first(3));
+  queue.record_sent_through(all[2]);
+  auto exact = queue.position();
+  auto cheap = queue.position(Queue::Counts::presence);
+  CHECK(exact.pending == 5);
+  CHECK(exact.unconfirmed == 3);
+  CHECK(cheap.pending == 1);
+  CHECK(cheap.unconfirmed == 1);
+  cheap.pending = exact.pending;
+  cheap.unconfirmed = exact.unconfirmed;
+  CHECK(cheap == exact);  // everything else is the same
+  queue.confirm_through(all[2]);
+  CHECK(queue.position(Queue::Counts::presence).unconfirmed == 0);
+  CHECK(queue.position(Queue::Counts::presence).pending == 1);
+  queue.mark_published(std::span(all).subspan(3));
+  CHECK(queue.position(Queue::Counts::presence).pending == 0);
+}
+
 TEST_CASE("record_sent_through only rises; each rise is a commit another connection sees") {
   test::TempDir dir;
   QueueOptions options;
