@@ -194,7 +194,13 @@ sim_status=0
 wait "$sim_pid" || sim_status=$?
 sim_pid=''
 [ -n "$reconnect_ms" ] || reconnect_ms=$(( $(now_ms) - up_at ))
-[ "$sim_status" -eq 0 ] || { cat "$work/sim.stderr" >&2; die "edge-outbox-sim exited with status $sim_status"; }
+if [ "$sim_status" -ne 0 ]; then
+  cat "$work/sim.stderr" >&2
+  printf -- '-- the ingest (last 40 lines of its log):\n' >&2
+  tail -n 40 "$work/ingest.stderr" >&2 || true
+  EDGE_OUTBOX_DEMO_KEEP=1
+  die "edge-outbox-sim exited with status $sim_status (files kept in $work)"
+fi
 summary=$(tail -n 1 "$work/sim.stdout")
 summary_field() { printf '%s' "$summary" | grep -o "\"$1\":[0-9]*" | cut -d: -f2; }
 backlog=$(summary_field backlog_at_reconnect || true)

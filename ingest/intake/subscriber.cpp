@@ -55,6 +55,7 @@ struct Subscriber::Connection {
   wire::MqttVersion attempt = wire::MqttVersion::v5;         // the next connect's version
   int closes_in_a_row = 0;  // MQTT 5 attempts in a row closed during CONNECT (wire::fallback_version)
   mqtt::token_ptr connecting;
+  bool client_tried = false;  // the current client has made a connect attempt
   std::string id;
   std::chrono::steady_clock::time_point next_attempt{};
   std::chrono::milliseconds backoff{250};
@@ -265,7 +266,15 @@ void Subscriber::maintain() {
       c->connecting.reset();
     }
     if (now < c->next_attempt) return;
-    if (c->client_version != c->attempt) make_client(*c, c->attempt);
+    // Every attempt on a client of its own, as the device's MqttPublisher
+    // does: a Paho client that lost a connection with a QoS 1 publish in
+    // flight (a confirmation) resends it on the next one, and Paho C 1.3
+    // can resend it from freed memory; the broker then closes every
+    // reconnection as malformed and the ingest never receives again. The
+    // broker keeps the session (clean start off), and a lost confirmation
+    // is published again (docs/confirmation.md).
+    if (c->client_tried || c->client_version != c->attempt) make_client(*c, c->attempt);
+    c->client_tried = true;
     const auto paho = client();
     const bool v5 = c->attempt == wire::MqttVersion::v5;
     auto builder = mqtt::connect_options_builder();

@@ -52,7 +52,7 @@
 // publish_retained() from any thread but Paho's callback thread; it can
 // block the same way (the Confirmer's thread calls it, and holds no lock
 // that a callback takes while it does). The Paho client, which maintain()
-// makes again when the MQTT version changes and publish_retained() uses, is
+// makes again for each connect attempt and publish_retained() uses, is
 // guarded by a Mutex that is never held during a Paho call (a copy of the
 // shared pointer is taken under it); the topics logged once are guarded by
 // another. Reconnect backoff reads the Clock's steady_now().
@@ -65,8 +65,9 @@
 // tries MQTT 5 and falls back to 3.1.1 at once when the broker refuses 5 in
 // its CONNACK or closes the connection during CONNECT after TCP and TLS
 // succeeded; every later connection tries 5 again
-// (wire/mqtt_connect.h). The client is made again when the version
-// changes (Paho fixes it at creation). A failed connect names its cause
+// (wire/mqtt_connect.h). Each connect attempt has a Paho client of its
+// own (Paho fixes the version at creation, and a client that lost a
+// connection may resend a publish from freed memory: subscriber.cpp). A failed connect names its cause
 // (wire/connect_probe.h probes TCP and TLS when Paho says only "failure").
 //
 // Throws: the constructor std::runtime_error (Paho's mqtt::exception) when
