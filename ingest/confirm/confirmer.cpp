@@ -106,18 +106,20 @@ void Confirmer::status_invalid() {
   ++counters_.statuses_invalid;
 }
 
+std::vector<bool> Confirmer::owned_here(const std::vector<StreamKey>& streams) const {
+  std::vector<bool> mine(streams.size(), true);
+  if (router_ && options_.publish)
+    for (std::size_t i = 0; i < streams.size(); ++i) mine[i] = router_->owns(streams[i]);
+  return mine;
+}
+
 void Confirmer::committed(const std::vector<StreamKey>& streams) {
   if (streams.empty()) return;
-  // In a pool, the streams another member owns go to it (asked before the
-  // lock: the router has a lock of its own).
-  std::vector<bool> mine(streams.size(), true);
+  // In a pool, the streams another member owns go to it.
+  const std::vector<bool> mine = owned_here(streams);
   std::vector<HandedStream> others;
-  if (router_ && options_.publish)
-    for (std::size_t i = 0; i < streams.size(); ++i)
-      if (!router_->owns(streams[i])) {
-        mine[i] = false;
-        others.push_back(HandedStream{streams[i], false, std::nullopt});
-      }
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    if (!mine[i]) others.push_back(HandedStream{streams[i], false, std::nullopt});
   const auto now = clock_->steady_now();
   {
     MutexLock lock(mutex_);
@@ -267,16 +269,13 @@ std::map<StreamKey, Confirmer::PendingStatus> Confirmer::record_statuses(
       known_[keys[i]] = Known{rows[i].device_topic, server};
       clear_refusal(keys[i], rows[i].device_topic, server);
     }
-    std::vector<bool> mine(rows.size(), true);
+    const std::vector<bool> mine = owned_here(keys);
     std::vector<HandedStream> others;
-    if (router_ && options_.publish)
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        if (!router_->owns(keys[i])) {
-          mine[i] = false;
-          const bool server = rows[i].status.confirmation == wire::StreamStatus::Mode::server;
-          others.push_back(
-              HandedStream{keys[i], true, server ? rows[i].status.confirmed_through : std::nullopt});
-        }
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (!mine[i]) {
+        const bool server = rows[i].status.confirmation == wire::StreamStatus::Mode::server;
+        others.push_back(HandedStream{keys[i], true, server ? rows[i].status.confirmed_through : std::nullopt});
+      }
     const auto now = clock_->steady_now();
     {
       MutexLock lock(mutex_);

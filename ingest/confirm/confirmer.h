@@ -199,6 +199,10 @@ class Confirmer {
     wire::StreamStatus status;
   };
   void run() EXCLUDES(mutex_);
+  // For each stream, whether this member confirms it: all without a router
+  // (or with --no-confirm), else as the router says. Asked without the
+  // lock: the router has a lock of its own.
+  std::vector<bool> owned_here(const std::vector<StreamKey>& streams) const EXCLUDES(mutex_);
   bool stop_requested() const EXCLUDES(mutex_);
   // Reads the store's idle streams into idle_ (at start).
   void seed_idle_streams() EXCLUDES(mutex_);
