@@ -111,6 +111,14 @@ struct StreamPosition {
   friend bool operator==(const StreamPosition&, const StreamPosition&) = default;
 };
 
+// Events still pending and, of those, the unconfirmed ones, as
+// Queue::count_backlog counts them.
+struct BacklogCounts {
+  std::int64_t pending = 0;
+  std::int64_t unconfirmed = 0;
+  friend bool operator==(const BacklogCounts&, const BacklogCounts&) = default;
+};
+
 // One run of the forwarder on the file (docs/confirmation.md, "Sessions
 // and forks"), kept in outbox_meta (session_n, session_id,
 // session_prev_id). n = 0: the file has had no session yet.
@@ -215,6 +223,17 @@ class Queue {
   // position() counts exactly. The other members are exact either way.
   StreamPosition position();
   StreamPosition position(Counts counts);
+
+  // position()'s exact counts, counted in pieces of at most `piece`
+  // sequences, one piece per call, so that no call over a large backlog
+  // holds its caller for long (a piece of 65,536 sequences is a few ms).
+  // The first call of a count takes a read snapshot on a connection of the
+  // Queue's own (opened at the first call); the counts, returned by the call
+  // that counts the last piece (nullopt before), are exact as of that
+  // snapshot. A backlog within one piece is counted by one call. Writes
+  // meanwhile, by this Queue or any other connection, are not held.
+  // Requires: piece >= 1.
+  std::optional<BacklogCounts> count_backlog(std::int64_t piece);
 
   // Counts a failed attempt with its reason. A permanent failure, or the
   // max_attempts-th one, moves the event to outbox_dead (reason

@@ -44,6 +44,10 @@ using detail::StreamState;
 
 // How often the stream's position is read (the status, the unconfirmed count).
 constexpr std::chrono::milliseconds kPositionInterval{1000};
+// The backlog is counted in pieces of this many sequences, one per pass of
+// the thread (Queue::count_backlog): a few ms each, where one count of
+// 1,000,000 waiting events held the sends for about 130 ms.
+constexpr std::int64_t kCountPiece = 65'536;
 // Server mode: after a connection, the longest wait for the retained
 // confirmation before the unconfirmed events go again.
 constexpr std::chrono::milliseconds kConfirmationAfterConnect{1000};
@@ -318,6 +322,7 @@ struct Forwarder::Impl {
                                     pos.confirmed_through, now_ms);
     unconfirmed = static_cast<std::size_t>(pos.unconfirmed);
     confirm_wait.unconfirmed(unconfirmed, now_ms);
+    count_rebased = true;  // a count under way began before: its result is not applied to `unconfirmed`
     stream.confirm_check = ConfirmationCheck(options.accept_unproven_confirmations, pos.confirmed_through, pos.floor);
   }
 
@@ -325,6 +330,7 @@ struct Forwarder::Impl {
   void confirm(std::int64_t through, std::int64_t now_ms) EXCLUDES(mutex) {
     std::size_t n = queue->confirm_through(through);
     confirmed_applied = std::max(confirmed_applied, through);
+    unconfirmed_changes -= static_cast<std::int64_t>(n);
     unconfirmed -= std::min(n, unconfirmed);
     confirm_wait.unconfirmed(unconfirmed, now_ms);
     std::int64_t wall = clock->wall_ms();
@@ -493,6 +499,7 @@ struct Forwarder::Impl {
       EXCLUDES(mutex) {
     const std::size_t n = queue->resend_unconfirmed_in(first, last);
     if (n == 0) return 0;
+    unconfirmed_changes -= static_cast<std::int64_t>(n);
     unconfirmed -= std::min(n, unconfirmed);
     confirm_wait.unconfirmed(unconfirmed, now_ms);
     window.left_out();
@@ -507,20 +514,45 @@ struct Forwarder::Impl {
   }
 
   // The stream's status as the file says now.
-  wire::StreamStatus read_status(std::int64_t now_ms) {
-    auto pos = queue->position();
-    if (server_mode) {
-      unconfirmed = static_cast<std::size_t>(pos.unconfirmed);
+  // One piece of the backlog's count (Queue::count_backlog); true once the
+  // count is complete, in `counts`. In server mode the unconfirmed count
+  // (what the confirmation wait follows) becomes the count's snapshot plus
+  // what this thread acknowledged, confirmed and made unsent since.
+  bool count_backlog(std::int64_t now_ms) {
+    if (!counting) {
+      counting = true;
+      count_rebased = false;
+      changes_at_count = unconfirmed_changes;
+    }
+    std::optional<BacklogCounts> c;
+    try {
+      c = queue->count_backlog(kCountPiece);
+    } catch (...) {
+      counting = false;  // the Queue abandoned it; the next begins afresh
+      throw;
+    }
+    if (!c) return false;
+    counting = false;
+    counts = *c;
+    if (server_mode && !count_rebased) {
+      unconfirmed = static_cast<std::size_t>(
+          std::max<std::int64_t>(0, c->unconfirmed + (unconfirmed_changes - changes_at_count)));
       confirm_wait.unconfirmed(unconfirmed, now_ms);
     }
+    return true;
+  }
+
+  // The stream's status: its position now, and the backlog's counts given.
+  wire::StreamStatus read_status(std::int64_t now_ms, const BacklogCounts& backlog) {
+    auto pos = queue->position(Queue::Counts::presence);
     wire::StreamStatus st;
     st.source = options.source;
     st.streamid = stream.stream_id;
     if (session) st.session = wire::Session{session->n, session->id, session->prev_id};
     st.floor = pos.floor;
     st.committed = pos.committed;
-    st.pending = pos.pending;
-    st.unconfirmed = pos.unconfirmed;
+    st.pending = backlog.pending;
+    st.unconfirmed = backlog.unconfirmed;
     st.confirmation = server_mode ? wire::StreamStatus::Mode::server : wire::StreamStatus::Mode::broker;
     if (server_mode) {
       st.confirmed_through = confirm_wait.highest();
@@ -555,7 +587,10 @@ struct Forwarder::Impl {
   void follow_position(std::int64_t now_ms, bool is_connected, MqttVersion v) EXCLUDES(mutex) {
     if (!server_mode && stream.status_topic.empty()) return;
     if (!status_schedule.check_due(now_ms)) return;
-    auto st = read_status(now_ms);
+    // The check stays due, so the thread comes back at once for the next
+    // piece, after its sends.
+    if (!count_backlog(now_ms)) return;
+    auto st = read_status(now_ms, counts);
     {
       MutexLock lock(mutex);
       shared_stats.unconfirmed = unconfirmed;
@@ -595,7 +630,8 @@ struct Forwarder::Impl {
       if (!connected) return;
       v = version;
     }
-    publish_status(read_status(clock->monotonic_ms()), v);
+    const auto exact = queue->position();
+    publish_status(read_status(clock->monotonic_ms(), BacklogCounts{exact.pending, exact.unconfirmed}), v);
   }
 
   void mark_published(SendWindow& window) EXCLUDES(mutex) {
@@ -621,6 +657,7 @@ struct Forwarder::Impl {
     queue->mark_acked(acks);
     std::int64_t oldest = *std::min_element(acks.begin(), acks.end());
     std::int64_t now_ms = clock->monotonic_ms();
+    unconfirmed_changes += static_cast<std::int64_t>(acks.size());
     unconfirmed += acks.size();
     confirm_wait.unconfirmed(unconfirmed, now_ms);
     window.marked();
@@ -918,6 +955,7 @@ struct Forwarder::Impl {
             break;
           }
           std::size_t n = queue->resend_unconfirmed();
+          unconfirmed_changes -= static_cast<std::int64_t>(n);
           unconfirmed = 0;
           confirm_wait.unconfirmed(0, now_ms);
           window.resent();
@@ -1084,6 +1122,11 @@ struct Forwarder::Impl {
   bool position_loaded = false;
   std::int64_t recorded_sent_through = 0;  // in the file when the thread started
   std::size_t unconfirmed = 0;
+  std::int64_t unconfirmed_changes = 0;  // what this thread added to the unconfirmed events (less what it took)
+  bool counting = false;                 // a backlog count is under way (count_backlog)
+  bool count_rebased = false;            // ... and `unconfirmed` was set from the file since it began
+  std::int64_t changes_at_count = 0;     // unconfirmed_changes when it began
+  BacklogCounts counts;                  // the last complete count
   std::int64_t confirmed_applied = 0;  // the highest through given to Queue::confirm_through
   bool resend_on_connect = false;      // a connection came up: resend once the link is seen up
   std::int64_t connect_resend_at_ms = 0;  // ... and the retained confirmation came, or at this time

@@ -9,6 +9,7 @@
 
 #include <edge_outbox/error.h>
 
+#include "storage/backlog_count.h"
 #include "storage/database.h"
 #include "storage/dropped_events.h"
 #include "storage/outbox_tables.h"
@@ -147,6 +148,7 @@ struct Queue::Impl {
   UuidV7Generator ids;  // for the outbox.dropped events that report dead letters
   std::uint64_t marks_since_reclaim = 0;
   std::int64_t last_retention_pass = -1;  // monotonic ms
+  std::unique_ptr<detail::BacklogCount> backlog_count;  // made at the first count_backlog
   // The report this Queue wrote (or was told it may rewrite) that no
   // next_batch has returned since; 0: none.
   std::int64_t rewritable_report = 0;
@@ -352,6 +354,18 @@ StreamPosition Queue::position(Counts counts) {
     return p;
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.connection.path, "reading the stream's position");
+  }
+}
+
+std::optional<BacklogCounts> Queue::count_backlog(std::int64_t piece) {
+  auto& d = *impl_;
+  if (piece < 1) throw Error(ErrorKind::invalid_argument, "count_backlog needs a piece of at least 1 sequence");
+  try {
+    if (!d.backlog_count)
+      d.backlog_count = std::make_unique<detail::BacklogCount>(d.connection.path, d.options.busy_timeout);
+    return d.backlog_count->next_piece(piece);
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "counting the stream's backlog");
   }
 }
 

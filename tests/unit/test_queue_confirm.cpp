@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -263,6 +264,43 @@ TEST_CASE("position without counts: the same position, pending and unconfirmed o
   CHECK(queue.position(Queue::Counts::presence).pending == 1);
   queue.mark_published(std::span(all).subspan(3));
   CHECK(queue.position(Queue::Counts::presence).pending == 0);
+}
+
+TEST_CASE("count_backlog: position()'s counts, one piece per call, as of the first piece's snapshot") {
+  test::TempDir dir;
+  Outbox outbox(dir / "c.db");
+  Queue queue(dir / "c.db");
+  CHECK_THROWS_AS(queue.count_backlog(0), Error);
+  CHECK(queue.count_backlog(10) == BacklogCounts{0, 0});  // nothing pending: at once
+  enqueue(outbox, 100);
+  const auto all = sequences(queue.next_batch(0, 100));
+  REQUIRE(all.size() == 100);
+  queue.mark_acked(std::span(all).subspan(10, 30));  // 10..39 of 100 unconfirmed
+  queue.mark_published(std::span(all).first(5));     // the floor is the 6th
+  const auto before = queue.position();
+  REQUIRE(before.pending == 95);
+  REQUIRE(before.unconfirmed == 30);
+
+  SUBCASE("within one piece: counted by one call") {
+    CHECK(queue.count_backlog(95) == BacklogCounts{95, 30});
+  }
+  SUBCASE("in pieces: nullopt until the last; writes in between are not counted") {
+    CHECK_FALSE(queue.count_backlog(10).has_value());  // the snapshot: 95 pending, 30 unconfirmed
+    queue.confirm_through(all[19]);                     // 10 unconfirmed go (on this Queue's connection)
+    enqueue(outbox, 7);                                 // 7 more (another connection)
+    std::optional<BacklogCounts> counted;
+    int calls = 1;
+    do {
+      ++calls;
+      counted = queue.count_backlog(10);
+    } while (!counted);
+    CHECK(calls == 10);  // sequences 6..100: 95 sequences, 10 pieces
+    CHECK(*counted == BacklogCounts{95, 30});
+    CHECK(queue.count_backlog(1000) == BacklogCounts{92, 20});  // the next count sees them
+    const auto now = queue.position();
+    CHECK(now.pending == 92);
+    CHECK(now.unconfirmed == 20);
+  }
 }
 
 TEST_CASE("record_sent_through only rises; each rise is a commit another connection sees") {
