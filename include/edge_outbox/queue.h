@@ -160,6 +160,12 @@ class Queue {
   // whole table). Memory is bounded by limit. Dead-letters expired events
   // first (expire_due).
   std::vector<StoredEvent> next_batch(std::int64_t after_sequence, std::size_t limit);
+  // Server mode, a resend that rewrites nothing: as next_batch, and also the
+  // unconfirmed events with sequence <= unconfirmed_through, as they are
+  // (still acknowledged, still waiting for the server's confirmation; a
+  // second mark_acked leaves them so), over the outbox_pending index.
+  std::vector<StoredEvent> next_batch(std::int64_t after_sequence, std::size_t limit,
+                                      std::int64_t unconfirmed_through);
 
   // Marks these events published in one transaction: deleted at once, or
   // kept for QueueOptions::retention. Unknown sequences are ignored (an
@@ -169,8 +175,9 @@ class Queue {
   // Server mode: the broker acknowledged these events. Those still pending
   // and not acknowledged before are kept as "sent, unconfirmed" (acked_at =
   // the wall clock now) in one transaction; next_batch skips them. Unknown
-  // sequences are ignored.
-  void mark_acked(std::span<const std::int64_t> sequences);
+  // sequences are ignored, and so are events acknowledged before (sent
+  // again unconfirmed). Returns how many it marked.
+  std::size_t mark_acked(std::span<const std::int64_t> sequences);
 
   // Server mode: the server confirmed every sequence up to through. The
   // unconfirmed events with sequence <= through are published (deleted, or

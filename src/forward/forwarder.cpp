@@ -369,10 +369,12 @@ struct Forwarder::Impl {
       // above it goes again.
       if (confirmations.empty() && now_ms < connect_resend_at_ms) return;
       resend_on_connect = false;
-      const std::size_t n = send_again(window, 0, connect_resend_through, now_ms);
-      if (n == 0) return;
-      log(LogLevel::info, "forwarder: connected with " + std::to_string(n) +
+      if (unconfirmed == 0) return;
+      log(LogLevel::info, "forwarder: connected with " + std::to_string(unconfirmed) +
                               " events waiting for confirmation; sending them again");
+      // Those the confirmation did not cover go again, as they are, once
+      // what is unsent went.
+      window.resend_at_wrap(connect_resend_through);
       confirm_wait.resent_after_connect(now_ms);
       count_resend();
       return;
@@ -654,11 +656,11 @@ struct Forwarder::Impl {
   void mark_acked(SendWindow& window) EXCLUDES(mutex) {
     auto acks = window.acks();
     if (acks.empty()) return;
-    queue->mark_acked(acks);
+    const std::size_t marked = queue->mark_acked(acks);  // events sent again unconfirmed are not marked twice
     std::int64_t oldest = *std::min_element(acks.begin(), acks.end());
     std::int64_t now_ms = clock->monotonic_ms();
-    unconfirmed_changes += static_cast<std::int64_t>(acks.size());
-    unconfirmed += acks.size();
+    unconfirmed_changes += static_cast<std::int64_t>(marked);
+    unconfirmed += marked;
     confirm_wait.unconfirmed(unconfirmed, now_ms);
     window.marked();
     {
@@ -732,7 +734,7 @@ struct Forwarder::Impl {
   // The read action: with batching, each event's batch element too (empty
   // for one that cannot be encoded: it goes alone and fails as such).
   void read(SendWindow& window, const SendAction& a) {
-    auto events = queue->next_batch(a.after, a.limit);
+    auto events = queue->next_batch(a.after, a.limit, a.unconfirmed_through);
     std::vector<std::string> elements;
     if (options.batch.max_events > 1) {
       elements.reserve(events.size());
@@ -954,14 +956,13 @@ struct Forwarder::Impl {
             start_epoch(window, now_ms);
             break;
           }
-          std::size_t n = queue->resend_unconfirmed();
-          unconfirmed_changes -= static_cast<std::int64_t>(n);
-          unconfirmed = 0;
-          confirm_wait.unconfirmed(0, now_ms);
-          window.resent();
-          log(LogLevel::info, "forwarder: " + std::to_string(n) + " unconfirmed events are pending again");
-          MutexLock lock(mutex);
-          shared_stats.unconfirmed = 0;
+          // Read again from sequence 0 as they are: their rows are not
+          // rewritten (1,000,000 unconfirmed events were 1,000,000 row
+          // updates before the first went again), and their second
+          // acknowledgement marks nothing.
+          window.resent(sent_through(window));
+          log(LogLevel::info, "forwarder: sending the unconfirmed events again (" + std::to_string(unconfirmed) +
+                                  " counted)");
           break;
         }
         case SendAction::Kind::send:

@@ -61,6 +61,7 @@ void SendWindow::batch_read(std::vector<StoredEvent> events, std::vector<std::st
   if (events.empty()) {
     if (cursor_ > 0) wrap_wanted_ = true;
     caught_up_ = true;
+    if (in_flight_.empty()) resend_through_ = 0;  // the resend is over
     return;
   }
   cursor_ = events.back().sequence;
@@ -99,6 +100,7 @@ SendAction SendWindow::read() const {
   SendAction a;
   a.kind = SendAction::Kind::read;
   a.after = cursor_;
+  a.unconfirmed_through = resend_through_;
   // Reads take a full message at least.
   a.limit = std::max(options_.batch_size, options_.batch.max_events);
   return a;
@@ -163,6 +165,8 @@ SendAction SendWindow::next() {
         if (can_wrap && caught_up_) {
           if (!acks_.empty()) return mark_published();
           cursor_ = 0;
+          resend_through_ = wrap_resend_through_;  // 0 unless a reconnect asked for it
+          wrap_resend_through_ = 0;
           last_wrap_ms_ = now_ms_;
           wrap_wanted_ = false;
           retry_wanted_ = false;

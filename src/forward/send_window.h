@@ -24,14 +24,20 @@
 //   resending   (server confirmation) the unconfirmed events are to be sent
 //               again: like rewinding, to the start; once nothing is in
 //               flight and the acknowledgements are marked, resend (the
-//               owner makes them pending again), then reading from sequence 0.
+//               owner names the highest sequence sent: resent(through)),
+//               then reading from sequence 0, the reads taking the
+//               unconfirmed events up to through as well, as they are (no
+//               row is rewritten), until a read catches up with nothing in
+//               flight, or a wrap.
 // and two wishes, served once caught up with nothing in flight or buffered:
 //   retry       a refused event (not dead-lettered) waits to be sent again,
 //               or a read left an event out for later (left_out());
 //   wrap        the cursor is past 0 when catching up: events requeued from
 //               the dead letters keep their old sequence, behind the cursor.
 // Both are served by a wrap: mark the acknowledgements, cursor = 0, reading;
-// at most one wrap per retry_interval.
+// at most one wrap per retry_interval. A resend_at_wrap() (a reconnect in
+// server mode) wishes a wrap too, whose reads take the unconfirmed events
+// named as well.
 //
 // Transitions:
 //   reading   --read returns nothing---------------------> caught up
@@ -126,12 +132,13 @@ struct SendAction {
     send,             // encode and publish `events` as one message: sent() just before
                       // publishing; nothing to report if it cannot be encoded (a
                       // permanent failure; only a message of one event can fail so)
-    resend,           // Queue::resend_unconfirmed(), then resent()
+    resend,           // resent(the highest sequence sent); or Queue::resend_unconfirmed(), then resent()
     check_drained,    // Queue::has_pending(): the forwarder is drained when nothing is
     idle,             // the step is over: wait until wake_at_ms or the next wake-up
   };
   Kind kind = Kind::idle;
   std::int64_t after = 0;      // read
+  std::int64_t unconfirmed_through = 0;  // read: the unconfirmed events up to it too (resending; 0: none)
   std::int64_t sequence = 0;   // record_sent: the highest sequence of the batch read
   std::size_t limit = 0;       // read
   std::vector<StoredEvent> events;    // send: oldest first; one, or a batch of several
@@ -177,7 +184,19 @@ class SendWindow {
   // waits until nothing is in flight, marks the acknowledgements, asks for
   // resend, then reads from sequence 0.
   void resend_unconfirmed() noexcept;
-  void resent() noexcept { resend_wanted_ = false; }
+  // unconfirmed_through: the reads from sequence 0 take the unconfirmed
+  // events up to it as well (0: the owner made them unsent itself).
+  void resent(std::int64_t unconfirmed_through = 0) noexcept {
+    resend_wanted_ = false;
+    resend_through_ = unconfirmed_through;
+  }
+  // Server confirmation, after a reconnect: the unconfirmed events up to
+  // unconfirmed_through go again at the next wrap (once caught up: what is
+  // unsent goes first), read as they are.
+  void resend_at_wrap(std::int64_t unconfirmed_through) noexcept {
+    wrap_resend_through_ = std::max(wrap_resend_through_, unconfirmed_through);
+    wrap_wanted_ = true;
+  }
   // now_ms: when it goes out (starts the ack wait if the window was empty).
   // Requires: events as the send action gave them, not empty.
   void sent(std::span<const StoredEvent> events, std::int64_t now_ms);
@@ -217,6 +236,8 @@ class SendWindow {
   bool wrap_wanted_ = false;
   bool retry_wanted_ = false;
   bool resend_wanted_ = false;
+  std::int64_t resend_through_ = 0;  // reads take the unconfirmed events up to it too
+  std::int64_t wrap_resend_through_ = 0;  // ... from the next wrap on
   std::int64_t batch_high_ = 0;    // the highest sequence of the last batch read
   std::int64_t sent_through_ = 0;  // recorded by record_sent
   std::uint64_t last_data_version_ = 0;

@@ -111,6 +111,11 @@ const std::string select_pending = "SELECT " + event_columns + " FROM outbox WHE
                                    " AND sequence > ? ORDER BY sequence LIMIT ?";
 const std::string select_unsent = "SELECT " + event_columns + " FROM outbox WHERE " + unsent_row +
                                   " AND sequence > ? ORDER BY sequence LIMIT ?";
+// A resend that rewrites nothing: the unsent events, and the unconfirmed
+// ones up to ?3 as they are, over the outbox_pending index.
+const std::string select_unsent_or_unconfirmed = "SELECT " + event_columns + " FROM outbox WHERE " + pending_row +
+                                                 " AND sequence > ?1 AND (acked_at IS NULL OR sequence <= ?3) "
+                                                 "ORDER BY sequence LIMIT ?2";
 const std::string select_unconfirmed = "SELECT " + event_columns + " FROM outbox WHERE " + unconfirmed_row +
                                        " AND sequence > ? ORDER BY sequence LIMIT ?";
 const std::string count_unconfirmed = "SELECT count(*) FROM outbox WHERE " + unconfirmed_row;
@@ -354,8 +359,14 @@ std::vector<StoredEvent> OutboxTables::unsent(std::int64_t after_sequence, std::
   return read_events(select_unsent_, select_unsent, after_sequence, limit);
 }
 
+std::vector<StoredEvent> OutboxTables::unsent_or_unconfirmed(std::int64_t after_sequence, std::size_t limit,
+                                                             std::int64_t unconfirmed_through) {
+  return read_events(select_resend_, select_unsent_or_unconfirmed, after_sequence, limit, unconfirmed_through);
+}
+
 std::vector<StoredEvent> OutboxTables::read_events(std::optional<SQLite::Statement>& cached, const std::string& sql,
-                                                   std::int64_t after_sequence, std::size_t limit) {
+                                                   std::int64_t after_sequence, std::size_t limit,
+                                                   std::optional<std::int64_t> third) {
   if (!cached) cached.emplace(db_, sql);
   auto& q = *cached;
   std::vector<StoredEvent> out;
@@ -363,6 +374,7 @@ std::vector<StoredEvent> OutboxTables::read_events(std::optional<SQLite::Stateme
     q.reset();
     q.bind(1, static_cast<std::int64_t>(after_sequence));
     q.bind(2, static_cast<std::int64_t>(limit));
+    if (third) q.bind(3, *third);
     out.reserve(std::min<std::size_t>(limit, 1024));  // a listing may ask for "all"
     const auto now = age_clock();
     while (q.executeStep()) out.push_back(read_event(q, now));

@@ -58,6 +58,11 @@ class OutboxTables {
   // the outbox_unsent index: what the forwarder reads.
   // Requires: schema revision 2 or later.
   std::vector<StoredEvent> unsent(std::int64_t after_sequence, std::size_t limit);
+  // The same, and the unconfirmed events with sequence <= unconfirmed_through
+  // (a resend that leaves their rows as they are), over the outbox_pending index.
+  // Requires: schema revision 2 or later.
+  std::vector<StoredEvent> unsent_or_unconfirmed(std::int64_t after_sequence, std::size_t limit,
+                                                 std::int64_t unconfirmed_through);
 
   // Inserts a pending event created now; returns its sequence. Throws
   // Error(duplicate_id) for an id already in the outbox.
@@ -183,8 +188,10 @@ class OutboxTables {
   std::optional<BootAlive> boot_alive(const std::string& boot) const;
   std::int64_t age_ms(const std::string& boot, std::int64_t mono, std::int64_t wall, const AgeClock& now) const;
   StoredEvent read_event(SQLite::Statement& row, const AgeClock& now) const;
+  // Binds ?1 after_sequence, ?2 limit and, if given, ?3 third.
   std::vector<StoredEvent> read_events(std::optional<SQLite::Statement>& cached, const std::string& sql,
-                                       std::int64_t after_sequence, std::size_t limit);
+                                       std::int64_t after_sequence, std::size_t limit,
+                                       std::optional<std::int64_t> third = std::nullopt);
   // Binds :boot, :mono and :wall to the clock's readings now.
   void bind_now(SQLite::Statement& statement) const;
 
@@ -194,6 +201,7 @@ class OutboxTables {
   // Prepared once: the forwarder's and the application's hot paths.
   std::optional<SQLite::Statement> select_pending_;
   std::optional<SQLite::Statement> select_unsent_;
+  std::optional<SQLite::Statement> select_resend_;
   std::optional<SQLite::Statement> insert_;
   bool has_acks_;  // the file has the acked_at column (revision 2 or later)
   // Records of earlier boots read so far (none: the file has none).

@@ -170,10 +170,17 @@ std::string Queue::stream_id() const { return impl_->connection.stream_id; }
 std::uint64_t Queue::commits() const noexcept { return impl_->connection.commits; }
 
 std::vector<StoredEvent> Queue::next_batch(std::int64_t after_sequence, std::size_t limit) {
+  return next_batch(after_sequence, limit, 0);
+}
+
+std::vector<StoredEvent> Queue::next_batch(std::int64_t after_sequence, std::size_t limit,
+                                           std::int64_t unconfirmed_through) {
   auto& d = *impl_;
   try {
     expire_due();
-    auto events = d.tables.unsent(after_sequence, limit);
+    auto events = unconfirmed_through > after_sequence
+                      ? d.tables.unsent_or_unconfirmed(after_sequence, limit, unconfirmed_through)
+                      : d.tables.unsent(after_sequence, limit);
     if (const auto held = d.report_held()) {
       std::erase_if(events, [held](const StoredEvent& e) { return e.sequence == held; });
       return events;
@@ -204,14 +211,15 @@ void Queue::mark_published(std::span<const std::int64_t> sequences) {
   }
 }
 
-void Queue::mark_acked(std::span<const std::int64_t> sequences) {
-  if (sequences.empty()) return;
+std::size_t Queue::mark_acked(std::span<const std::int64_t> sequences) {
+  if (sequences.empty()) return 0;
   auto& d = *impl_;
   try {
     WriteTransaction tx(d.connection);
-    d.tables.mark_acked(sequences);
+    const auto marked = d.tables.mark_acked(sequences);
     tx.commit();
     d.connection.limit_wal();
+    return static_cast<std::size_t>(marked);
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.connection.path, "marking events acknowledged");
   }

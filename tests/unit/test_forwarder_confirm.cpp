@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <SQLiteCpp/SQLiteCpp.h>
+
 #include <edge_outbox/error.h>
 #include <edge_outbox/forwarder.h>
 #include <edge_outbox/outbox.h>
@@ -223,6 +225,53 @@ TEST_CASE("server mode: no confirmation for confirm_timeout sends the events aga
   clock->advance(10'000);
   std::this_thread::sleep_for(100ms);
   CHECK(forwarder.stats().resends == 2);
+  forwarder.stop();
+}
+
+TEST_CASE("server mode: sending unconfirmed events again rewrites none of their rows") {
+  // A resend reads them as they are: after a day offline with 1,000,000
+  // unconfirmed events, making them unsent again was 1,000,000 row updates
+  // (flash wear, and seconds before the first went again).
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue(outbox, 8);
+  auto clock = std::make_shared<test::ManualClock>();
+  test::FakeBroker broker;
+  auto o = server_options();
+  o.clock = clock;
+  o.confirm_timeout = 1s;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 8; }));
+  const auto acked_at = [&] {
+    SQLite::Database db((dir / "app.db").string());
+    SQLite::Statement q(db, "SELECT sequence, acked_at FROM outbox ORDER BY sequence");
+    std::vector<std::pair<std::int64_t, std::int64_t>> rows;
+    while (q.executeStep()) rows.emplace_back(q.getColumn(0).getInt64(), q.getColumn(1).getInt64());
+    return rows;
+  };
+  const auto first = acked_at();
+  REQUIRE(first.size() == 8);
+
+  clock->advance(1000);  // the confirm timeout; the wall clock moves on as well
+  REQUIRE(eventually([&] { return forwarder.stats().resends == 1; }));
+  REQUIRE(eventually([&] { return event_publishes(broker) == 16 && forwarder.stats().in_flight == 0; }));
+  CHECK(acked_at() == first);  // the first acknowledgement's time: not one row was written
+  CHECK(outbox.stats().unconfirmed == 8);
+  CHECK(forwarder.stats().unconfirmed == 8);  // the second acknowledgements marked nothing
+
+  broker.set_connected(false);  // a reconnect sends them again the same way
+  REQUIRE(eventually([&] { return !forwarder.stats().connected; }));
+  broker.set_connected(true);
+  // No retained confirmation comes: time passes until they go again (after
+  // the reconnect's wait, or the next confirm timeout).
+  REQUIRE(eventually([&] {
+    clock->advance(50);
+    return forwarder.stats().resends == 2;
+  }));
+  REQUIRE(eventually([&] { return event_publishes(broker) == 24 && forwarder.stats().in_flight == 0; }));
+  CHECK(acked_at() == first);
+  CHECK(forwarder.stats().unconfirmed == 8);
   forwarder.stop();
 }
 
