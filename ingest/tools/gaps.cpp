@@ -98,6 +98,12 @@ std::int64_t GapReport::rejected_total() const {
   return n;
 }
 
+std::int64_t GapReport::held_total() const {
+  std::int64_t n = 0;
+  for (const auto& s : streams) n = saturated_sum(n, s.held_count());
+  return n;
+}
+
 std::int64_t GapReport::unexplained_total() const {
   std::int64_t n = 0;
   for (const auto& s : streams) n = saturated_sum(n, s.unexplained_count());
@@ -226,6 +232,12 @@ GapReport GapTracker::finish() const {
     std::vector<SeqRange> not_explained;
     split_by(missing_between(g.first, g.last, s.present), dropped, g.explained, not_explained);
     split_by(not_explained, s.rejected, g.rejected, g.unexplained);
+    if (s.status && !status_refused && s.status->confirmation == wire::StreamStatus::Mode::server &&
+        s.status->floor <= s.status->committed) {
+      std::vector<SeqRange> not_held;
+      split_by(g.unexplained, {{s.status->floor, s.status->committed}}, g.held, not_held);
+      g.unexplained = std::move(not_held);
+    }
     if (tail_known) {
       std::vector<SeqRange> tail_not_explained, tail_explained;
       split_by({{last_known + 1, settled_through}}, dropped, tail_explained, tail_not_explained);
@@ -258,6 +270,8 @@ nlohmann::json gaps_to_json(const GapReport& report) {
                        {"rejected_count", g.rejected_count()},
                        {"unexplained", ranges(g.unexplained)},
                        {"unexplained_count", g.unexplained_count()},
+                       {"held", ranges(g.held)},
+                       {"held_count", g.held_count()},
                        {"committed", or_null(g.committed)},
                        {"pending", or_null(g.pending)},
                        {"tail", ranges(g.tail)},
@@ -271,6 +285,7 @@ nlohmann::json gaps_to_json(const GapReport& report) {
           {"explained_total", report.explained_total()},
           {"rejected_total", report.rejected_total()},
           {"unexplained_total", report.unexplained_total()},
+          {"held_total", report.held_total()},
           {"tail_total", report.tail_total()},
           {"dropped_total_disagreements", report.dropped_total_disagreements()},
           {"malformed_dropped_events", report.malformed_dropped_events}};
@@ -310,6 +325,9 @@ std::string gaps_to_text(const GapReport& report) {
       out << "  rejected    " << r.first << ".." << r.last << " (" << count_of({r}) << ", refused by the ingest)\n";
     for (const auto& r : g.unexplained)
       out << "  unexplained " << r.first << ".." << r.last << " (" << count_of({r}) << ", in transit or lost)\n";
+    for (const auto& r : g.held)
+      out << "  held        " << r.first << ".." << r.last << " (" << count_of({r})
+          << ", still on the device: at or above the floor of its status)\n";
     for (const auto& r : g.tail)
       out << "  tail        " << r.first << ".." << r.last << " (" << count_of({r})
           << ", lost: below the device's floor, so settled there, and never stored)\n";
@@ -317,6 +335,7 @@ std::string gaps_to_text(const GapReport& report) {
   }
   out << "missing: " << report.explained_total() << " explained, " << report.unexplained_total() << " unexplained";
   if (const auto n = report.rejected_total()) out << ", " << n << " rejected";
+  if (const auto n = report.held_total()) out << ", " << n << " held on the devices";
   if (const auto n = report.tail_total()) out << ", " << n << " lost at the tail";
   out << '\n';
   if (const auto n = report.dropped_total_disagreements())

@@ -75,6 +75,11 @@ struct StreamGaps {
   std::vector<SeqRange> explained;    // missing, covered by the stream's reports
   std::vector<SeqRange> rejected;     // missing, not explained, named by a rejected message
   std::vector<SeqRange> unexplained;  // missing in [first, last], none of the above
+  // Missing in [first, last], none of the above, at or above the floor of
+  // the device's server-mode status: the device still holds them (it
+  // deletes an event only once a confirmation covers it, a contiguous
+  // prefix), so they are on their way, not lost. Not unexplained.
+  std::vector<SeqRange> held;
   // The device's status, when the store has one: its highest committed
   // sequence and how many events wait on it.
   std::optional<std::int64_t> committed;
@@ -96,6 +101,7 @@ struct StreamGaps {
   std::int64_t explained_count() const { return count_of(explained); }
   std::int64_t rejected_count() const { return count_of(rejected); }
   std::int64_t unexplained_count() const { return count_of(unexplained); }
+  std::int64_t held_count() const { return count_of(held); }
   std::int64_t tail_count() const { return count_of(tail); }
   // Whether evictions_reported equals dropped_total: false when a report
   // was lost (or its counts were unreadable); none without dropped_total.
@@ -109,6 +115,7 @@ struct GapReport {
   std::int64_t explained_total() const;
   std::int64_t rejected_total() const;
   std::int64_t unexplained_total() const;
+  std::int64_t held_total() const;
   std::int64_t tail_total() const;
   // Whether something is lost or unaccounted for: unexplained or tail gaps.
   bool has_unexplained() const { return unexplained_total() > 0 || tail_total() > 0; }

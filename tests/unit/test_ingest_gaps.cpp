@@ -268,6 +268,54 @@ TEST_CASE("counts saturate instead of overflowing") {
   CHECK(g.evictions_reported == std::numeric_limits<std::int64_t>::max());
 }
 
+TEST_CASE("held: holes at or above a server-mode device's floor are still on the device, not unexplained") {
+  // Events above a backlog stored first (live events sent ahead, a resend
+  // hint, a pool member's share): the backlog below them is on its way.
+  GapTracker t;
+  add(t, "d", run(1, 30, {4, 5, 12, 13, 14, 15}));
+  auto st = status("d", "s", 30, 19);  // the device holds 12..30 (floor 12), 19 pending
+  st.confirmation = StreamStatusMode::server;
+  st.confirmed_through = 11;
+  t.add_status(st);
+  auto r = t.finish();
+  const auto& g = r.streams.at(0);
+  CHECK(g.unexplained == std::vector<SeqRange>{{4, 5}});  // below the floor: settled there, never stored
+  CHECK(g.held == std::vector<SeqRange>{{12, 15}});
+  CHECK(r.held_total() == 4);
+  CHECK(r.unexplained_total() == 2);
+  CHECK(gaps_to_text(r).find("  held        12..15 (4, still on the device: at or above the floor of its status)\n") !=
+        std::string::npos);
+  CHECK(gaps_to_text(r).find("missing: 0 explained, 2 unexplained, 4 held on the devices\n") != std::string::npos);
+
+  GapTracker only_held;  // a drain in progress: nothing unexplained, monitoring stays green
+  add(only_held, "d", run(1, 30, {12, 13, 14, 15}));
+  only_held.add_status(st);
+  CHECK_FALSE(only_held.finish().has_unexplained());
+}
+
+TEST_CASE("held: not from a broker-mode status (it deletes at the PUBACK, above its floor too) nor an inconsistent one") {
+  GapTracker broker;
+  add(broker, "d", run(1, 30, {12, 13}));
+  auto st = status("d", "s", 30, 19);  // floor 12
+  st.confirmation = StreamStatusMode::broker;
+  broker.add_status(st);
+  auto r = broker.finish();
+  CHECK(r.streams.at(0).unexplained == std::vector<SeqRange>{{12, 13}});
+  CHECK(r.held_total() == 0);
+
+  GapTracker inconsistent;  // more pending than it holds sequences: refused, so it vouches for nothing
+  add(inconsistent, "d", run(1, 30, {12, 13}));
+  auto bad = status("d", "s", 30, 19);
+  bad.confirmation = StreamStatusMode::server;
+  bad.confirmed_through = 11;
+  bad.pending = 40;
+  inconsistent.add_status(bad);
+  auto r2 = inconsistent.finish();
+  CHECK(r2.streams.at(0).status_ignored.has_value());
+  CHECK(r2.streams.at(0).unexplained == std::vector<SeqRange>{{12, 13}});
+  CHECK(r2.held_total() == 0);
+}
+
 TEST_CASE("JSON report: every key, in the documented shape") {
   GapTracker t;
   add(t, "d", {1, 3, 6});
@@ -281,18 +329,19 @@ TEST_CASE("JSON report: every key, in the documented shape") {
     "streams": [
       {"source": "d", "streamid": "s", "first": 1, "last": 6, "stored": 3,
        "explained": [[2,2]], "explained_count": 1, "rejected": [], "rejected_count": 0,
-       "unexplained": [[4,5]], "unexplained_count": 2,
+       "unexplained": [[4,5]], "unexplained_count": 2, "held": [], "held_count": 0,
        "committed": null, "pending": null, "tail": [], "tail_count": 0, "status_ignored": null,
        "dropped_reports": 1, "evictions_reported": 1, "dropped_total": 1, "dropped_total_agrees": true},
       {"source": "e", "streamid": "", "first": 1, "last": 9, "stored": 2,
        "explained": [], "explained_count": 0, "rejected": [[3,3],[9,9]], "rejected_count": 2,
-       "unexplained": [[4,8]], "unexplained_count": 5,
+       "unexplained": [[4,8]], "unexplained_count": 5, "held": [], "held_count": 0,
        "committed": 12, "pending": 0, "tail": [[10,12]], "tail_count": 3, "status_ignored": null,
        "dropped_reports": 0, "evictions_reported": 0, "dropped_total": null, "dropped_total_agrees": null}
     ],
     "explained_total": 1,
     "rejected_total": 2,
     "unexplained_total": 7,
+    "held_total": 0,
     "tail_total": 3,
     "dropped_total_disagreements": 0,
     "malformed_dropped_events": 0
