@@ -9,6 +9,15 @@
 //   bytes_written_per_event_txn /proc/self/io write_bytes per event, one event
 //   bytes_written_per_event_group  per transaction / 100 per transaction
 //                               (synchronous=FULL, 120-byte payloads)
+//   bytes_written_per_event_lifetime  the whole life of an event in server
+//                               confirmation, through the Queue as the
+//                               Forwarder drives it: enqueued 100 per
+//                               transaction, read, the barrier per batch,
+//                               acknowledged per window of 64, confirmed
+//                               (deleted) per batch of 256, and all of them
+//                               sent again once unconfirmed (a reconnect);
+//                               _rewrite: the same with the resend rewriting
+//                               those rows (Queue::resend_unconfirmed)
 //   send_pipeline_*_events_per_s   the durable-before-send barrier's cost, side
 //                               by side: a writer (one reading + one event per
 //                               transaction, as fast as it goes) and, on
@@ -195,6 +204,56 @@ double run_outbox(const std::filesystem::path& file, eo::Durability durability, 
   return transactions * records / s;
 }
 
+// An event's whole life in server confirmation (see the header): bytes
+// written per event, from the first enqueue to the last confirmation.
+// rewrite: the resend as it was, every unconfirmed row set unsent again
+// (Queue::resend_unconfirmed), for the figure beside it.
+double run_lifetime(const std::filesystem::path& file, int events, bool rewrite) {
+  fresh_file(file, eo::Durability::full);
+  const auto payload = b::payload_of(payload_bytes);
+  eo::OutboxOptions o;  // the default durability
+  eo::Outbox outbox(file, o);
+  eo::Queue queue(file, eo::queue_options_from(o));
+  ::sync();
+  const auto w0 = b::write_bytes();
+  for (int t = 0; t < events / 100; ++t)
+    outbox.transact([&](eo::Transaction& tx) {
+      for (int r = 0; r < 100; ++r) tx.enqueue(make_event(payload));
+    });
+  // Sends and acknowledgements, confirmation lagging one batch behind; the
+  // first half's unconfirmed events go again once (a reconnect) before the
+  // confirmations catch up.
+  auto send_all = [&](std::int64_t unconfirmed_through, bool confirm) {
+    std::int64_t cursor = 0, confirmed = 0;
+    for (;;) {
+      auto batch = queue.next_batch(cursor, 256, unconfirmed_through);
+      if (batch.empty()) break;
+      queue.record_sent_through(batch.back().sequence);
+      std::vector<std::int64_t> acks;
+      for (const auto& e : batch) {
+        acks.push_back(e.sequence);
+        if (acks.size() == 64) {
+          queue.mark_acked(acks);
+          acks.clear();
+        }
+      }
+      queue.mark_acked(acks);
+      if (confirm && confirmed > 0) queue.confirm_through(confirmed);
+      confirmed = batch.back().sequence;
+      cursor = batch.back().sequence;
+      if (!confirm && cursor >= events / 2) break;
+    }
+    if (confirm) queue.confirm_through(confirmed);
+    return cursor;
+  };
+  const auto half = send_all(0, false);
+  if (rewrite) queue.resend_unconfirmed();
+  send_all(rewrite ? 0 : half, true);
+  const auto bytes = b::write_bytes() - w0;
+  if (queue.position().pending != 0) throw std::runtime_error("bench_write: lifetime: events left pending");
+  return static_cast<double>(bytes) / events;
+}
+
 // The writer and the forwarder's storage work on one file at once: events
 // per second from the first write to the last event marked published.
 // barrier: record_sent_through before each batch, as the Forwarder does.
@@ -318,6 +377,13 @@ int main(int argc, char** argv) try {
   b::figure("bytes_written_per_event_group", b::median(group_bytes));
   b::figure("bytes_written_per_event_txn_raw", b::median(raw_txn));
   b::figure("bytes_written_per_event_group_raw", b::median(raw_group));
+  std::vector<double> lifetime, lifetime_rewrite;
+  for (int i = 0; i < reps; ++i) {
+    lifetime.push_back(run_lifetime(file, 20'000 / scale, false));
+    lifetime_rewrite.push_back(run_lifetime(file, 20'000 / scale, true));
+  }
+  b::figure("bytes_written_per_event_lifetime", b::median(lifetime));
+  b::figure("bytes_written_per_event_lifetime_rewrite", b::median(lifetime_rewrite));
 
   b::note("bench_write: durable before send: writer + the forwarder's storage work, NORMAL, NORMAL + barrier, FULL");
   std::vector<double> plain, barrier, full_barrier;
