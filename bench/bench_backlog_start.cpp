@@ -156,6 +156,8 @@ double restart_ms(const std::filesystem::path& file, std::uint64_t events, Backl
   b::wait_for([&] { return probe->first().has_value(); }, std::chrono::seconds(600), "the first publish");
   const double ms = ms_between(t0, *probe->first());
   forwarder.stop();
+  b::note("  restart, %llu events %s, rep %d: %.1f ms", static_cast<unsigned long long>(events),
+          backlog == Backlog::unsent ? "unsent" : "unconfirmed", rep, ms);
   return ms;
 }
 

@@ -10,14 +10,16 @@ namespace edge_outbox::detail {
 
 namespace {
 
-// Each a range of a partial index (database.cpp: outbox_pending, outbox_unconfirmed).
+// Each a range of a partial index (database.cpp: outbox_pending, outbox_unconfirmed),
+// named: the planner may prefer the table's rowid range, which reads whole rows.
 constexpr const char* kRange =
     "SELECT (SELECT min(sequence) FROM outbox WHERE published_at IS NULL), "
     "(SELECT seq FROM sqlite_sequence WHERE name = 'outbox')";
 constexpr const char* kPendingIn =
-    "SELECT count(*) FROM outbox WHERE published_at IS NULL AND sequence BETWEEN ? AND ?";
+    "SELECT count(*) FROM outbox INDEXED BY outbox_pending WHERE published_at IS NULL AND sequence BETWEEN ? AND ?";
 constexpr const char* kUnconfirmedIn =
-    "SELECT count(*) FROM outbox WHERE published_at IS NULL AND acked_at IS NOT NULL AND sequence BETWEEN ? AND ?";
+    "SELECT count(*) FROM outbox INDEXED BY outbox_unconfirmed WHERE published_at IS NULL AND acked_at IS NOT NULL "
+    "AND sequence BETWEEN ? AND ?";
 
 std::int64_t count_in(SQLite::Database& db, const char* sql, std::int64_t first, std::int64_t last) {
   SQLite::Statement q(db, sql);
@@ -29,8 +31,8 @@ std::int64_t count_in(SQLite::Database& db, const char* sql, std::int64_t first,
 
 }  // namespace
 
-BacklogCount::BacklogCount(std::filesystem::path path, std::chrono::milliseconds busy_timeout)
-    : path_(std::move(path)), busy_timeout_(busy_timeout) {}
+BacklogCount::BacklogCount(std::filesystem::path path, std::chrono::milliseconds busy_timeout, bool has_acks)
+    : path_(std::move(path)), busy_timeout_(busy_timeout), has_acks_(has_acks) {}
 
 BacklogCount::~BacklogCount() { abandon(); }
 
@@ -57,7 +59,7 @@ std::optional<BacklogCounts> BacklogCount::next_piece(std::int64_t piece) {
     }
     const std::int64_t end = std::min(last_, next_ + std::max<std::int64_t>(piece, 1) - 1);
     sums_.pending += count_in(*db_, kPendingIn, next_, end);
-    sums_.unconfirmed += count_in(*db_, kUnconfirmedIn, next_, end);
+    if (has_acks_) sums_.unconfirmed += count_in(*db_, kUnconfirmedIn, next_, end);
     next_ = end + 1;
     if (next_ <= last_) return std::nullopt;
     abandon();

@@ -31,13 +31,14 @@ namespace edge_outbox::detail {
 
 class BacklogCount {
  public:
-  // Requires: path is an outbox file (opened by a Queue); piece >= 1.
-  BacklogCount(std::filesystem::path path, std::chrono::milliseconds busy_timeout);
+  // Requires: path is an outbox file (opened by a Queue). has_acks: its
+  // schema has acked_at (revision 2 or later; else nothing is unconfirmed).
+  BacklogCount(std::filesystem::path path, std::chrono::milliseconds busy_timeout, bool has_acks);
   ~BacklogCount();
   BacklogCount(const BacklogCount&) = delete;
   BacklogCount& operator=(const BacklogCount&) = delete;
 
-  // Counts the next piece of at most `piece` sequences, beginning a count
+  // Counts the next piece of at most `piece` sequences (Requires: piece >= 1), beginning a count
   // (and its snapshot) when none is under way. The counts once the last
   // piece is counted; nullopt while pieces remain. Throws SQLite::Exception;
   // the count under way is then abandoned (the next call begins again).
@@ -50,6 +51,7 @@ class BacklogCount {
 
   std::filesystem::path path_;
   std::chrono::milliseconds busy_timeout_;
+  bool has_acks_;
   std::unique_ptr<SQLite::Database> db_;  // opened at the first count
   std::unique_ptr<SQLite::Transaction> read_;  // the snapshot of the count under way
   std::int64_t next_ = 0;   // the first sequence not yet counted

@@ -370,7 +370,8 @@ std::optional<BacklogCounts> Queue::count_backlog(std::int64_t piece) {
   if (piece < 1) throw Error(ErrorKind::invalid_argument, "count_backlog needs a piece of at least 1 sequence");
   try {
     if (!d.backlog_count)
-      d.backlog_count = std::make_unique<detail::BacklogCount>(d.connection.path, d.options.busy_timeout);
+      d.backlog_count = std::make_unique<detail::BacklogCount>(d.connection.path, d.options.busy_timeout,
+                                                               d.connection.schema_revision >= 2);
     return d.backlog_count->next_piece(piece);
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.connection.path, "counting the stream's backlog");
