@@ -51,6 +51,14 @@ ForwarderOptions server_options() {
   return o;
 }
 
+// server_options() whose time is the test's: confirm_timeout 1 s of it.
+ForwarderOptions server_options_timed_by(std::shared_ptr<test::ManualClock> clock) {
+  auto o = server_options();
+  o.clock = std::move(clock);
+  o.confirm_timeout = 1s;
+  return o;
+}
+
 // Every event the tests' outboxes ever held, by stream: what an honest
 // ingest that stored them all would have.
 std::map<std::string, test::DeviceLedger>& ledgers() {
@@ -195,10 +203,7 @@ TEST_CASE("server mode: no confirmation for confirm_timeout sends the events aga
   enqueue(outbox, 10);
   auto clock = std::make_shared<test::ManualClock>();
   test::FakeBroker broker;
-  auto o = server_options();
-  o.clock = clock;
-  o.confirm_timeout = 1s;
-  Forwarder forwarder(outbox, broker.publisher(), o);
+  Forwarder forwarder(outbox, broker.publisher(), server_options_timed_by(clock));
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 10; }));
   REQUIRE(eventually([&] { return forwarder.stats().unconfirmed == 10; }));
@@ -237,10 +242,7 @@ TEST_CASE("server mode: sending unconfirmed events again rewrites none of their 
   enqueue(outbox, 8);
   auto clock = std::make_shared<test::ManualClock>();
   test::FakeBroker broker;
-  auto o = server_options();
-  o.clock = clock;
-  o.confirm_timeout = 1s;
-  Forwarder forwarder(outbox, broker.publisher(), o);
+  Forwarder forwarder(outbox, broker.publisher(), server_options_timed_by(clock));
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().unconfirmed == 8; }));
   const auto acked_at = [&] {
