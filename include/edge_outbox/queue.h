@@ -155,7 +155,8 @@ class Queue {
 
   // Up to limit pending events not yet acknowledged (acked_at IS NULL: in
   // server mode, unconfirmed events are not read again until
-  // resend_unconfirmed) with sequence > after_sequence, oldest first, read
+  // resend_unconfirmed, or the overload below reads them as they are) with
+  // sequence > after_sequence, oldest first, read
   // with keyset pagination over the outbox_unsent index (never a scan of the
   // whole table). Memory is bounded by limit. Dead-letters expired events
   // first (expire_due).
