@@ -67,8 +67,9 @@
 // succeeded; every later connection tries 5 again
 // (wire/mqtt_connect.h). Each connect attempt has a Paho client of its
 // own (Paho fixes the version at creation, and a client that lost a
-// connection may resend a publish from freed memory: subscriber.cpp). A failed connect names its cause
-// (wire/connect_probe.h probes TCP and TLS when Paho says only "failure").
+// connection may resend a publish from freed memory: subscriber.cpp). A
+// failed connect names its cause (wire/connect_probe.h probes TCP and TLS
+// when Paho says only "failure").
 //
 // Throws: the constructor std::runtime_error (Paho's mqtt::exception) when
 // Paho refuses the broker URI or the client id. maintain() and stop() log

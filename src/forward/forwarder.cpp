@@ -515,7 +515,6 @@ struct Forwarder::Impl {
     ++shared_stats.resends;
   }
 
-  // The stream's status as the file says now.
   // One piece of the backlog's count (Queue::count_backlog); true once the
   // count is complete, in `counts`. In server mode the unconfirmed count
   // (what the confirmation wait follows) becomes the count's snapshot plus

@@ -43,8 +43,6 @@ class BacklogCount {
   // piece is counted; nullopt while pieces remain. Throws SQLite::Exception;
   // the count under way is then abandoned (the next call begins again).
   std::optional<BacklogCounts> next_piece(std::int64_t piece);
-  // True between a count's first piece and its last.
-  bool counting() const noexcept { return read_ != nullptr; }
 
  private:
   void abandon() noexcept;

@@ -122,6 +122,11 @@ const std::string count_unconfirmed = "SELECT count(*) FROM outbox WHERE " + unc
 const std::string any_unconfirmed = "SELECT 1 FROM outbox WHERE " + unconfirmed_row + " LIMIT 1";
 const std::string lowest_pending = "SELECT min(sequence) FROM outbox WHERE " + pending_row;
 const std::string highest_committed = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'";
+// Named: the planner may prefer the table's rowid range, which reads whole rows.
+const std::string count_pending_in = "SELECT count(*) FROM outbox INDEXED BY outbox_pending WHERE " + pending_row +
+                                     " AND sequence BETWEEN ? AND ?";
+const std::string count_unconfirmed_in = "SELECT count(*) FROM outbox INDEXED BY outbox_unconfirmed WHERE " +
+                                         unconfirmed_row + " AND sequence BETWEEN ? AND ?";
 const std::string select_pending_ids =
     "SELECT sequence, event_id FROM outbox WHERE " + pending_row + " AND sequence BETWEEN ? AND ? ORDER BY sequence";
 const std::string insert_event =
@@ -220,7 +225,32 @@ std::string attributes_to_json(const std::map<std::string, std::string>& attribu
   return nlohmann::json(attributes).dump();
 }
 
+std::int64_t count_between(SQLite::Database& db, const std::string& sql, std::int64_t first, std::int64_t last) {
+  SQLite::Statement q(db, sql);
+  q.bind(1, first);
+  q.bind(2, last);
+  q.executeStep();
+  return q.getColumn(0).getInt64();
+}
+
 }  // namespace
+
+PendingRange pending_range(SQLite::Database& db) {
+  PendingRange r;
+  const auto lowest = db.execAndGet(lowest_pending);
+  if (!lowest.isNull()) r.lowest = lowest.getInt64();
+  SQLite::Statement q(db, highest_committed);
+  if (q.executeStep()) r.committed = q.getColumn(0).getInt64();
+  return r;
+}
+
+std::int64_t count_pending_between(SQLite::Database& db, std::int64_t first, std::int64_t last) {
+  return count_between(db, count_pending_in, first, last);
+}
+
+std::int64_t count_unconfirmed_between(SQLite::Database& db, std::int64_t first, std::int64_t last) {
+  return count_between(db, count_unconfirmed_in, first, last);
+}
 
 OutboxTables::OutboxTables(SQLite::Database& db, const Clock& clock, std::string boot_id, int schema_revision)
     : db_(db), clock_(clock), boot_id_(std::move(boot_id)), has_acks_(schema_revision >= 2) {}
@@ -550,17 +580,14 @@ StreamPosition OutboxTables::position(bool counted) {
     return q.executeStep() ? q.getColumn(0).getInt64() : 0;
   };
   StreamPosition p;
-  {
-    SQLite::Statement q(db_, highest_committed);
-    p.committed = q.executeStep() ? q.getColumn(0).getInt64() : 0;
-  }
-  const auto lowest = db_.execAndGet(lowest_pending);
-  p.floor = lowest.isNull() ? p.committed + 1 : lowest.getInt64();
+  const auto range = pending_range(db_);
+  p.committed = range.committed;
+  p.floor = range.lowest.value_or(p.committed + 1);
   if (counted) {
     p.pending = static_cast<std::int64_t>(pending_count());
     p.unconfirmed = static_cast<std::int64_t>(unconfirmed_count());
   } else {
-    p.pending = lowest.isNull() ? 0 : 1;  // the floor is the lowest pending sequence
+    p.pending = range.lowest ? 1 : 0;  // the floor is the lowest pending sequence
     p.unconfirmed = has_unconfirmed() ? 1 : 0;
   }
   if (has_acks_) {

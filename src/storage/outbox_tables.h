@@ -214,4 +214,18 @@ class OutboxTables {
 // the connection reports it (sqlite_error).
 void record_boot_at_open(Connection& connection, OutboxTables& tables);
 
+// Reads for a connection of its own to an outbox file (BacklogCount's), with
+// the row predicates and partial indexes above: the lowest pending sequence
+// (none: nothing pending) and the highest committed (0: none)...
+struct PendingRange {
+  std::optional<std::int64_t> lowest;
+  std::int64_t committed = 0;
+};
+PendingRange pending_range(SQLite::Database& db);
+// ... and the pending events, and the unconfirmed ones (Requires: schema
+// revision 2 or later), with first <= sequence <= last, each counted over
+// its partial index.
+std::int64_t count_pending_between(SQLite::Database& db, std::int64_t first, std::int64_t last);
+std::int64_t count_unconfirmed_between(SQLite::Database& db, std::int64_t first, std::int64_t last);
+
 }  // namespace edge_outbox
