@@ -169,6 +169,25 @@ struct ForwarderOptions {
   std::chrono::milliseconds ack_timeout{15'000};
   WireMode wire_mode = WireMode::automatic;
 
+  // The order events go out in.
+  enum class Order {
+    // Commit order (sequence order): what any subscriber of the event
+    // topics may rely on. The default, because MQTT consumers other than
+    // edge-outbox-ingest see the order the device sends in.
+    fifo,
+    // Live first: when a connection comes up with events waiting (the
+    // backlog of an outage), the sequence the backlog ends at is recorded
+    // in the file (Queue::backlog_end); events committed after it go out
+    // ahead of the backlog, which fills the rest of the window, so both
+    // progress, each lane in sequence order. A restart during the drain
+    // keeps the lanes; once the backlog is sent the order is commit order
+    // again. Sequences stay the stream's: a live event is confirmed (server
+    // confirmation) once everything below it is stored, and waits as
+    // unconfirmed until then (docs/confirmation.md).
+    live_first,
+  };
+  Order order = Order::fifo;
+
   // When an event leaves the outbox.
   enum class Confirmation {
     // When the broker acknowledged it (QoS 1 PUBACK). Works with any consumer;

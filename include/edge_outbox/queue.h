@@ -222,6 +222,17 @@ class Queue {
   // sent_through was made durable by the call that recorded it.
   void record_sent_through(std::int64_t sequence);
 
+  // Live first (ForwarderOptions::order): the sequence the backlog of an
+  // outage ends at, kept in the file (outbox_meta key backlog_end) so that a
+  // restart in the middle of a drain keeps the two lanes it had. 0: none.
+  std::int64_t backlog_end();
+  // Records it (0: the backlog drained) in a commit of its own, synced as
+  // QueueOptions::durability says: a power cut may take it back, and the
+  // next connection sets it again. Requires: sequence >= 0.
+  void record_backlog_end(std::int64_t sequence);
+  // Whether an event waits to be sent for the first time (an index seek).
+  bool has_unsent();
+
   // How position() fills StreamPosition::pending and ::unconfirmed.
   enum class Counts {
     exact,     // counted: a scan of their index, proportional to them

@@ -146,6 +146,7 @@ detail::SendWindowOptions window_options(const ForwarderOptions& o) {
   w.expire_interval = o.expire_interval;
   w.retry_interval = o.retry_interval;
   w.ack_timeout = o.ack_timeout;
+  w.live_first = o.order == ForwarderOptions::Order::live_first;
   w.batch.max_events = o.batch.max_events;
   w.batch.max_bytes = o.batch.max_bytes;
   w.batch.linger = o.batch.linger;
@@ -286,6 +287,23 @@ struct Forwarder::Impl {
 
   // Once, before anything else: this run's session (before any status
   // carries it), and what earlier runs left in the file.
+  // Live first: the backlog end the file holds (a drain a restart
+  // interrupted goes on), and a new one when a connection comes up with
+  // events waiting and no drain going on.
+  void follow_backlog(SendWindow& window, bool new_connection) {
+    if (options.order != ForwarderOptions::Order::live_first) return;
+    if (!backlog_loaded) {
+      window.set_backlog_end(queue->backlog_end());
+      backlog_loaded = true;
+    }
+    if (!new_connection || window.backlog_end() > 0 || !queue->has_unsent()) return;
+    const auto end = queue->position(Queue::Counts::presence).committed;
+    queue->record_backlog_end(end);
+    window.set_backlog_end(end);
+    log(LogLevel::info, "forwarder: live first: the backlog ends at sequence " + std::to_string(end) +
+                            "; events committed after it go ahead of it");
+  }
+
   void load_position(std::int64_t now_ms) EXCLUDES(mutex) {
     if (!session && (server_mode || !stream.status_topic.empty())) session = queue->begin_session();
     if (!server_mode) {
@@ -946,6 +964,11 @@ struct Forwarder::Impl {
         case SendAction::Kind::read:
           read(window, a);
           break;
+        case SendAction::Kind::backlog_drained:
+          queue->record_backlog_end(0);
+          window.backlog_cleared();
+          log(LogLevel::info, "forwarder: the backlog is sent; events go in commit order again");
+          break;
         case SendAction::Kind::record_sent:
           queue->record_sent_through(a.sequence);
           window.sent_through_recorded(a.sequence);
@@ -1031,6 +1054,7 @@ struct Forwarder::Impl {
       const auto commits_before = queue->commits();
       try {
         if (!position_loaded) load_position(now_ms);
+        follow_backlog(window, new_connection);
         if (new_connection) status_schedule.connected(now_ms);
         handle(window, done, now_ms);
         if (server_mode)
@@ -1128,6 +1152,7 @@ struct Forwarder::Impl {
   std::int64_t changes_at_count = 0;     // unconfirmed_changes when it began
   BacklogCounts counts;                  // the last complete count
   std::int64_t confirmed_applied = 0;  // the highest through given to Queue::confirm_through
+  bool backlog_loaded = false;         // live first: the file's backlog end was read
   bool resend_on_connect = false;      // a connection came up: resend once the link is seen up
   std::int64_t connect_resend_at_ms = 0;  // ... and the retained confirmation came, or at this time
   std::int64_t connect_resend_through = 0;  // ... the unconfirmed events up to here

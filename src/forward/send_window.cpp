@@ -11,6 +11,70 @@ SendWindow::SendWindow(SendWindowOptions options, std::int64_t now_ms)
     : options_(options), ack_timeout_(options.ack_timeout), next_poll_ms_(now_ms), next_expire_ms_(now_ms),
       last_wrap_ms_(now_ms - options.retry_interval.count()), now_ms_(now_ms) {}
 
+SendWindow::Lane& SendWindow::lane_of(std::int64_t sequence) noexcept {
+  return backlog_end_ > 0 && sequence <= backlog_end_ ? lanes_[1] : lanes_[0];
+}
+
+bool SendWindow::caught_up() const noexcept {
+  for (std::size_t i = 0; i < lanes(); ++i)
+    if (!lanes_[i].caught_up) return false;
+  return true;
+}
+
+bool SendWindow::rewinding() const noexcept {
+  if (next_backlog_end_ != kNone) return true;
+  for (std::size_t i = 0; i < lanes(); ++i)
+    if (lanes_[i].rewind_to != kNone) return true;
+  return false;
+}
+
+bool SendWindow::buffers_empty() const noexcept {
+  for (std::size_t i = 0; i < lanes(); ++i)
+    if (!lanes_[i].buffer.empty()) return false;
+  return true;
+}
+
+void SendWindow::queue_changed() noexcept {
+  for (auto& lane : lanes_) lane.caught_up = false;
+}
+
+void SendWindow::set_backlog_end(std::int64_t sequence) noexcept {
+  if (sequence == backlog_end_ && next_backlog_end_ == kNone) return;
+  next_backlog_end_ = std::max<std::int64_t>(sequence, 0);
+}
+
+// Nothing in flight, the acknowledgements marked: both lanes from their
+// starts (what was sent and acknowledged is not read again).
+void SendWindow::apply_backlog_end() noexcept {
+  backlog_end_ = next_backlog_end_;
+  next_backlog_end_ = kNone;
+  Lane& live = lanes_[0];
+  Lane& backlog = lanes_[1];
+  live = Lane{};
+  live.start = backlog_end_;
+  live.cursor = backlog_end_;
+  backlog = Lane{};
+  backlog.end = backlog_end_;
+}
+
+void SendWindow::backlog_cleared() noexcept {
+  if (next_backlog_end_ != kNone) return;  // a new one is on its way
+  backlog_end_ = 0;
+  lanes_[0].start = 0;
+  lanes_[1] = Lane{};
+}
+
+// The backlog lane read everything up to its end and nothing of it is
+// buffered, in flight or to be read again.
+bool SendWindow::backlog_done() const noexcept {
+  if (backlog_end_ == 0 || next_backlog_end_ != kNone) return false;
+  const Lane& backlog = lanes_[1];
+  if (!backlog.caught_up || !backlog.buffer.empty() || backlog.rewind_to != kNone) return false;
+  for (const auto& [sequence, others] : in_flight_)
+    if (sequence <= backlog_end_) return false;
+  return true;
+}
+
 void SendWindow::completed(std::int64_t sequence, Outcome outcome, std::int64_t now_ms) {
   ack_timeout_.completed(now_ms);
   std::vector<std::int64_t> others;  // the rest of a batch
@@ -18,13 +82,14 @@ void SendWindow::completed(std::int64_t sequence, Outcome outcome, std::int64_t 
     others = std::move(it->second);
     in_flight_.erase(it);
   }
+  Lane& lane = lane_of(sequence);
   switch (outcome) {
     case Outcome::acknowledged:
       acks_.push_back(sequence);
       acks_.insert(acks_.end(), others.begin(), others.end());
       break;
     case Outcome::not_sent:
-      rewind_to_ = std::min(rewind_to_, sequence);
+      lane.rewind_to = std::min(lane.rewind_to, sequence);
       break;
     case Outcome::refused:
       if (others.empty()) {
@@ -34,7 +99,7 @@ void SendWindow::completed(std::int64_t sequence, Outcome outcome, std::int64_t 
       // Find the event the broker refuses: all of them again, alone.
       split_.insert(sequence);
       split_.insert(others.begin(), others.end());
-      rewind_to_ = std::min(rewind_to_, sequence);
+      lane.rewind_to = std::min(lane.rewind_to, sequence);
       break;
     case Outcome::dead_lettered:
       break;
@@ -52,27 +117,33 @@ void SendWindow::begin_step(std::int64_t now_ms, bool connected, bool draining) 
 void SendWindow::polled(std::uint64_t data_version) noexcept {
   if (data_version != last_data_version_) {
     last_data_version_ = data_version;
-    caught_up_ = false;
+    queue_changed();
   }
   next_poll_ms_ = now_ms_ + options_.poll_interval.count();
 }
 
 void SendWindow::batch_read(std::vector<StoredEvent> events, std::vector<std::string> elements) {
+  Lane& lane = lanes_[reading_lane_ < lanes() ? reading_lane_ : 0];
+  // A lane holds sequences up to its end only.
+  while (!events.empty() && events.back().sequence > lane.end) {
+    if (elements.size() == events.size()) elements.pop_back();
+    events.pop_back();
+  }
   if (events.empty()) {
-    if (cursor_ > 0) wrap_wanted_ = true;
-    caught_up_ = true;
-    if (in_flight_.empty()) resend_through_ = 0;  // the resend is over
+    if (lane.cursor > lane.start) wrap_wanted_ = true;
+    lane.caught_up = true;
+    if (in_flight_.empty() && caught_up()) resend_through_ = 0;  // the resend is over
     return;
   }
-  cursor_ = events.back().sequence;
-  batch_high_ = cursor_;
+  lane.cursor = events.back().sequence;
+  lane.batch_high = lane.cursor;
   for (std::size_t i = 0; i < events.size(); ++i) {
     BufferedEvent b;
     b.alone = !split_.empty() && split_.count(events[i].sequence) > 0;
     b.event = std::move(events[i]);
     if (i < elements.size()) b.element = std::move(elements[i]);
     b.read_ms = now_ms_;
-    buffer_.push_back(std::move(b));
+    lane.buffer.push_back(std::move(b));
   }
 }
 
@@ -93,16 +164,22 @@ void SendWindow::sent(std::int64_t sequence, std::int64_t now_ms) {
 
 void SendWindow::resend_unconfirmed() noexcept {
   resend_wanted_ = true;
-  rewind_to_ = std::min<std::int64_t>(rewind_to_, 1);  // then the cursor goes to 0
+  // Then each lane's cursor goes back to its start.
+  for (std::size_t i = 0; i < lanes(); ++i)
+    lanes_[i].rewind_to = std::min<std::int64_t>(lanes_[i].rewind_to, lanes_[i].start + 1);
 }
 
-SendAction SendWindow::read() const {
+SendAction SendWindow::read(std::size_t lane) {
+  reading_lane_ = lane;
+  const Lane& l = lanes_[lane];
   SendAction a;
   a.kind = SendAction::Kind::read;
-  a.after = cursor_;
+  a.after = l.cursor;
   a.unconfirmed_through = resend_through_;
-  // Reads take a full message at least.
+  // Reads take a full message at least, and no more than the lane can hold.
   a.limit = std::max(options_.batch_size, options_.batch.max_events);
+  if (l.end != kNone) a.limit = static_cast<std::size_t>(std::min<std::int64_t>(
+                          static_cast<std::int64_t>(a.limit), std::max<std::int64_t>(l.end - l.cursor, 1)));
   return a;
 }
 
@@ -110,6 +187,57 @@ SendAction SendWindow::mark_published() const {
   SendAction a;
   a.kind = SendAction::Kind::mark_published;
   return a;
+}
+
+// The next message of `lane`: a read, a record_sent or a send (action), an
+// event skipped (again: plan once more), or nothing to send from it now.
+SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
+  using Kind = SendAction::Kind;
+  MessagePlan plan = plan_message(lane.buffer, options_.batch);
+  if (plan.events == 0 || !plan.full) {
+    // Empty, or the message could take events not read yet.
+    if (!lane.caught_up) {
+      if (lane.end != kNone && lane.cursor >= lane.end) {
+        lane.caught_up = true;  // nothing above the end is the lane's
+      } else {
+        out = read(static_cast<std::size_t>(&lane - lanes_));
+        return Dispatch::action;
+      }
+    }
+    if (plan.events == 0) return Dispatch::nothing;
+    if (!draining_ && options_.batch.linger.count() > 0) {
+      std::int64_t until = lane.buffer.front().read_ms + options_.batch.linger.count();
+      if (now_ms_ < until) {
+        linger_until_ms_ = std::min(linger_until_ms_, until);
+        return Dispatch::nothing;
+      }
+    }
+  }
+  if (lane.buffer[plan.events - 1].event.sequence > sent_through_) {
+    out = SendAction{};
+    out.kind = Kind::record_sent;
+    out.sequence = lane.batch_high;
+    return Dispatch::action;
+  }
+  SendAction a;
+  a.events.reserve(plan.events);
+  if (plan.events > 1) a.elements.reserve(plan.events);
+  for (std::size_t i = 0; i < plan.events; ++i) {
+    a.events.push_back(std::move(lane.buffer.front().event));
+    if (plan.events > 1) a.elements.push_back(std::move(lane.buffer.front().element));
+    lane.buffer.pop_front();
+  }
+  const StoredEvent& first = a.events.front();
+  if (plan.events == 1) {
+    if (!split_.empty()) split_.erase(first.sequence);
+    if (first.remaining_ttl && first.remaining_ttl->count() <= 0) {
+      next_expire_ms_ = now_ms_;  // the expiry dead-letters it
+      return Dispatch::again;
+    }
+  }
+  a.kind = Kind::send;
+  out = std::move(a);
+  return Dispatch::action;
 }
 
 SendAction SendWindow::next() {
@@ -129,7 +257,7 @@ SendAction SendWindow::next() {
         break;
       case Phase::poll:
         phase_ = Phase::expire;
-        if (now_ms_ >= next_poll_ms_) {
+        if (now_ms_ >= next_poll_ms_ || (options_.live_first && backlog_end_ > 0)) {
           SendAction a;
           a.kind = Kind::poll;
           return a;
@@ -144,7 +272,7 @@ SendAction SendWindow::next() {
         }
         break;
       case Phase::rewind:
-        if (rewind_to_ != kNone && in_flight_.empty()) {
+        if (rewinding() && in_flight_.empty()) {
           // Before re-reading: acknowledged events must not come back.
           if (!acks_.empty()) return mark_published();
           if (resend_wanted_) {
@@ -152,72 +280,59 @@ SendAction SendWindow::next() {
             a.kind = Kind::resend;
             return a;
           }
-          cursor_ = rewind_to_ - 1;
-          rewind_to_ = kNone;
-          buffer_.clear();
-          caught_up_ = false;
+          if (next_backlog_end_ != kNone) apply_backlog_end();
+          for (std::size_t i = 0; i < lanes(); ++i) {
+            Lane& lane = lanes_[i];
+            if (lane.rewind_to == kNone) continue;
+            lane.cursor = std::max(lane.start, lane.rewind_to - 1);
+            lane.rewind_to = kNone;
+            lane.buffer.clear();
+            lane.caught_up = false;
+          }
         }
         phase_ = Phase::wrap;
         break;
       case Phase::wrap: {
-        bool can_wrap = (wrap_wanted_ || retry_wanted_) && in_flight_.empty() && buffer_.empty() &&
+        bool can_wrap = (wrap_wanted_ || retry_wanted_) && in_flight_.empty() && buffers_empty() &&
                         now_ms_ >= last_wrap_ms_ + options_.retry_interval.count();
-        if (can_wrap && caught_up_) {
+        if (can_wrap && caught_up()) {
           if (!acks_.empty()) return mark_published();
-          cursor_ = 0;
+          for (std::size_t i = 0; i < lanes(); ++i) {
+            lanes_[i].cursor = lanes_[i].start;
+            lanes_[i].caught_up = false;
+          }
           resend_through_ = wrap_resend_through_;  // 0 unless a reconnect asked for it
           wrap_resend_through_ = 0;
           last_wrap_ms_ = now_ms_;
           wrap_wanted_ = false;
           retry_wanted_ = false;
-          caught_up_ = false;
         }
         phase_ = Phase::dispatch;
         break;
       }
       case Phase::dispatch:
-        if (connected_ && rewind_to_ == kNone) {
+        if (connected_ && !rewinding()) {
           while (in_flight_.size() < options_.max_in_flight) {
-            MessagePlan plan = plan_message(buffer_, options_.batch);
-            if (plan.events == 0 || !plan.full) {
-              // Empty, or the message could take events not read yet.
-              if (!caught_up_) return read();
-              if (plan.events == 0) break;
-              if (!draining_ && options_.batch.linger.count() > 0) {
-                std::int64_t until = buffer_.front().read_ms + options_.batch.linger.count();
-                if (now_ms_ < until) {
-                  linger_until_ms_ = until;
-                  break;
-                }
-              }
-            }
-            if (buffer_[plan.events - 1].event.sequence > sent_through_) {
-              SendAction a;
-              a.kind = Kind::record_sent;
-              a.sequence = batch_high_;
-              return a;
-            }
+            // The live lane first; the backlog fills the rest of the window.
+            Dispatch d = Dispatch::nothing;
             SendAction a;
-            a.events.reserve(plan.events);
-            if (plan.events > 1) a.elements.reserve(plan.events);
-            for (std::size_t i = 0; i < plan.events; ++i) {
-              a.events.push_back(std::move(buffer_.front().event));
-              if (plan.events > 1) a.elements.push_back(std::move(buffer_.front().element));
-              buffer_.pop_front();
+            for (std::size_t i = 0; i < lanes(); ++i) {
+              d = dispatch_from(lanes_[i], a);
+              if (d != Dispatch::nothing) break;
             }
-            const StoredEvent& first = a.events.front();
-            if (plan.events == 1) {
-              if (!split_.empty()) split_.erase(first.sequence);
-              if (first.remaining_ttl && first.remaining_ttl->count() <= 0) {
-                next_expire_ms_ = now_ms_;  // the expiry dead-letters it
-                continue;
-              }
-            }
-            a.kind = Kind::send;
-            return a;
+            if (d == Dispatch::action) return a;
+            if (d == Dispatch::nothing) break;
           }
         }
+        phase_ = Phase::lanes;
+        break;
+      case Phase::lanes:
         phase_ = Phase::flush;
+        if (backlog_done()) {
+          SendAction a;
+          a.kind = Kind::backlog_drained;
+          return a;
+        }
         break;
       case Phase::flush:
         if (!acks_.empty()) return mark_published();
@@ -225,7 +340,7 @@ SendAction SendWindow::next() {
         break;
       case Phase::drained:
         phase_ = Phase::done;
-        if (draining_ && caught_up_ && buffer_.empty() && in_flight_.empty() && acks_.empty() && rewind_to_ == kNone) {
+        if (draining_ && caught_up() && buffers_empty() && in_flight_.empty() && acks_.empty() && !rewinding()) {
           SendAction a;
           a.kind = Kind::check_drained;
           return a;
@@ -244,7 +359,7 @@ SendAction SendWindow::next() {
 std::int64_t SendWindow::wake_at() const noexcept {
   auto t = std::min(next_poll_ms_, next_expire_ms_);
   // A lingering message keeps the buffer: no wrap before it went.
-  if ((wrap_wanted_ || retry_wanted_) && caught_up_ && buffer_.empty()) {
+  if ((wrap_wanted_ || retry_wanted_) && caught_up() && buffers_empty()) {
     t = std::min(t, last_wrap_ms_ + options_.retry_interval.count());
   }
   if (auto due = ack_timeout_.deadline(in_flight_.size())) t = std::min(t, *due);

@@ -29,6 +29,19 @@
 //               unconfirmed events up to through as well, as they are (no
 //               row is rewritten), until a read catches up with nothing in
 //               flight, or a wrap.
+// Lanes (SendWindowOptions::live_first): with a backlog end B set
+// (set_backlog_end, the sequence the backlog of an outage ends at), the
+// window reads two lanes, each with its own cursor and buffer, each in
+// sequence order: live (sequences above B) and backlog (1..B). Every message
+// is taken from the live lane when it has one ready, else from the backlog,
+// which so fills the rest of the window; both progress. Without B there is
+// one lane, the live one from sequence 0: plain commit order. A lane's
+// not_sent rewinds that lane; a resend or a wrap starts both again. Once
+// the backlog lane is caught up with nothing of it buffered or in flight,
+// backlog_drained asks the owner to forget B (backlog_cleared()). A new B
+// takes effect like a rewind: once nothing is in flight and the
+// acknowledgements are marked, both lanes read again from their starts.
+//
 // and two wishes, served once caught up with nothing in flight or buffered:
 //   retry       a refused event (not dead-lettered) waits to be sent again,
 //               or a read left an event out for later (left_out());
@@ -85,7 +98,7 @@
 // record_sent and send (repeatedly, while connected and not rewinding, until
 // the window is full or caught up), mark_published
 // (after refilling the window, so that its commit overlaps the sending),
-// check_drained (draining, and nothing left in the window), and idle with
+// backlog_drained (the backlog lane is done), check_drained (draining, and nothing left in the window), and idle with
 // the time to wake: the earliest of the next poll, the next expiry, the next
 // wrap when one is wished, the end of a linger and the ack deadline.
 #pragma once
@@ -116,6 +129,9 @@ struct SendWindowOptions {
   std::chrono::milliseconds expire_interval{10'000};
   std::chrono::milliseconds retry_interval{1'000};
   std::chrono::milliseconds ack_timeout{15'000};  // 0: off
+  // Lanes: while a backlog end is set, the data version is polled every
+  // step (a live event is seen at the next completion, not the next poll).
+  bool live_first = false;
   BatchPolicy batch;  // its max_packet_bytes is set_max_packet_bytes()'s
 };
 
@@ -133,6 +149,7 @@ struct SendAction {
                       // publishing; nothing to report if it cannot be encoded (a
                       // permanent failure; only a message of one event can fail so)
     resend,           // resent(the highest sequence sent); or Queue::resend_unconfirmed(), then resent()
+    backlog_drained,  // the backlog lane is done: record that no backlog is left, then backlog_cleared()
     check_drained,    // Queue::has_pending(): the forwarder is drained when nothing is
     idle,             // the step is over: wait until wake_at_ms or the next wake-up
   };
@@ -160,7 +177,7 @@ class SendWindow {
   SendWindow(SendWindowOptions options, std::int64_t now_ms);
 
   // The queue may hold events the window has not seen: read again.
-  void queue_changed() noexcept { caught_up_ = false; }
+  void queue_changed() noexcept;
   // The last read left out an event that will be due later (a report the
   // Queue holds back for a while): wrap when caught up, as for a retry.
   void left_out() noexcept { wrap_wanted_ = true; }
@@ -190,6 +207,15 @@ class SendWindow {
     resend_wanted_ = false;
     resend_through_ = unconfirmed_through;
   }
+  // Lanes: the backlog ends at sequence (0: none, one lane). Takes effect
+  // once nothing is in flight (as a rewind). Requires: sequence >= 0.
+  void set_backlog_end(std::int64_t sequence) noexcept;
+  // The owner recorded that no backlog is left (after backlog_drained).
+  void backlog_cleared() noexcept;
+  // The backlog end set (0: none), in effect or waiting to take effect.
+  std::int64_t backlog_end() const noexcept {
+    return next_backlog_end_ != kNone ? next_backlog_end_ : backlog_end_;
+  }
   // Server confirmation, after a reconnect: the unconfirmed events up to
   // unconfirmed_through go again at the next wrap (once caught up: what is
   // unsent goes first), read as they are.
@@ -208,37 +234,56 @@ class SendWindow {
 
   std::span<const std::int64_t> acks() const noexcept { return acks_; }
   std::size_t in_flight() const noexcept { return in_flight_.size(); }
-  bool caught_up() const noexcept { return caught_up_; }
-  bool rewinding() const noexcept { return rewind_to_ != kNone; }
+  // Every lane read up to what the queue holds.
+  bool caught_up() const noexcept;
+  bool rewinding() const noexcept;
   // The highest sequence recorded with record_sent (0: none this run).
   std::int64_t sent_through() const noexcept { return sent_through_; }
 
  private:
-  enum class Phase { ack_timeout, poll, expire, rewind, wrap, dispatch, flush, drained, done };
+  enum class Phase { ack_timeout, poll, expire, rewind, wrap, dispatch, lanes, flush, drained, done };
   static constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
 
-  SendAction read() const;
+  // A run of sequences read in order: (start, end].
+  struct Lane {
+    std::int64_t start = 0;     // a wrap or a resend reads again after it
+    std::int64_t end = kNone;   // the last sequence the lane holds
+    std::int64_t cursor = 0;    // the last sequence read
+    std::deque<BufferedEvent> buffer;  // read, not yet sent
+    bool caught_up = false;
+    std::int64_t batch_high = 0;  // the highest sequence of its last batch read
+    std::int64_t rewind_to = kNone;
+  };
+  enum class Dispatch { action, again, nothing };
+
+  SendAction read(std::size_t lane);
   SendAction mark_published() const;
+  Dispatch dispatch_from(Lane& lane, SendAction& out);
   std::int64_t wake_at() const noexcept;
+  // The live lane, then the backlog lane while a backlog end is set.
+  std::size_t lanes() const noexcept { return backlog_end_ > 0 ? 2 : 1; }
+  Lane& lane_of(std::int64_t sequence) noexcept;
+  bool buffers_empty() const noexcept;
+  bool backlog_done() const noexcept;
+  void apply_backlog_end() noexcept;
 
   SendWindowOptions options_;
   AckTimeout ack_timeout_;
 
-  std::int64_t cursor_ = 0;
-  std::deque<BufferedEvent> buffer_;
+  Lane lanes_[2];  // [0] live, [1] backlog
+  std::size_t reading_lane_ = 0;  // the lane of the read action last given
+  std::int64_t backlog_end_ = 0;
+  std::int64_t next_backlog_end_ = kNone;  // set_backlog_end's, until it takes effect
   // Messages in flight by their oldest sequence: the other sequences of a
   // batch (empty for one event).
   std::unordered_map<std::int64_t, std::vector<std::int64_t>> in_flight_;
   std::unordered_set<std::int64_t> split_;  // from refused batches: to go one per message
   std::vector<std::int64_t> acks_;
-  std::int64_t rewind_to_ = kNone;
-  bool caught_up_ = false;
   bool wrap_wanted_ = false;
   bool retry_wanted_ = false;
   bool resend_wanted_ = false;
   std::int64_t resend_through_ = 0;  // reads take the unconfirmed events up to it too
   std::int64_t wrap_resend_through_ = 0;  // ... from the next wrap on
-  std::int64_t batch_high_ = 0;    // the highest sequence of the last batch read
   std::int64_t sent_through_ = 0;  // recorded by record_sent
   std::uint64_t last_data_version_ = 0;
   std::int64_t next_poll_ms_;

@@ -159,6 +159,9 @@ const std::string clear_acks_between =
 const std::string raise_sent_through_value =
     "UPDATE outbox_meta SET value = max(value, ?) WHERE key = 'sent_through'";
 const std::string read_meta_integer = "SELECT value FROM outbox_meta WHERE key = ?";
+// A key of its own, which the previous release neither reads nor minds.
+const std::string write_backlog_end_value =
+    "INSERT INTO outbox_meta(key, value) VALUES ('backlog_end', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value";
 
 const std::string mark_kept = "UPDATE outbox SET published_at = :wall, published_boot = :boot, published_mono = :mono "
                               "WHERE sequence = :seq AND " + pending_row;
@@ -554,6 +557,20 @@ void OutboxTables::raise_sent_through(std::int64_t sequence) {
   raise.bind(1, sequence);
   raise.exec();
 }
+
+std::int64_t OutboxTables::backlog_end() {
+  SQLite::Statement q(db_, read_meta_integer);
+  q.bind(1, "backlog_end");
+  return q.executeStep() ? q.getColumn(0).getInt64() : 0;
+}
+
+void OutboxTables::write_backlog_end(std::int64_t sequence) {
+  SQLite::Statement write(db_, write_backlog_end_value);
+  write.bind(1, sequence);
+  write.exec();
+}
+
+bool OutboxTables::has_unsent() { return !unsent(0, 1).empty(); }
 
 std::int64_t OutboxTables::floor() {
   const auto lowest = db_.execAndGet(lowest_pending);

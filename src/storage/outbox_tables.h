@@ -112,6 +112,12 @@ class OutboxTables {
   // SQLite writes no page (an overwrite with the same bytes leaves the page
   // clean), so the commit has nothing to sync.
   void raise_sent_through(std::int64_t sequence);
+  // Live first: the meta key backlog_end (0 when absent: no backlog), and
+  // its replacement.
+  std::int64_t backlog_end();
+  void write_backlog_end(std::int64_t sequence);
+  // Whether any event waits to be sent for the first time.
+  bool has_unsent();
   // counted: pending and unconfirmed counted; else 1 when there is one, 0 when none.
   StreamPosition position(bool counted = true);
   // StreamPosition::floor alone.

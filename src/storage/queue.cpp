@@ -300,6 +300,34 @@ void Queue::record_sent_through(std::int64_t sequence) {
   d.commit_synchronously("recording the sent-through sequence", [&] { d.tables.raise_sent_through(sequence); });
 }
 
+std::int64_t Queue::backlog_end() {
+  try {
+    return impl_->tables.backlog_end();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, impl_->connection.path, "reading the backlog end");
+  }
+}
+
+void Queue::record_backlog_end(std::int64_t sequence) {
+  if (sequence < 0) throw Error(ErrorKind::invalid_argument, "Queue::record_backlog_end: sequence must not be negative");
+  auto& d = *impl_;
+  try {
+    WriteTransaction tx(d.connection);
+    d.tables.write_backlog_end(sequence);
+    tx.commit();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "recording the backlog end");
+  }
+}
+
+bool Queue::has_unsent() {
+  try {
+    return impl_->tables.has_unsent();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, impl_->connection.path, "checking for unsent events");
+  }
+}
+
 OutboxSession Queue::begin_session() {
   auto& d = *impl_;
   OutboxSession s;

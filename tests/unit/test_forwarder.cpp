@@ -1025,3 +1025,100 @@ TEST_CASE("a TTL near INT64_MAX saturates: the MQTT 5 expiry is 2^32 - 1 s, neve
   }
   CHECK(outbox.stats().dead == 0);  // not expired on the way
 }
+
+// --- Live first ---------------------------------------------------------------
+
+namespace {
+
+std::int64_t backlog_end_in(const std::filesystem::path& db) {
+  SQLite::Database file(db.string(), SQLite::OPEN_READONLY);
+  SQLite::Statement q(file, "SELECT value FROM outbox_meta WHERE key = 'backlog_end'");
+  return q.executeStep() ? q.getColumn(0).getInt64() : 0;
+}
+
+ForwarderOptions live_first_options() {
+  auto o = fast_options();
+  o.order = ForwarderOptions::Order::live_first;
+  o.max_in_flight = 8;
+  o.batch_size = 8;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("live first: an event committed during the drain goes out ahead of the backlog, and the order returns") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 100);  // recorded offline: the backlog
+  test::FakeBroker broker;
+  broker.hold_all();
+  Forwarder forwarder(outbox, broker.publisher(), live_first_options());
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 8; }));
+  CHECK(backlog_end_in(dir / "app.db") == 100);  // in the file: a restart keeps the lanes
+
+  outbox.enqueue(sample(1000, "t/alarm"));  // live: sequence 101
+  REQUIRE(broker.complete_oldest());
+  REQUIRE(eventually([&] { return broker.sent().size() == 9; }));
+  auto sent = sequences(broker.sent());
+  CHECK(sent[8] == 101);  // next after the freed slot, not behind 92 backlog events
+  for (std::uint64_t i = 0; i < 8; ++i) CHECK(sent[i] == i + 1);
+
+  broker.ack_all_later();
+  broker.complete_outstanding();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  REQUIRE(eventually([&] { return backlog_end_in(dir / "app.db") == 0; }));  // drained: forgotten
+  sent = sequences(broker.sent());
+  CHECK(sent.size() == 101);
+  // Each lane in sequence order.
+  std::vector<std::uint64_t> backlog;
+  for (auto s : sent)
+    if (s <= 100) backlog.push_back(s);
+  CHECK(std::is_sorted(backlog.begin(), backlog.end()));
+  CHECK(backlog.size() == 100);
+
+  // Commit order again.
+  enqueue_many(outbox, 3);
+  REQUIRE(eventually([&] { return broker.sent().size() == 104; }));
+  sent = sequences(broker.sent());
+  CHECK(std::vector<std::uint64_t>(sent.end() - 3, sent.end()) == std::vector<std::uint64_t>{102, 103, 104});
+  forwarder.stop();
+}
+
+TEST_CASE("live first: a restart during the drain keeps the backlog end the file holds") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 50);
+  test::FakeBroker broker;
+  broker.hold_all();
+  {
+    Forwarder first(outbox, broker.publisher(), live_first_options());
+    first.start();
+    REQUIRE(eventually([&] { return broker.outstanding() == 8; }));
+    first.stop();
+  }
+  CHECK(backlog_end_in(dir / "app.db") == 50);
+  outbox.enqueue(sample(1000, "t/alarm"));  // 51: committed while no forwarder ran
+  test::FakeBroker second_broker;
+  second_broker.hold_all();
+  Forwarder second(outbox, second_broker.publisher(), live_first_options());
+  second.start();
+  REQUIRE(eventually([&] { return second_broker.outstanding() == 8; }));
+  // The backlog end was not raised to 51 by the new connection: 51 is live.
+  CHECK(sequences(second_broker.sent()).front() == 51);
+  CHECK(backlog_end_in(dir / "app.db") == 50);
+  second.stop();
+}
+
+TEST_CASE("live first with nothing waiting at the connection records no backlog") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  test::FakeBroker broker;
+  Forwarder forwarder(outbox, broker.publisher(), live_first_options());
+  forwarder.start();
+  enqueue_many(outbox, 5);
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  CHECK(sequences(broker.sent()) == std::vector<std::uint64_t>{1, 2, 3, 4, 5});
+  CHECK(backlog_end_in(dir / "app.db") == 0);
+  forwarder.stop();
+}

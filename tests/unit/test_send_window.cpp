@@ -3,7 +3,7 @@
 // test plays the Queue (a map of pending events) and the broker (it reports
 // each completion), and moves a manual clock through loss, rewind, retry,
 // ack timeout, wrap (also for an event a read left out), TTL expiry,
-// polling and draining.
+// polling, draining and the live and backlog lanes.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -38,6 +38,7 @@ struct Rig {
   bool server = false;
   std::map<std::int64_t, StoredEvent> acked;
   int resends = 0;
+  int backlogs_drained = 0;
   std::vector<std::int64_t> recorded;  // every record_sent, in order
   std::vector<std::string> log;        // "record 6", "send 4", "send 5,6,7" ... in order
   // Batches: reads hand the window each event's element (its size from
@@ -144,6 +145,11 @@ struct Rig {
           pending.insert(acked.begin(), acked.end());
           acked.clear();
           w.resent();
+          break;
+        case Kind::backlog_drained:
+          ++backlogs_drained;
+          log.push_back("backlog drained");
+          w.backlog_cleared();
           break;
         case Kind::check_drained:
           if (drained) *drained = pending.empty();
@@ -679,4 +685,124 @@ TEST_CASE("batches in server mode: a batch's acknowledgement marks all its event
   rig.messages.clear();
   CHECK(rig.step(w) == Seqs{1});
   CHECK(rig.messages == Messages{{1, 2, 3, 4, 5}});
+}
+
+// --- Lanes (live first) -----------------------------------------------------
+
+namespace {
+
+detail::SendWindowOptions live_first_options() {
+  auto o = Rig::options();
+  o.live_first = true;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("live first: events above the backlog end go ahead of the backlog, which fills the rest of the window") {
+  Rig rig;
+  rig.add(1, 20);  // the backlog of an outage
+  SendWindow w(live_first_options(), rig.now());
+  w.set_backlog_end(20);
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4});  // no live event yet: the backlog fills the window
+  rig.add(21, 22);                         // live events, committed during the drain
+  ++rig.data_version;
+  rig.complete(w, {1, 2}, Outcome::acknowledged);
+  // Seen at once (the data version is polled every step while a backlog
+  // drains), and sent before the backlog's next.
+  CHECK(rig.step(w) == Seqs{21, 22});
+  rig.complete(w, {3, 4, 21}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{5, 6, 7});
+  // Each lane in its own order; both progress.
+  rig.add(23, 23);
+  ++rig.data_version;
+  rig.complete(w, {22, 5}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{23, 8});
+}
+
+TEST_CASE("live first: the backlog drained, the owner forgets its end once, and the window is one lane again") {
+  Rig rig;
+  rig.add(1, 3);
+  SendWindow w(live_first_options(), rig.now());
+  w.set_backlog_end(3);
+  CHECK(rig.step(w) == Seqs{1, 2, 3});
+  CHECK(rig.backlogs_drained == 0);  // in flight still
+  rig.complete(w, {1, 2, 3}, Outcome::acknowledged);
+  rig.step(w);
+  CHECK(rig.backlogs_drained == 1);
+  CHECK(w.backlog_end() == 0);
+  rig.add(4, 5);
+  ++rig.data_version;
+  rig.clock.advance(2000);  // one lane: polled at the poll interval again
+  CHECK(rig.step(w) == Seqs{4, 5});
+  rig.complete(w, {4, 5}, Outcome::acknowledged);
+  rig.step(w);
+  CHECK(rig.backlogs_drained == 1);
+  CHECK(rig.marked == Seqs{1, 2, 3, 4, 5});
+}
+
+TEST_CASE("live first: a lost connection rewinds each lane to its own oldest unacknowledged event") {
+  Rig rig;
+  rig.add(1, 10);
+  rig.add(11, 12);  // live
+  SendWindow w(live_first_options(), rig.now());
+  w.set_backlog_end(10);
+  CHECK(rig.step(w) == Seqs{11, 12, 1, 2});
+  rig.complete(w, {11, 1}, Outcome::acknowledged);
+  rig.complete(w, {12, 2}, Outcome::not_sent);
+  CHECK(rig.step(w, false).empty());
+  // Reconnected: each lane from its oldest not sent, live first again.
+  CHECK(rig.step(w) == Seqs{12, 2, 3, 4});
+  CHECK(rig.marked == Seqs{11, 1});
+}
+
+TEST_CASE("live first: a new backlog end waits until nothing is in flight, then both lanes read from their starts") {
+  Rig rig;
+  rig.add(1, 6);
+  SendWindow w(live_first_options(), rig.now());
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4});  // no backlog end: commit order
+  w.set_backlog_end(6);  // as after a reconnect
+  rig.add(7, 8);
+  ++rig.data_version;
+  CHECK(rig.step(w).empty());  // in flight: the new lanes wait
+  rig.complete(w, {1, 2}, Outcome::acknowledged);
+  rig.complete(w, {3, 4}, Outcome::not_sent);
+  CHECK(rig.step(w) == Seqs{7, 8, 3, 4});
+  CHECK(w.backlog_end() == 6);
+  CHECK(rig.marked == Seqs{1, 2});
+}
+
+TEST_CASE("live first: durable before send records the live lane's high mark once, the backlog below it needs none") {
+  Rig rig;
+  rig.add(1, 8);
+  rig.add(9, 9);
+  SendWindow w(live_first_options(), rig.now());
+  w.set_backlog_end(8);
+  rig.step(w);
+  CHECK(rig.log == std::vector<std::string>{"record 9", "send 9", "send 1", "send 2", "send 3"});
+}
+
+TEST_CASE("live first: a resend of unconfirmed events starts both lanes again, live first") {
+  Rig rig;
+  rig.server = true;
+  rig.add(1, 4);
+  rig.add(5, 6);
+  SendWindow w(live_first_options(), rig.now());
+  w.set_backlog_end(4);
+  CHECK(rig.step(w) == Seqs{5, 6, 1, 2});
+  rig.complete(w, {5, 6, 1, 2}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{3, 4});
+  w.resend_unconfirmed();  // server confirmation asks for them all again
+  rig.complete(w, {3, 4}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{5, 6, 1, 2});
+  CHECK(rig.resends == 1);
+  CHECK(w.backlog_end() == 4);
+}
+
+TEST_CASE("without live first a backlog end is never set and the order is the commit order") {
+  Rig rig;
+  rig.add(1, 4);
+  SendWindow w(Rig::options(), rig.now());
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
+  CHECK(w.backlog_end() == 0);
 }
