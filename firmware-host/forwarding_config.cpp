@@ -107,6 +107,7 @@ const std::vector<Field>& forwarding_fields() {
       EO_DURATION_FIELD("backoff-max", backoff_max),
       EO_DURATION_FIELD("ack-timeout", ack_timeout),
       EO_STRING_FIELD("confirm", confirm),
+      EO_STRING_FIELD("order", order),
       EO_DURATION_FIELD("confirm-timeout", confirm_timeout),
       EO_BOOL_FIELD("accept-unproven-confirmations", accept_unproven_confirmations),
       EO_DURATION_FIELD("min-epoch-interval", min_epoch_interval),
@@ -156,6 +157,10 @@ void add_forwarding_options(CLI::App& app, ForwardingConfig& cli) {
          "When an event leaves the outbox: broker (at the broker's acknowledgement; default) or server (when "
          "edge-outbox-ingest confirms it has stored it; --confirm alone means server)")
       ->expected(0, 1);
+  app.add_option("--order", cli.order,
+                 "The order events go out in: fifo (commit order; default) or live-first (after a reconnect, "
+                 "events committed since go ahead of the backlog of the outage, which fills the rest of the "
+                 "window; docs/forwarder.md)");
   app.add_option_function<std::string>(
       "--confirm-timeout",
       [&cli](const std::string& s) { cli.confirm_timeout = cli_duration("--confirm-timeout", s); },
@@ -235,6 +240,9 @@ void validate_forwarding(ForwardingConfig& c) {
   }
   if (c.confirm != "broker" && c.confirm != "server") {
     refuse("--confirm must be broker or server, not \"" + c.confirm + "\"");
+  }
+  if (c.order != "fifo" && c.order != "live-first") {
+    refuse("--order must be fifo or live-first, not \"" + c.order + "\"");
   }
   if (c.confirm_timeout.count() <= 0) refuse("--confirm-timeout must be positive, such as 30s");
   check_duration_bound("--confirm-timeout", c.confirm_timeout);
@@ -327,6 +335,7 @@ ForwarderOptions forwarder_options(const ForwardingConfig& c, LogCallback log) {
   fo.confirmation =
       c.confirm == "server" ? ForwarderOptions::Confirmation::server : ForwarderOptions::Confirmation::broker;
   fo.confirm_timeout = c.confirm_timeout;
+  fo.order = c.order == "live-first" ? ForwarderOptions::Order::live_first : ForwarderOptions::Order::fifo;
   fo.accept_unproven_confirmations = c.accept_unproven_confirmations;
   fo.min_epoch_interval = c.min_epoch_interval;
   fo.wire_mode = c.format == "binary"       ? WireMode::binary

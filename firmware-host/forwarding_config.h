@@ -39,6 +39,7 @@ struct ForwardingConfig {
   std::chrono::milliseconds backoff_max{60'000};  // longest wait between reconnection attempts
   std::chrono::milliseconds ack_timeout{15'000};  // ForwarderOptions::ack_timeout; 0: off
   std::string confirm = "broker";                 // broker | server (ForwarderOptions::confirmation)
+  std::string order = "fifo";                     // fifo | live-first (ForwarderOptions::order)
   std::chrono::milliseconds confirm_timeout{30'000};  // ForwarderOptions::confirm_timeout
   bool accept_unproven_confirmations = false;  // ForwarderOptions::accept_unproven_confirmations
   std::chrono::milliseconds min_epoch_interval{3'600'000};  // ForwarderOptions::min_epoch_interval

@@ -169,6 +169,18 @@ TEST_CASE("--confirm: broker or server, and a positive --confirm-timeout") {
   CHECK(c.confirm_timeout == 10s);
 }
 
+TEST_CASE("--order: fifo by default, or live-first; anything else is refused by name") {
+  CHECK(parse({"--db", "x.db"}).order == "fifo");
+  CHECK(parse({"--db", "x.db", "--order", "live-first"}).order == "live-first");
+  CHECK(error_of([] { parse({"--db", "x.db", "--order", "lifo"}); }).find("--order must be fifo or live-first") !=
+        std::string::npos);
+  sim::SimConfig c;
+  sim::apply_json(c, json{{"order", "live-first"}});
+  CHECK(c.order == "live-first");
+  CHECK(device::forwarder_options(c, {}).order == ForwarderOptions::Order::live_first);
+  CHECK(device::forwarder_options(sim::SimConfig{}, {}).order == ForwarderOptions::Order::fifo);
+}
+
 TEST_CASE("--min-epoch-interval: a duration, 1h by default, at most 1d") {
   CHECK(parse({"--db", "x.db"}).min_epoch_interval == 1h);
   CHECK(parse({"--db", "x.db", "--min-epoch-interval", "10m"}).min_epoch_interval == 10min);
