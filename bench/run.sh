@@ -93,6 +93,7 @@ run bench_growth "${quick[@]}" --broker "$broker"
 run bench_paho_buffer "${quick[@]}"
 run bench_rss "${quick[@]}" --broker "$broker"
 run bench_backlog_start "${quick[@]}" --broker "$broker"
+run bench_live_first "${quick[@]}" --broker "$broker"
 run bench_ingest "${quick[@]}" --broker "$broker"
 # bench_forward (raw Paho against the forwarder) has its own options.
 if [[ -x $bin/bench_forward ]]; then

@@ -77,6 +77,10 @@ bool SendWindow::backlog_done() const noexcept {
 
 void SendWindow::completed(std::int64_t sequence, Outcome outcome, std::int64_t now_ms) {
   ack_timeout_.completed(now_ms);
+  if (auto it = backlog_in_flight_.find(sequence); it != backlog_in_flight_.end()) {
+    backlog_bytes_ -= std::min(backlog_bytes_, it->second);
+    backlog_in_flight_.erase(it);
+  }
   std::vector<std::int64_t> others;  // the rest of a batch
   if (auto it = in_flight_.find(sequence); it != in_flight_.end()) {
     others = std::move(it->second);
@@ -205,7 +209,9 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
       }
     }
     if (plan.events == 0) return Dispatch::nothing;
-    if (!draining_ && options_.batch.linger.count() > 0) {
+    // While a backlog drains, live events go at once.
+    const bool live_while_draining = &lane == &lanes_[0] && lanes() == 2;
+    if (!draining_ && !live_while_draining && options_.batch.linger.count() > 0) {
       std::int64_t until = lane.buffer.front().read_ms + options_.batch.linger.count();
       if (now_ms_ < until) {
         linger_until_ms_ = std::min(linger_until_ms_, until);
@@ -219,10 +225,15 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
     out.sequence = lane.batch_high;
     return Dispatch::action;
   }
+  const bool backlog = &lane == &lanes_[1];
+  if (backlog && options_.backlog_bytes_in_flight > 0 && backlog_bytes_ >= options_.backlog_bytes_in_flight)
+    return Dispatch::nothing;  // the backlog has its share of the link
   SendAction a;
   a.events.reserve(plan.events);
   if (plan.events > 1) a.elements.reserve(plan.events);
+  std::size_t bytes = 0;
   for (std::size_t i = 0; i < plan.events; ++i) {
+    bytes += plan.events > 1 ? lane.buffer.front().element.size() : lane.buffer.front().event.payload.size();
     a.events.push_back(std::move(lane.buffer.front().event));
     if (plan.events > 1) a.elements.push_back(std::move(lane.buffer.front().element));
     lane.buffer.pop_front();
@@ -234,6 +245,10 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
       next_expire_ms_ = now_ms_;  // the expiry dead-letters it
       return Dispatch::again;
     }
+  }
+  if (backlog) {
+    backlog_in_flight_[first.sequence] = bytes;
+    backlog_bytes_ += bytes;
   }
   a.kind = Kind::send;
   out = std::move(a);

@@ -34,7 +34,9 @@
 // window reads two lanes, each with its own cursor and buffer, each in
 // sequence order: live (sequences above B) and backlog (1..B). Every message
 // is taken from the live lane when it has one ready, else from the backlog,
-// which so fills the rest of the window; both progress. Without B there is
+// which so fills the rest of the window; both progress. The backlog's
+// messages in flight are kept below backlog_bytes_in_flight (a live message
+// queues behind them in the link), and the live lane does not linger. Without B there is
 // one lane, the live one from sequence 0: plain commit order. A lane's
 // not_sent rewinds that lane; a resend or a wrap starts both again. Once
 // the backlog lane is caught up with nothing of it buffered or in flight,
@@ -132,6 +134,10 @@ struct SendWindowOptions {
   // Lanes: while a backlog end is set, the data version is polled every
   // step (a live event is seen at the next completion, not the next poll).
   bool live_first = false;
+  // While a backlog drains, the most bytes (payloads, or batch elements) of
+  // backlog messages in flight: what a live message waits behind in the
+  // link and the broker. 0: no limit.
+  std::size_t backlog_bytes_in_flight = 64 * 1024;
   BatchPolicy batch;  // its max_packet_bytes is set_max_packet_bytes()'s
 };
 
@@ -277,6 +283,9 @@ class SendWindow {
   // Messages in flight by their oldest sequence: the other sequences of a
   // batch (empty for one event).
   std::unordered_map<std::int64_t, std::vector<std::int64_t>> in_flight_;
+  // Backlog messages in flight by their oldest sequence: their bytes.
+  std::unordered_map<std::int64_t, std::size_t> backlog_in_flight_;
+  std::size_t backlog_bytes_ = 0;  // their sum
   std::unordered_set<std::int64_t> split_;  // from refused batches: to go one per message
   std::vector<std::int64_t> acks_;
   bool wrap_wanted_ = false;
