@@ -806,3 +806,37 @@ TEST_CASE("without live first a backlog end is never set and the order is the co
   CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
   CHECK(w.backlog_end() == 0);
 }
+
+TEST_CASE("live first: the backlog's bytes in flight stay below the cap, which never holds a live event back") {
+  Rig rig;
+  rig.add(1, 10);
+  for (auto& [s, e] : rig.pending) e.payload = std::string(60, 'x');
+  auto o = live_first_options();
+  o.backlog_bytes_in_flight = 100;
+  SendWindow w(o, rig.now());
+  w.set_backlog_end(10);
+  CHECK(rig.step(w) == Seqs{1, 2});  // 120 bytes in flight: no third
+  rig.add(11, 12);
+  ++rig.data_version;
+  CHECK(rig.step(w) == Seqs{11, 12});  // live: the window's other slots
+  rig.complete(w, {1}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{3});  // 60 bytes in flight: one more
+  rig.complete(w, {11, 12}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{});  // free slots, but 2 and 3 are 120 bytes
+  rig.complete(w, {2}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{4});
+}
+
+TEST_CASE("live first: while a backlog drains a live event does not linger for a batch") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 3);
+  auto o = live_first_options();
+  o.batch.max_events = 10;
+  o.batch.linger = std::chrono::milliseconds(500);
+  SendWindow w(o, rig.now());
+  w.set_backlog_end(3);
+  rig.add(4, 4);
+  CHECK(rig.step(w) == Seqs{4});  // at once, alone
+  CHECK(rig.messages.front() == Seqs{4});
+}
