@@ -169,7 +169,9 @@ struct ForwarderOptions {
   std::chrono::milliseconds ack_timeout{15'000};
   WireMode wire_mode = WireMode::automatic;
 
-  // The order events go out in.
+  // The order events go out in. In either, pending critical events
+  // (Priority::critical, and the outbox.dropped reports) go first, in
+  // sequence order, read over an index of their own (outbox_critical).
   enum class Order {
     // Commit order (sequence order): what any subscriber of the event
     // topics may rely on. The default, because MQTT consumers other than

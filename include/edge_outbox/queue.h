@@ -167,6 +167,13 @@ class Queue {
   // second mark_acked leaves them so), over the outbox_pending index.
   std::vector<StoredEvent> next_batch(std::int64_t after_sequence, std::size_t limit,
                                       std::int64_t unconfirmed_through);
+  // The pending critical events (Priority::critical, outbox.dropped reports
+  // among them) after after_sequence, oldest first: the unsent ones, and the
+  // unconfirmed ones up to unconfirmed_through (0: none), as next_batch
+  // (the report held back left out; no expiry pass). An index seek: cheap
+  // when there are none, whatever the backlog.
+  std::vector<StoredEvent> next_critical(std::int64_t after_sequence, std::size_t limit,
+                                         std::int64_t unconfirmed_through = 0);
 
   // Marks these events published in one transaction: deleted at once, or
   // kept for QueueOptions::retention. Unknown sequences are ignored (an

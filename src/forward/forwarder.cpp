@@ -751,7 +751,8 @@ struct Forwarder::Impl {
   // The read action: with batching, each event's batch element too (empty
   // for one that cannot be encoded: it goes alone and fails as such).
   void read(SendWindow& window, const SendAction& a) {
-    auto events = queue->next_batch(a.after, a.limit, a.unconfirmed_through);
+    auto events = a.critical ? queue->next_critical(a.after, a.limit, a.unconfirmed_through)
+                             : queue->next_batch(a.after, a.limit, a.unconfirmed_through);
     std::vector<std::string> elements;
     if (options.batch.max_events > 1) {
       elements.reserve(events.size());

@@ -12,26 +12,20 @@ SendWindow::SendWindow(SendWindowOptions options, std::int64_t now_ms)
       last_wrap_ms_(now_ms - options.retry_interval.count()), now_ms_(now_ms) {}
 
 SendWindow::Lane& SendWindow::lane_of(std::int64_t sequence) noexcept {
-  return backlog_end_ > 0 && sequence <= backlog_end_ ? lanes_[1] : lanes_[0];
+  if (!critical_in_flight_.empty() && critical_in_flight_.count(sequence) > 0) return lanes_[kCritical];
+  return backlog_end_ > 0 && sequence <= backlog_end_ ? lanes_[kBacklog] : lanes_[kLive];
 }
 
 bool SendWindow::caught_up() const noexcept {
-  for (std::size_t i = 0; i < lanes(); ++i)
-    if (!lanes_[i].caught_up) return false;
-  return true;
+  return !any_lane([](const Lane& l) { return !l.caught_up; });
 }
 
 bool SendWindow::rewinding() const noexcept {
-  if (next_backlog_end_ != kNone) return true;
-  for (std::size_t i = 0; i < lanes(); ++i)
-    if (lanes_[i].rewind_to != kNone) return true;
-  return false;
+  return next_backlog_end_ != kNone || any_lane([](const Lane& l) { return l.rewind_to != kNone; });
 }
 
 bool SendWindow::buffers_empty() const noexcept {
-  for (std::size_t i = 0; i < lanes(); ++i)
-    if (!lanes_[i].buffer.empty()) return false;
-  return true;
+  return !any_lane([](const Lane& l) { return !l.buffer.empty(); });
 }
 
 void SendWindow::queue_changed() noexcept {
@@ -48,8 +42,8 @@ void SendWindow::set_backlog_end(std::int64_t sequence) noexcept {
 void SendWindow::apply_backlog_end() noexcept {
   backlog_end_ = next_backlog_end_;
   next_backlog_end_ = kNone;
-  Lane& live = lanes_[0];
-  Lane& backlog = lanes_[1];
+  Lane& live = lanes_[kLive];
+  Lane& backlog = lanes_[kBacklog];
   live = Lane{};
   live.start = backlog_end_;
   live.cursor = backlog_end_;
@@ -60,15 +54,15 @@ void SendWindow::apply_backlog_end() noexcept {
 void SendWindow::backlog_cleared() noexcept {
   if (next_backlog_end_ != kNone) return;  // a new one is on its way
   backlog_end_ = 0;
-  lanes_[0].start = 0;
-  lanes_[1] = Lane{};
+  lanes_[kLive].start = 0;
+  lanes_[kBacklog] = Lane{};
 }
 
 // The backlog lane read everything up to its end and nothing of it is
 // buffered, in flight or to be read again.
 bool SendWindow::backlog_done() const noexcept {
   if (backlog_end_ == 0 || next_backlog_end_ != kNone) return false;
-  const Lane& backlog = lanes_[1];
+  const Lane& backlog = lanes_[kBacklog];
   if (!backlog.caught_up || !backlog.buffer.empty() || backlog.rewind_to != kNone) return false;
   for (const auto& [sequence, others] : in_flight_)
     if (sequence <= backlog_end_) return false;
@@ -87,6 +81,7 @@ void SendWindow::completed(std::int64_t sequence, Outcome outcome, std::int64_t 
     in_flight_.erase(it);
   }
   Lane& lane = lane_of(sequence);
+  critical_in_flight_.erase(sequence);
   switch (outcome) {
     case Outcome::acknowledged:
       acks_.push_back(sequence);
@@ -127,7 +122,7 @@ void SendWindow::polled(std::uint64_t data_version) noexcept {
 }
 
 void SendWindow::batch_read(std::vector<StoredEvent> events, std::vector<std::string> elements) {
-  Lane& lane = lanes_[reading_lane_ < lanes() ? reading_lane_ : 0];
+  Lane& lane = lanes_[reading_lane_];
   // A lane holds sequences up to its end only.
   while (!events.empty() && events.back().sequence > lane.end) {
     if (elements.size() == events.size()) elements.pop_back();
@@ -140,8 +135,11 @@ void SendWindow::batch_read(std::vector<StoredEvent> events, std::vector<std::st
     return;
   }
   lane.cursor = events.back().sequence;
-  lane.batch_high = lane.cursor;
+  // The critical lane takes the critical events, the others the rest.
+  const bool critical_lane = reading_lane_ == kCritical;
   for (std::size_t i = 0; i < events.size(); ++i) {
+    if (options_.critical_first && (events[i].priority == Priority::critical) != critical_lane) continue;
+    lane.batch_high = lane.cursor;
     BufferedEvent b;
     b.alone = !split_.empty() && split_.count(events[i].sequence) > 0;
     b.event = std::move(events[i]);
@@ -169,8 +167,10 @@ void SendWindow::sent(std::int64_t sequence, std::int64_t now_ms) {
 void SendWindow::resend_unconfirmed() noexcept {
   resend_wanted_ = true;
   // Then each lane's cursor goes back to its start.
-  for (std::size_t i = 0; i < lanes(); ++i)
-    lanes_[i].rewind_to = std::min<std::int64_t>(lanes_[i].rewind_to, lanes_[i].start + 1);
+  any_lane([](Lane& l) {
+    l.rewind_to = std::min<std::int64_t>(l.rewind_to, l.start + 1);
+    return false;
+  });
 }
 
 SendAction SendWindow::read(std::size_t lane) {
@@ -180,6 +180,7 @@ SendAction SendWindow::read(std::size_t lane) {
   a.kind = SendAction::Kind::read;
   a.after = l.cursor;
   a.unconfirmed_through = resend_through_;
+  a.critical = lane == kCritical;
   // Reads take a full message at least, and no more than the lane can hold.
   a.limit = std::max(options_.batch_size, options_.batch.max_events);
   if (l.end != kNone) a.limit = static_cast<std::size_t>(std::min<std::int64_t>(
@@ -209,9 +210,9 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
       }
     }
     if (plan.events == 0) return Dispatch::nothing;
-    // While a backlog drains, live events go at once.
-    const bool live_while_draining = &lane == &lanes_[0] && lanes() == 2;
-    if (!draining_ && !live_while_draining && options_.batch.linger.count() > 0) {
+    // Critical events go at once, and live events while a backlog drains.
+    const bool at_once = &lane == &lanes_[kCritical] || (&lane == &lanes_[kLive] && backlog_end_ > 0);
+    if (!draining_ && !at_once && options_.batch.linger.count() > 0) {
       std::int64_t until = lane.buffer.front().read_ms + options_.batch.linger.count();
       if (now_ms_ < until) {
         linger_until_ms_ = std::min(linger_until_ms_, until);
@@ -225,7 +226,7 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
     out.sequence = lane.batch_high;
     return Dispatch::action;
   }
-  const bool backlog = &lane == &lanes_[1];
+  const bool backlog = &lane == &lanes_[kBacklog];
   if (backlog && options_.backlog_bytes_in_flight > 0 && backlog_bytes_ >= options_.backlog_bytes_in_flight)
     return Dispatch::nothing;  // the backlog has its share of the link
   SendAction a;
@@ -250,6 +251,7 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
     backlog_in_flight_[first.sequence] = bytes;
     backlog_bytes_ += bytes;
   }
+  if (&lane == &lanes_[kCritical]) critical_in_flight_.insert(first.sequence);
   a.kind = Kind::send;
   out = std::move(a);
   return Dispatch::action;
@@ -296,14 +298,14 @@ SendAction SendWindow::next() {
             return a;
           }
           if (next_backlog_end_ != kNone) apply_backlog_end();
-          for (std::size_t i = 0; i < lanes(); ++i) {
-            Lane& lane = lanes_[i];
-            if (lane.rewind_to == kNone) continue;
+          any_lane([](Lane& lane) {
+            if (lane.rewind_to == kNone) return false;
             lane.cursor = std::max(lane.start, lane.rewind_to - 1);
             lane.rewind_to = kNone;
             lane.buffer.clear();
             lane.caught_up = false;
-          }
+            return false;
+          });
         }
         phase_ = Phase::wrap;
         break;
@@ -312,10 +314,11 @@ SendAction SendWindow::next() {
                         now_ms_ >= last_wrap_ms_ + options_.retry_interval.count();
         if (can_wrap && caught_up()) {
           if (!acks_.empty()) return mark_published();
-          for (std::size_t i = 0; i < lanes(); ++i) {
-            lanes_[i].cursor = lanes_[i].start;
-            lanes_[i].caught_up = false;
-          }
+          any_lane([](Lane& lane) {
+            lane.cursor = lane.start;
+            lane.caught_up = false;
+            return false;
+          });
           resend_through_ = wrap_resend_through_;  // 0 unless a reconnect asked for it
           wrap_resend_through_ = 0;
           last_wrap_ms_ = now_ms_;
@@ -328,13 +331,13 @@ SendAction SendWindow::next() {
       case Phase::dispatch:
         if (connected_ && !rewinding()) {
           while (in_flight_.size() < options_.max_in_flight) {
-            // The live lane first; the backlog fills the rest of the window.
+            // Critical, then live; the backlog fills the rest of the window.
             Dispatch d = Dispatch::nothing;
             SendAction a;
-            for (std::size_t i = 0; i < lanes(); ++i) {
-              d = dispatch_from(lanes_[i], a);
-              if (d != Dispatch::nothing) break;
-            }
+            any_lane([&](Lane& lane) {
+              d = dispatch_from(lane, a);
+              return d != Dispatch::nothing;
+            });
             if (d == Dispatch::action) return a;
             if (d == Dispatch::nothing) break;
           }

@@ -29,6 +29,11 @@
 //               unconfirmed events up to through as well, as they are (no
 //               row is rewritten), until a read catches up with nothing in
 //               flight, or a wrap.
+// Critical lane (SendWindowOptions::critical_first): the pending critical
+// events, read on their own (SendAction::critical) and sent ahead of every
+// other lane, in sequence order; the other lanes leave them out of their
+// reads.
+//
 // Lanes (SendWindowOptions::live_first): with a backlog end B set
 // (set_backlog_end, the sequence the backlog of an outage ends at), the
 // window reads two lanes, each with its own cursor and buffer, each in
@@ -138,6 +143,10 @@ struct SendWindowOptions {
   // backlog messages in flight: what a live message waits behind in the
   // link and the broker. 0: no limit.
   std::size_t backlog_bytes_in_flight = 64 * 1024;
+  // Critical events (Priority::critical, the outbox.dropped reports among
+  // them) go first, in either order: a lane of their own, read with
+  // SendAction::critical, ahead of the others.
+  bool critical_first = true;
   BatchPolicy batch;  // its max_packet_bytes is set_max_packet_bytes()'s
 };
 
@@ -149,7 +158,7 @@ struct SendAction {
     poll,             // Queue::data_version(), then polled()
     expire,           // Queue::expire_due(), then expired()
     mark_published,   // Queue::mark_published(acks()), then marked()
-    read,             // Queue::next_batch(after, limit), then batch_read()
+    read,             // Queue::next_batch(after, limit) (critical: Queue::next_critical), then batch_read()
     record_sent,      // Queue::record_sent_through(sequence), then sent_through_recorded(sequence)
     send,             // encode and publish `events` as one message: sent() just before
                       // publishing; nothing to report if it cannot be encoded (a
@@ -164,6 +173,7 @@ struct SendAction {
   std::int64_t unconfirmed_through = 0;  // read: the unconfirmed events up to it too (resending; 0: none)
   std::int64_t sequence = 0;   // record_sent: the highest sequence of the batch read
   std::size_t limit = 0;       // read
+  bool critical = false;       // read: the critical events only
   std::vector<StoredEvent> events;    // send: oldest first; one, or a batch of several
   std::vector<std::string> elements;  // send, several events: their batch elements, in order
   std::int64_t silent_ms = 0;  // drop_connection: how long no publish completed
@@ -263,11 +273,23 @@ class SendWindow {
   enum class Dispatch { action, again, nothing };
 
   SendAction read(std::size_t lane);
+  // Calls f on each lane in use, in the order they send (critical, live,
+  // backlog), until f returns true; returns whether one did.
+  template <typename F>
+  bool any_lane(F f) {
+    if (options_.critical_first && f(lanes_[kCritical])) return true;
+    if (f(lanes_[kLive])) return true;
+    return backlog_end_ > 0 && f(lanes_[kBacklog]);
+  }
+  template <typename F>
+  bool any_lane(F f) const {
+    if (options_.critical_first && f(lanes_[kCritical])) return true;
+    if (f(lanes_[kLive])) return true;
+    return backlog_end_ > 0 && f(lanes_[kBacklog]);
+  }
   SendAction mark_published() const;
   Dispatch dispatch_from(Lane& lane, SendAction& out);
   std::int64_t wake_at() const noexcept;
-  // The live lane, then the backlog lane while a backlog end is set.
-  std::size_t lanes() const noexcept { return backlog_end_ > 0 ? 2 : 1; }
   Lane& lane_of(std::int64_t sequence) noexcept;
   bool buffers_empty() const noexcept;
   bool backlog_done() const noexcept;
@@ -276,7 +298,9 @@ class SendWindow {
   SendWindowOptions options_;
   AckTimeout ack_timeout_;
 
-  Lane lanes_[2];  // [0] live, [1] backlog
+  static constexpr std::size_t kLive = 0, kBacklog = 1, kCritical = 2;
+  Lane lanes_[3];
+  std::unordered_set<std::int64_t> critical_in_flight_;  // messages of the critical lane, by oldest sequence
   std::size_t reading_lane_ = 0;  // the lane of the read action last given
   std::int64_t backlog_end_ = 0;
   std::int64_t next_backlog_end_ = kNone;  // set_backlog_end's, until it takes effect

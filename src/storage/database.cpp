@@ -95,6 +95,16 @@ INSERT OR IGNORE INTO outbox_meta(key, value) VALUES ('confirmed_through', 0), (
 INSERT OR REPLACE INTO outbox_meta(key, value) VALUES ('schema_revision', 2);
 )sql";
 
+// Revision 3: additive as well (an index, which SQLite keeps up to date for
+// every writer, whatever revision it knows).
+//   outbox_critical     the forwarder's reads of critical events, which go
+//                       first in any order (ForwarderOptions::order): an
+//                       entry per pending critical event only
+constexpr const char* schema_revision_3 = R"sql(
+CREATE INDEX outbox_critical ON outbox(sequence) WHERE published_at IS NULL AND priority = 0;
+INSERT OR REPLACE INTO outbox_meta(key, value) VALUES ('schema_revision', 3);
+)sql";
+
 [[noreturn]] void fail(ErrorKind kind, const std::filesystem::path& path, const std::string& why) {
   throw Error(kind, path.string() + ": " + why);
 }
@@ -236,6 +246,10 @@ int migrate_revisions(SQLite::Database& db, int revision) {
   if (revision < 2) {
     db.exec(schema_revision_2);
     revision = 2;
+  }
+  if (revision < 3) {
+    db.exec(schema_revision_3);
+    revision = 3;
   }
   return revision;
 }

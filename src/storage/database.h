@@ -32,7 +32,7 @@ namespace edge_outbox {
 // can ignore, so it still opens and writes the file. A file without the key
 // is revision 1.
 inline constexpr int current_schema_version = 1;
-inline constexpr int current_schema_revision = 2;
+inline constexpr int current_schema_revision = 3;
 
 // The page size of a database file this library creates (docs/library.md,
 // "Flash wear"): every commit rewrites whole pages (the table's and each

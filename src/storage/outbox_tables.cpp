@@ -116,6 +116,9 @@ const std::string select_unsent = "SELECT " + event_columns + " FROM outbox WHER
 const std::string select_unsent_or_unconfirmed = "SELECT " + event_columns + " FROM outbox WHERE " + pending_row +
                                                  " AND sequence > ?1 AND (acked_at IS NULL OR sequence <= ?3) "
                                                  "ORDER BY sequence LIMIT ?2";
+const std::string select_critical = "SELECT " + event_columns + " FROM outbox INDEXED BY outbox_critical WHERE " +
+                                    pending_row + " AND priority = 0 AND sequence > ?1 AND " +
+                                    "(acked_at IS NULL OR sequence <= ?3) ORDER BY sequence LIMIT ?2";
 const std::string select_unconfirmed = "SELECT " + event_columns + " FROM outbox WHERE " + unconfirmed_row +
                                        " AND sequence > ? ORDER BY sequence LIMIT ?";
 const std::string count_unconfirmed = "SELECT count(*) FROM outbox WHERE " + unconfirmed_row;
@@ -395,6 +398,11 @@ std::vector<StoredEvent> OutboxTables::unsent(std::int64_t after_sequence, std::
 std::vector<StoredEvent> OutboxTables::unsent_or_unconfirmed(std::int64_t after_sequence, std::size_t limit,
                                                              std::int64_t unconfirmed_through) {
   return read_events(select_resend_, select_unsent_or_unconfirmed, after_sequence, limit, unconfirmed_through);
+}
+
+std::vector<StoredEvent> OutboxTables::critical(std::int64_t after_sequence, std::size_t limit,
+                                                std::int64_t unconfirmed_through) {
+  return read_events(select_critical_, select_critical, after_sequence, limit, unconfirmed_through);
 }
 
 std::vector<StoredEvent> OutboxTables::read_events(std::optional<SQLite::Statement>& cached, const std::string& sql,

@@ -63,6 +63,10 @@ class OutboxTables {
   // Requires: schema revision 2 or later.
   std::vector<StoredEvent> unsent_or_unconfirmed(std::int64_t after_sequence, std::size_t limit,
                                                  std::int64_t unconfirmed_through);
+  // Pending critical events after after_sequence, oldest first: the unsent
+  // ones, and the unconfirmed ones up to unconfirmed_through (0: none), over
+  // the outbox_critical index (revision 3).
+  std::vector<StoredEvent> critical(std::int64_t after_sequence, std::size_t limit, std::int64_t unconfirmed_through);
 
   // Inserts a pending event created now; returns its sequence. Throws
   // Error(duplicate_id) for an id already in the outbox.
@@ -208,6 +212,7 @@ class OutboxTables {
   std::optional<SQLite::Statement> select_pending_;
   std::optional<SQLite::Statement> select_unsent_;
   std::optional<SQLite::Statement> select_resend_;
+  std::optional<SQLite::Statement> select_critical_;
   std::optional<SQLite::Statement> insert_;
   bool has_acks_;  // the file has the acked_at column (revision 2 or later)
   // Records of earlier boots read so far (none: the file has none).

@@ -136,6 +136,17 @@ struct Queue::Impl {
     rewritable_report = written;
   }
 
+  // A read's events without the report held back now.
+  std::vector<StoredEvent> leave_out_held_report(std::vector<StoredEvent> events) {
+    if (const auto held = report_held()) {
+      std::erase_if(events, [held](const StoredEvent& e) { return e.sequence == held; });
+      return events;
+    }
+    for (const auto& e : events)
+      if (e.sequence == rewritable_report) rewritable_report = 0;  // a reader has it now
+    return events;
+  }
+
   // The report next_batch leaves out now (0: none).
   std::int64_t report_held() const {
     if (rewritable_report == 0 || report_delay_ms <= 0) return 0;
@@ -178,18 +189,21 @@ std::vector<StoredEvent> Queue::next_batch(std::int64_t after_sequence, std::siz
   auto& d = *impl_;
   try {
     expire_due();
-    auto events = unconfirmed_through > after_sequence
-                      ? d.tables.unsent_or_unconfirmed(after_sequence, limit, unconfirmed_through)
-                      : d.tables.unsent(after_sequence, limit);
-    if (const auto held = d.report_held()) {
-      std::erase_if(events, [held](const StoredEvent& e) { return e.sequence == held; });
-      return events;
-    }
-    for (const auto& e : events)
-      if (e.sequence == d.rewritable_report) d.rewritable_report = 0;  // a reader has it now
-    return events;
+    return d.leave_out_held_report(unconfirmed_through > after_sequence
+                                       ? d.tables.unsent_or_unconfirmed(after_sequence, limit, unconfirmed_through)
+                                       : d.tables.unsent(after_sequence, limit));
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.connection.path, "reading pending events");
+  }
+}
+
+std::vector<StoredEvent> Queue::next_critical(std::int64_t after_sequence, std::size_t limit,
+                                              std::int64_t unconfirmed_through) {
+  auto& d = *impl_;
+  try {
+    return d.leave_out_held_report(d.tables.critical(after_sequence, limit, unconfirmed_through));
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, "reading pending critical events");
   }
 }
 

@@ -68,7 +68,7 @@ TEST_CASE("status, pending and dead on a good database, as text and JSON") {
   auto s = r.summary();
   CHECK(s["pending"] == 8);
   CHECK(s["unconfirmed"] == 0);
-  CHECK(s["schema_revision"] == 2);
+  CHECK(s["schema_revision"] == 3);
   CHECK(s["dead"] == 3);
   CHECK(s["published_total"] == 0);
   CHECK(s["schema_version"].get<int>() >= 1);

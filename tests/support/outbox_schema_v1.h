@@ -118,12 +118,13 @@ struct SchemaState {
   bool unconfirmed_index = false;
   bool confirmed_through_key = false;
   bool sent_through_key = false;
-  // All of revision 2 or none of it.
+  bool critical_index = false;  // revision 3
+  // All of revisions 2 and 3 or none of them.
   bool whole() const {
-    const bool all = revision == 2 && acked_at_column && unsent_index && unconfirmed_index &&
-                     confirmed_through_key && sent_through_key;
+    const bool all = revision == 3 && acked_at_column && unsent_index && unconfirmed_index &&
+                     confirmed_through_key && sent_through_key && critical_index;
     const bool none = revision == 1 && !acked_at_column && !unsent_index && !unconfirmed_index &&
-                      !confirmed_through_key && !sent_through_key;
+                      !confirmed_through_key && !sent_through_key && !critical_index;
     return all || none;
   }
 };
@@ -141,6 +142,7 @@ inline SchemaState schema_state(SQLite::Database& db) {
   s.acked_at_column = exists("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'acked_at'");
   s.unsent_index = exists("SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = 'outbox_unsent'");
   s.unconfirmed_index = exists("SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = 'outbox_unconfirmed'");
+  s.critical_index = exists("SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = 'outbox_critical'");
   s.confirmed_through_key = exists("SELECT 1 FROM outbox_meta WHERE key = 'confirmed_through'");
   s.sent_through_key = exists("SELECT 1 FROM outbox_meta WHERE key = 'sent_through'");
   return s;

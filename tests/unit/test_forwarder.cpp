@@ -1122,3 +1122,30 @@ TEST_CASE("live first with nothing waiting at the connection records no backlog"
   CHECK(backlog_end_in(dir / "app.db") == 0);
   forwarder.stop();
 }
+
+TEST_CASE("a critical event goes ahead of every waiting event, in commit order mode too") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue_many(outbox, 100);
+  test::FakeBroker broker;
+  broker.hold_all();
+  auto o = fast_options();
+  o.max_in_flight = 8;
+  o.batch_size = 8;
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return broker.outstanding() == 8; }));
+  Event alarm = sample(1000, "t/alarm");
+  alarm.priority = Priority::critical;
+  outbox.enqueue(alarm);  // sequence 101
+  REQUIRE(broker.complete_oldest());
+  REQUIRE(eventually([&] { return broker.sent().size() == 9; }));
+  CHECK(sequences(broker.sent())[8] == 101);
+  broker.ack_all_later();
+  broker.complete_outstanding();
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  const auto sent = sequences(broker.sent());
+  CHECK(sent.size() == 101);  // each once
+  CHECK(std::set<std::uint64_t>(sent.begin(), sent.end()).size() == 101);
+  forwarder.stop();
+}

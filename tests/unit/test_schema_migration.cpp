@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The device schema's revisions: a revision-1 file made by the older DDL is
-// migrated to revision 2 on open, in one transaction; an older writer keeps
+// migrated to revision 3 on open, in one transaction; an older writer keeps
 // writing to a migrated file; read-only opens migrate nothing.
 #include <doctest/doctest.h>
 
@@ -38,14 +38,14 @@ std::int64_t meta(const std::filesystem::path& file, const std::string& key) {
 
 }  // namespace
 
-TEST_CASE("a new file is made at revision 2 of schema version 1") {
+TEST_CASE("a new file is made at revision 3 of schema version 1") {
   test::TempDir dir;
   Outbox outbox(dir / "new.db");
   const auto s = outbox.stats();
   CHECK(s.schema_version == 1);
-  CHECK(s.schema_revision == 2);
+  CHECK(s.schema_revision == 3);
   const auto state = state_of(dir / "new.db");
-  CHECK(state.revision == 2);
+  CHECK(state.revision == 3);
   CHECK(state.whole());
   CHECK(meta(dir / "new.db", "schema_version") == 1);
   CHECK(meta(dir / "new.db", "confirmed_through") == 0);
@@ -66,13 +66,13 @@ TEST_CASE("a revision-1 file made by the older DDL is migrated on open and keeps
   options.log = [&](LogLevel, std::string_view message) { logs.emplace_back(message); };
   Outbox outbox(file, options);
   const auto after = state_of(file);
-  CHECK(after.revision == 2);
+  CHECK(after.revision == 3);
   CHECK(after.whole());
   CHECK(meta(file, "schema_version") == 1);
   CHECK(meta(file, "confirmed_through") == 0);
   CHECK(meta(file, "sent_through") == 0);
   bool logged = false;
-  for (const auto& line : logs) logged = logged || line.find("from revision 1 to 2") != std::string::npos;
+  for (const auto& line : logs) logged = logged || line.find("from revision 1 to 3") != std::string::npos;
   CHECK(logged);
 
   CHECK(outbox.stats().pending == 5);
@@ -113,7 +113,7 @@ TEST_CASE("a failed migration leaves the whole of revision 1: one transaction") 
     db.exec("DROP TABLE outbox_unconfirmed");
   }
   Outbox outbox(file);
-  CHECK(outbox.stats().schema_revision == 2);
+  CHECK(outbox.stats().schema_revision == 3);
   CHECK(outbox.stats().pending == 3);
 }
 
@@ -141,7 +141,7 @@ TEST_CASE("an older writer keeps working on a migrated file: its INSERT and its 
   const auto file = dir / "mixed.db";
   test::make_revision1_file(file, 2);
   { Outbox upgrade(file); }
-  REQUIRE(state_of(file).revision == 2);
+  REQUIRE(state_of(file).revision == 3);
 
   // The older release, still running on the device, writes with its INSERT.
   {
@@ -180,7 +180,7 @@ TEST_CASE("a newer revision opens (revisions only add) with a warning; a newer v
   { Outbox outbox(file); }
   {
     SQLite::Database db(file.string(), SQLite::OPEN_READWRITE);
-    db.exec("UPDATE outbox_meta SET value = 3 WHERE key = 'schema_revision'");
+    db.exec("UPDATE outbox_meta SET value = 4 WHERE key = 'schema_revision'");
   }
   std::vector<std::string> warnings;
   OutboxOptions options;
@@ -189,9 +189,9 @@ TEST_CASE("a newer revision opens (revisions only add) with a warning; a newer v
   };
   {
     Outbox outbox(file, options);
-    CHECK(outbox.stats().schema_revision == 3);
+    CHECK(outbox.stats().schema_revision == 4);
     REQUIRE(warnings.size() == 1);
-    CHECK(warnings[0].find("schema revision 3") != std::string::npos);
+    CHECK(warnings[0].find("schema revision 4") != std::string::npos);
     outbox.enqueue([] {
       Event e;
       e.topic = "devices/new/events/reading";
@@ -202,7 +202,7 @@ TEST_CASE("a newer revision opens (revisions only add) with a warning; a newer v
     Queue queue(file);
     CHECK(queue.next_batch(0, 10).size() == 1);
   }
-  CHECK(state_of(file).revision == 3);  // not lowered
+  CHECK(state_of(file).revision == 4);  // not lowered
   {
     SQLite::Database db(file.string(), SQLite::OPEN_READWRITE);
     db.exec("UPDATE outbox_meta SET value = 2 WHERE key = 'schema_version'");

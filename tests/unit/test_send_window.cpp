@@ -110,6 +110,7 @@ struct Rig {
           std::vector<StoredEvent> batch;
           std::vector<std::string> texts;
           for (auto it = pending.upper_bound(a.after); it != pending.end() && batch.size() < a.limit; ++it) {
+            if (a.critical && it->second.priority != Priority::critical) continue;
             batch.push_back(it->second);
             if (elements) {
               auto size = element_bytes.count(it->first) ? element_bytes[it->first] : std::size_t{20};
@@ -839,4 +840,46 @@ TEST_CASE("live first: while a backlog drains a live event does not linger for a
   rig.add(4, 4);
   CHECK(rig.step(w) == Seqs{4});  // at once, alone
   CHECK(rig.messages.front() == Seqs{4});
+}
+
+TEST_CASE("critical events go first in either order, in sequence order, and no other lane sends them") {
+  for (const bool live_first : {false, true}) {
+    CAPTURE(live_first);
+    Rig rig;
+    rig.add(1, 10);
+    rig.pending[7].priority = Priority::critical;
+    rig.pending[9].priority = Priority::critical;
+    SendWindow w(live_first ? live_first_options() : Rig::options(), rig.now());
+    if (live_first) w.set_backlog_end(10);
+    CHECK(rig.step(w) == Seqs{7, 9, 1, 2});
+    rig.complete(w, {7, 9, 1, 2}, Outcome::acknowledged);
+    CHECK(rig.step(w) == Seqs{3, 4, 5, 6});
+    rig.complete(w, {3, 4, 5, 6}, Outcome::acknowledged);
+    CHECK(rig.step(w) == Seqs{8, 10});
+    rig.complete(w, {8, 10}, Outcome::acknowledged);
+    rig.step(w);
+    CHECK(rig.pending.empty());
+    CHECK(rig.marked.size() == 10);  // each once
+  }
+}
+
+TEST_CASE("a critical event lost with the connection is sent again first") {
+  Rig rig;
+  rig.add(1, 6);
+  rig.pending[5].priority = Priority::critical;
+  SendWindow w(Rig::options(), rig.now());
+  CHECK(rig.step(w) == Seqs{5, 1, 2, 3});
+  rig.complete(w, {5, 1, 2, 3}, Outcome::not_sent);
+  CHECK(rig.step(w, false).empty());
+  CHECK(rig.step(w) == Seqs{5, 1, 2, 3});
+}
+
+TEST_CASE("without critical_first a critical event keeps its place") {
+  Rig rig;
+  rig.add(1, 6);
+  rig.pending[5].priority = Priority::critical;
+  auto o = Rig::options();
+  o.critical_first = false;
+  SendWindow w(o, rig.now());
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
 }
