@@ -113,6 +113,7 @@ const std::vector<Field>& forwarding_fields() {
       EO_DURATION_FIELD("min-epoch-interval", min_epoch_interval),
       EO_COUNT_FIELD("batch", batch),
       EO_COUNT_FIELD("batch-bytes", batch_bytes),
+      EO_COUNT_FIELD("max-bytes-per-second", max_bytes_per_second),
       EO_DURATION_FIELD("linger", linger),
       EO_STRING_FIELD("compress", compress),
       EO_STRING_FIELD("format", format),
@@ -180,6 +181,9 @@ void add_forwarding_options(CLI::App& app, ForwardingConfig& cli) {
                  "a JSON batch, application/cloudevents-batch+json, which only a batch-aware consumer such as "
                  "edge-outbox-ingest reads; 1..10000)")
       ->capture_default_str();
+  app.add_option("--max-bytes-per-second", cli.max_bytes_per_second,
+                 "A cap on the bytes of event messages sent per second (MQTT PUBLISH packets; critical and, "
+                 "with --order live-first, live events first; default 0: no cap)");
   app.add_option("--batch-bytes", cli.batch_bytes,
                  "Most bytes of a batch's uncompressed payload (at least 1024; also kept below the broker's "
                  "maximum packet size)")
@@ -343,6 +347,7 @@ ForwarderOptions forwarder_options(const ForwardingConfig& c, LogCallback log) {
                                             : WireMode::automatic;
   fo.batch.max_events = static_cast<std::size_t>(c.batch);
   fo.batch.max_bytes = static_cast<std::size_t>(c.batch_bytes);
+  fo.max_bytes_per_second = c.max_bytes_per_second;
   fo.batch.linger = c.linger;
   fo.batch.compression = c.compress == "zstd" ? cloudevents::Compression::zstd : cloudevents::Compression::none;
   fo.log = std::move(log);

@@ -49,6 +49,7 @@ struct ForwardingConfig {
   // (none | zstd; only with batch >= 2).
   std::uint64_t batch = 1;
   std::uint64_t batch_bytes = 64 * 1024;
+  std::uint64_t max_bytes_per_second = 0;  // ForwarderOptions::max_bytes_per_second; 0: no cap
   std::chrono::milliseconds linger{20};
   std::string compress = "none";
   // ForwarderOptions::wire_mode: auto (binary on MQTT 5, structured on 3.1.1),

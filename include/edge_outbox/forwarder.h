@@ -167,6 +167,13 @@ struct ForwarderOptions {
   // with max_in_flight large messages needs more). 0 turns it off: only the
   // MQTT keepalive then notices a frozen broker. Requires: >= 0.
   std::chrono::milliseconds ack_timeout{15'000};
+  // A cap on the bytes of the PUBLISH packets of events, per second (a
+  // token bucket holding a tenth of a second's bytes, at least 1 KiB): for
+  // a metered or shared link. Critical events, then live events (live
+  // first), take what it lets through first. The stream status, the
+  // session and the subscription are not counted (a few small packets per
+  // minute), nor TCP and TLS framing. 0: no cap.
+  std::uint64_t max_bytes_per_second = 0;
   WireMode wire_mode = WireMode::automatic;
 
   // The order events go out in. In either, pending critical events

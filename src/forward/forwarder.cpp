@@ -147,6 +147,7 @@ detail::SendWindowOptions window_options(const ForwarderOptions& o) {
   w.retry_interval = o.retry_interval;
   w.ack_timeout = o.ack_timeout;
   w.live_first = o.order == ForwarderOptions::Order::live_first;
+  w.max_bytes_per_second = o.max_bytes_per_second;
   w.batch.max_events = o.batch.max_events;
   w.batch.max_bytes = o.batch.max_bytes;
   w.batch.linger = o.batch.linger;
@@ -915,8 +916,9 @@ struct Forwarder::Impl {
       EXCLUDES(mutex) {
     const std::int64_t seq = events.front().sequence;
     const std::size_t n = events.size();
-    unreported_wire_bytes += wire::publish_packet_bytes(msg, v);
-    window.sent(events, clock->monotonic_ms());
+    const std::size_t bytes = wire::publish_packet_bytes(msg, v);
+    unreported_wire_bytes += bytes;
+    window.sent(events, clock->monotonic_ms(), bytes);
     publisher->publish(std::move(msg), [this, seq, n](PublishResult r) { on_completion(seq, n, std::move(r)); });
   }
 

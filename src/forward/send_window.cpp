@@ -9,7 +9,11 @@ namespace edge_outbox::detail {
 
 SendWindow::SendWindow(SendWindowOptions options, std::int64_t now_ms)
     : options_(options), ack_timeout_(options.ack_timeout), next_poll_ms_(now_ms), next_expire_ms_(now_ms),
-      last_wrap_ms_(now_ms - options.retry_interval.count()), now_ms_(now_ms) {}
+      last_wrap_ms_(now_ms - options.retry_interval.count()), now_ms_(now_ms) {
+  if (options.max_bytes_per_second > 0)
+    bandwidth_.emplace(options.max_bytes_per_second, std::max<std::uint64_t>(options.max_bytes_per_second / 10, 1024),
+                       now_ms);
+}
 
 SendWindow::Lane& SendWindow::lane_of(std::int64_t sequence) noexcept {
   if (!critical_in_flight_.empty() && critical_in_flight_.count(sequence) > 0) return lanes_[kCritical];
@@ -110,6 +114,7 @@ void SendWindow::begin_step(std::int64_t now_ms, bool connected, bool draining) 
   connected_ = connected;
   draining_ = draining;
   linger_until_ms_ = kNone;
+  bandwidth_until_ms_ = kNone;
   phase_ = Phase::ack_timeout;
 }
 
@@ -149,7 +154,8 @@ void SendWindow::batch_read(std::vector<StoredEvent> events, std::vector<std::st
   }
 }
 
-void SendWindow::sent(std::span<const StoredEvent> events, std::int64_t now_ms) {
+void SendWindow::sent(std::span<const StoredEvent> events, std::int64_t now_ms, std::size_t wire_bytes) {
+  if (bandwidth_) bandwidth_->spend(wire_bytes, now_ms);
   ack_timeout_.sent(now_ms, in_flight_.size());
   std::vector<std::int64_t> others;
   if (events.size() > 1) {
@@ -159,7 +165,8 @@ void SendWindow::sent(std::span<const StoredEvent> events, std::int64_t now_ms) 
   in_flight_.insert_or_assign(events.front().sequence, std::move(others));
 }
 
-void SendWindow::sent(std::int64_t sequence, std::int64_t now_ms) {
+void SendWindow::sent(std::int64_t sequence, std::int64_t now_ms, std::size_t wire_bytes) {
+  if (bandwidth_) bandwidth_->spend(wire_bytes, now_ms);
   ack_timeout_.sent(now_ms, in_flight_.size());
   in_flight_.insert_or_assign(sequence, std::vector<std::int64_t>());
 }
@@ -225,6 +232,10 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
     out.kind = Kind::record_sent;
     out.sequence = lane.batch_high;
     return Dispatch::action;
+  }
+  if (bandwidth_ && !bandwidth_->ready(now_ms_)) {
+    bandwidth_until_ms_ = bandwidth_->ready_at_ms(now_ms_);
+    return Dispatch::nothing;  // the cap: every lane waits
   }
   const bool backlog = &lane == &lanes_[kBacklog];
   if (backlog && options_.backlog_bytes_in_flight > 0 && backlog_bytes_ >= options_.backlog_bytes_in_flight)
@@ -382,6 +393,7 @@ std::int64_t SendWindow::wake_at() const noexcept {
   }
   if (auto due = ack_timeout_.deadline(in_flight_.size())) t = std::min(t, *due);
   t = std::min(t, linger_until_ms_);
+  t = std::min(t, bandwidth_until_ms_);
   return std::max(t, now_ms_);
 }
 

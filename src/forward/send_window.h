@@ -116,6 +116,7 @@
 #include <algorithm>
 #include <deque>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -126,6 +127,7 @@
 
 #include "forward/ack_timeout.h"
 #include "forward/message_batch.h"
+#include "forward/token_bucket.h"
 
 namespace edge_outbox::detail {
 
@@ -147,6 +149,13 @@ struct SendWindowOptions {
   // them) go first, in either order: a lane of their own, read with
   // SendAction::critical, ahead of the others.
   bool critical_first = true;
+  // The bandwidth cap: the PUBLISH packets' bytes per second (the owner
+  // reports each message's with sent()); a bucket of max_bytes_per_second /
+  // 10 (at least 1,024) fills at that rate; a message goes while the
+  // bucket is not in debt (forward/token_bucket.h). The lanes' order holds:
+  // critical, live, then the backlog take what the cap lets through.
+  // 0: no cap.
+  std::uint64_t max_bytes_per_second = 0;
   BatchPolicy batch;  // its max_packet_bytes is set_max_packet_bytes()'s
 };
 
@@ -239,11 +248,12 @@ class SendWindow {
     wrap_resend_through_ = std::max(wrap_resend_through_, unconfirmed_through);
     wrap_wanted_ = true;
   }
-  // now_ms: when it goes out (starts the ack wait if the window was empty).
+  // now_ms: when it goes out (starts the ack wait if the window was empty);
+  // wire_bytes: its PUBLISH packet's size (the bandwidth cap counts it).
   // Requires: events as the send action gave them, not empty.
-  void sent(std::span<const StoredEvent> events, std::int64_t now_ms);
+  void sent(std::span<const StoredEvent> events, std::int64_t now_ms, std::size_t wire_bytes = 0);
   // A message of one event.
-  void sent(std::int64_t sequence, std::int64_t now_ms);
+  void sent(std::int64_t sequence, std::int64_t now_ms, std::size_t wire_bytes = 0);
   // The broker's Maximum Packet Size of the current connection (0: unknown):
   // batches stay below it.
   void set_max_packet_bytes(std::size_t bytes) noexcept { options_.batch.max_packet_bytes = bytes; }
@@ -329,6 +339,8 @@ class SendWindow {
   bool connected_ = false;
   bool draining_ = false;
   std::int64_t linger_until_ms_ = kNone;  // a message at the front waits for more until then
+  std::optional<TokenBucket> bandwidth_;   // max_bytes_per_second
+  std::int64_t bandwidth_until_ms_ = kNone;  // the cap holds the sends until then
 };
 
 }  // namespace edge_outbox::detail

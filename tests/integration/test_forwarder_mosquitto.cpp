@@ -638,3 +638,51 @@ TEST_CASE("a Maximum Packet Size below every event: 100 dead letters, told to th
   MESSAGE("max_packet_size 512: dead 100, sequences used " << committed << ", reports received " << reports);
 }
 
+
+TEST_CASE("the bandwidth cap: the bytes a proxy counts to the broker stay within rate x time plus the bucket") {
+  TempDir dir;
+  Outbox outbox(dir / "app.db");
+  const std::string payload(400, 'r');
+  outbox.transact([&](Transaction& tx) {
+    for (int i = 0; i < 100; ++i) {
+      Event e;
+      e.topic = "t/capped";
+      e.type = "com.example.reading";
+      e.payload = payload;
+      e.content_type = "text/plain";
+      tx.enqueue(std::move(e));
+    }
+  });
+  Mosquitto broker;
+  TcpProxy proxy(broker.port());
+  Subscriber sub(broker.uri(), {"t/#"});
+  auto o = forwarder_options();
+  constexpr std::uint64_t rate = 40'000;  // bytes per second: the 100 events' ~68 KB take over 1.5 s
+  o.max_bytes_per_second = rate;
+  Forwarder forwarder(outbox, std::make_unique<MqttPublisher>(publisher_options(proxy.uri())), o);
+  const auto t0 = std::chrono::steady_clock::now();
+  forwarder.start();
+  // The bucket (2 KiB), one message beyond it, and the connection's own
+  // packets (CONNECT, PINGREQ, the status): 4 KiB in all.
+  constexpr double allowance = 4096;
+  double worst = 0;  // the most bytes above rate x time seen
+  double first_event_s = -1;  // when the bytes passed the connection's own
+  while (sub.count() < 100) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double bytes = static_cast<double>(proxy.bytes_to_target());
+    if (first_event_s < 0 && sub.count() > 0) first_event_s = seconds;
+    worst = std::max(worst, bytes - static_cast<double>(rate) * seconds);
+    REQUIRE_MESSAGE(seconds < 120, "the capped drain did not end");
+    std::this_thread::sleep_for(20ms);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double total = static_cast<double>(proxy.bytes_to_target());
+  MESSAGE("100 events, " << total << " bytes to the broker in " << seconds << " s (the first event arrived after "
+                         << first_event_s << " s) at a cap of " << rate << " bytes/s; at most " << worst
+                         << " bytes above rate x time");
+  CHECK(worst <= allowance);
+  CHECK(total > 50'000);                                       // the events did go through the proxy
+  CHECK(seconds >= (total - allowance) / static_cast<double>(rate));  // the cap held them back
+  CHECK(received_ids(sub).size() == 100);
+  forwarder.stop(2s);
+}

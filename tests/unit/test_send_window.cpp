@@ -39,6 +39,7 @@ struct Rig {
   std::map<std::int64_t, StoredEvent> acked;
   int resends = 0;
   int backlogs_drained = 0;
+  std::size_t message_bytes = 0;  // each send's wire bytes, as the owner reports them
   std::vector<std::int64_t> recorded;  // every record_sent, in order
   std::vector<std::string> log;        // "record 6", "send 4", "send 5,6,7" ... in order
   // Batches: reads hand the window each event's element (its size from
@@ -132,7 +133,7 @@ struct Rig {
           sent.push_back(seqs.front());
           log.push_back("send " + text);
           messages.push_back(seqs);
-          w.sent(a.events, now());
+          w.sent(a.events, now(), message_bytes);
           break;
         }
         case Kind::record_sent:
@@ -882,4 +883,63 @@ TEST_CASE("without critical_first a critical event keeps its place") {
   o.critical_first = false;
   SendWindow w(o, rig.now());
   CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
+}
+
+// --- The bandwidth cap -------------------------------------------------------
+
+TEST_CASE("TokenBucket: a message goes while the bucket is not in debt, and the time after pays for it") {
+  detail::TokenBucket b(1000, 100, 0);  // 1,000 bytes/s, a bucket of 100
+  CHECK(b.ready(0));
+  b.spend(300, 0);  // larger than the bucket: it goes, into debt
+  CHECK_FALSE(b.ready(0));
+  CHECK(b.ready_at_ms(0) == 201);
+  CHECK_FALSE(b.ready(199));
+  CHECK(b.ready(200));
+  b.spend(50, 200);
+  CHECK_FALSE(b.ready(249));
+  CHECK(b.ready(250));
+  CHECK(b.ready(10'000));
+  b.spend(100, 10'000);  // a long pause fills the bucket to its size only
+  CHECK(b.ready(10'000));
+  b.spend(1, 10'000);
+  CHECK_FALSE(b.ready(10'000));
+}
+
+TEST_CASE("the bandwidth cap: sends wait for the bucket, at most rate x time plus the bucket and one message") {
+  Rig rig;
+  rig.add(1, 200);
+  rig.message_bytes = 500;
+  auto o = Rig::options();
+  o.max_in_flight = 1000;
+  o.batch_size = 1000;
+  o.max_bytes_per_second = 10'000;  // a bucket of 1,024
+  SendWindow w(o, rig.now());
+  SendAction idle;
+  auto sent = rig.step(w, true, false, &idle);
+  CHECK(sent == Seqs{1, 2, 3});  // 1,024 bytes: the third goes into debt
+  CHECK(idle.wake_at_ms == rig.now() + 48);  // 476 bytes of debt at 10 bytes/ms
+  std::size_t total = sent.size();
+  for (int ms = 1; ms <= 1000; ++ms) {
+    rig.clock.advance(1);
+    total += rig.step(w).size();
+    const std::size_t bound = (1024 + 10 * static_cast<std::size_t>(ms) + 500) / 500;
+    REQUIRE(total <= bound);
+  }
+  CHECK(total >= 20);  // and it does let 10,000 bytes a second through
+}
+
+TEST_CASE("the bandwidth cap lets critical events through first") {
+  Rig rig;
+  rig.add(1, 10);
+  rig.message_bytes = 2000;
+  auto o = Rig::options();
+  o.max_bytes_per_second = 1000;
+  SendWindow w(o, rig.now());
+  CHECK(rig.step(w) == Seqs{1});  // into debt for 2 s
+  rig.add(11, 11);
+  rig.pending[11].priority = Priority::critical;
+  ++rig.data_version;
+  rig.complete(w, {1}, Outcome::acknowledged);
+  rig.clock.advance(2000);
+  CHECK(rig.step(w) == Seqs{11});
 }
