@@ -117,6 +117,7 @@ ConnectionMachine::Step ConnectionMachine::begin_retire(std::string reason, Reti
   state_ = State::retiring;
   retire_reason_ = std::move(reason);
   retire_kind_ = kind;
+  retire_broker_ = kind == RetireKind::returning ? left_broker_ : brokers_.uri();
   Step step;
   step.action = Action::retire;
   return step;
@@ -144,7 +145,9 @@ bool ConnectionMachine::drop(const std::string& reason) {
 
 bool ConnectionMachine::probe_result(std::uint64_t generation, bool answered, std::int64_t now_ms) {
   if (generation != generation_ || state_ != State::connected || stopping_) return false;
+  const std::string current = brokers_.uri();
   if (!brokers_.probe_result(answered, now_ms)) return false;
+  left_broker_ = current;
   state_ = State::lost;
   returning_ = true;
   loss_reason_ = "left for the first broker " + brokers_.first() + ", which answers again";
@@ -164,6 +167,7 @@ void ConnectionMachine::stop() { stopping_ = true; }
 ConnectionMachine::Retired ConnectionMachine::retired(std::int64_t now_ms) {
   Retired r;
   if (state_ != State::retiring) return r;
+  r.broker = retire_broker_;
   if (retire_kind_ == RetireKind::fallback) {
     attempt_version_ = MqttVersion::v3_1_1;
     state_ = State::idle;

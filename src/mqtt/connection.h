@@ -111,6 +111,7 @@ class ConnectionMachine {
     std::string reason;               // why the connection failed or ended (falling back: why 5 failed)
     bool next_broker = false;         // a failed attempt: connect to the next broker (uri()) at once
     bool returning = false;           // left for the first broker: connect to it at once
+    std::string broker;               // the broker that failed, was lost or left
   };
 
   struct Options {
@@ -187,6 +188,8 @@ class ConnectionMachine {
   std::string retire_failure_;  // falling back: what the attempt with 5 came to
   RetireKind retire_kind_ = RetireKind::failed_attempt;
   bool returning_ = false;  // the loss is the return to the first broker
+  std::string left_broker_;  // returning: the broker left
+  std::string retire_broker_;
   Backoff backoff_;
   BrokerList brokers_;
 };

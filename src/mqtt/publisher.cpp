@@ -391,8 +391,8 @@ struct MqttPublisher::Impl {
   // After retire_client: falls back to MQTT 3.1.1, goes on to the next
   // broker, or reports the failure and the backoff before the next attempt.
   void report_retired() REQUIRES(mutex) {
-    const std::string retired_uri = machine.uri();
     auto r = machine.retired(clock->monotonic_ms());
+    const std::string& retired_uri = r.broker;
     if (r.falling_back) {
       log(LogLevel::info, "cannot connect to " + retired_uri + " with MQTT 5 (" + r.reason + "); trying MQTT 3.1.1");
       return;

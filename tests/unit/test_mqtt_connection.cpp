@@ -432,6 +432,7 @@ TEST_CASE("two brokers: a failed attempt on the first goes to the second at once
   r = d.retire();
   CHECK(!r.next_broker);
   CHECK(r.reason == "cannot connect to " + kSecond + ": nothing listens");
+  CHECK(r.broker == kSecond);
   CHECK(d.machine.state() == State::backoff);
   s = d.wait_out(r.delay);
   REQUIRE(s.action == Action::connect);
@@ -485,6 +486,7 @@ TEST_CASE("two brokers: the first lost, the second taken at once; there the firs
   CHECK(r.returning);
   CHECK(r.delay == 0ms);
   CHECK(r.reason == "left for the first broker " + kUri + ", which answers again");
+  CHECK(r.broker == kSecond);
   s = d.next();
   REQUIRE(s.action == Action::connect);  // at once, no backoff
   CHECK(s.uri == kUri);
