@@ -82,8 +82,8 @@ std::vector<std::string> want_brokers(const json& v) {
     }
     if (uris.size() == v.size()) return uris;
   }
-  refuse("config key \"broker\" must be a broker URI (\"mqtt://host:port\") or a non-empty array of them, tried in "
-         "order, not " +
+  refuse("config key \"broker\" must be a string or a non-empty array of strings (broker URIs such as "
+         "\"mqtt://host:port\", tried in order), not " +
          v.dump());
 }
 

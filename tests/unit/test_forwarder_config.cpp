@@ -270,6 +270,6 @@ TEST_CASE("--broker repeated (or \"broker\": an array) is a list tried in order:
   for (const auto& bad : {json::array(), json{"mqtt://a:1", 5}, json(5)}) {
     CAPTURE(bad.dump());
     CHECK(has(error_of([&] { device::apply_json(c, json{{"broker", bad}}); }),
-              "\"broker\" must be a broker URI (\"mqtt://host:port\") or a non-empty array"));
+              "\"broker\" must be a string or a non-empty array of strings"));
   }
 }
