@@ -26,10 +26,10 @@
 //   connected   next, on another than the first       connected   probe the first broker; then probe_result
 //               broker, its probe due
 //   connected   probe_result: the first answers       lost        (the caller fails the outstanding publishes)
-//   lost        publishes_failed, next                retiring    retire the client; then backoff (the loss reason),
-//                                                                 or idle at once when returning to the first
+//   lost        publishes_failed, next                retiring    retire the client; then retired (below)
 //   retiring    retired, a failed attempt, another    idle        (report the reason; connect to that broker at once)
 //               broker left in the round (BrokerList)
+//   retiring    retired, left to return to the first  idle        (report the reason; connect to the first at once)
 //   retiring    retired                               backoff     deadline = now + Backoff::next(); report the reason;
 //                                                                 the next attempt starts with the first version again
 //                                                                 (and, after a loss or a round of failed attempts,
