@@ -147,7 +147,7 @@ int run(const device::ForwarderConfig& c, const std::string& password, const hos
   }
   forwarder.start();
   log.write(host::LogLevel::info, "serving " + c.db + " (pid " + std::to_string(::getpid()) + ", lease " +
-                                      lease->lock_file().string() + "): forwarding to " + c.broker + " as " +
+                                      lease->lock_file().string() + "): forwarding to " + c.broker_list() + " as " +
                                       c.device_id + ", " + std::to_string(outbox.stats().pending) + " pending");
 
   // Under a service manager (Type=notify): ready once the database is open,

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 #include <CLI/CLI.hpp>
@@ -70,6 +71,22 @@ std::string host_name() {
   return buf;
 }
 
+// "broker": one URI, or a non-empty array of URIs (tried in order).
+std::vector<std::string> want_brokers(const json& v) {
+  if (v.is_string()) return {v.get<std::string>()};
+  if (v.is_array() && !v.empty()) {
+    std::vector<std::string> uris;
+    for (const auto& item : v) {
+      if (!item.is_string()) break;
+      uris.push_back(item.get<std::string>());
+    }
+    if (uris.size() == v.size()) return uris;
+  }
+  refuse("config key \"broker\" must be a string or a non-empty array of strings (broker URIs such as "
+         "\"mqtt://host:port\", tried in order), not " +
+         v.dump());
+}
+
 #define EO_STRING_FIELD(key, member)                                                              \
   Field {                                                                                         \
     key, [](ForwardingConfig& c, const json& v) { c.member = want_string(key, v); },              \
@@ -96,7 +113,9 @@ std::string host_name() {
 const std::vector<Field>& forwarding_fields() {
   static const std::vector<Field> all = {
       EO_STRING_FIELD("device-id", device_id),
-      EO_STRING_FIELD("broker", broker),
+      Field{"broker", [](ForwardingConfig& c, const json& v) { c.brokers = want_brokers(v); },
+            [](ForwardingConfig& c, const ForwardingConfig& from) { c.brokers = from.brokers; }},
+      EO_DURATION_FIELD("primary-retry-interval", primary_retry_interval),
       EO_STRING_FIELD("topic-prefix", topic_prefix),
       EO_STRING_FIELD("username", username),
       EO_STRING_FIELD("password-file", password_file),
@@ -135,9 +154,24 @@ std::string ForwardingConfig::topic_for(const std::string& type) const { return 
 
 std::string ForwardingConfig::device_topic() const { return topic_prefix + "/" + device_id; }
 
+std::string ForwardingConfig::broker_list() const {
+  std::string all;
+  for (const auto& b : brokers) all += (all.empty() ? "" : ", ") + b;
+  return all;
+}
+
 void add_forwarding_options(CLI::App& app, ForwardingConfig& cli) {
   app.add_option("--device-id", cli.device_id, "Device id: the CloudEvents source and a topic level (default: host name)");
-  app.add_option("--broker", cli.broker, "MQTT broker, mqtt://host:port or mqtts://host:port")->capture_default_str();
+  app.add_option("--broker", cli.brokers,
+                 "MQTT broker, mqtt://host:port or mqtts://host:port; repeat it for a list tried in order: the "
+                 "next when one cannot be reached, back to the first when it answers again")
+      ->capture_default_str()
+      ->allow_extra_args(false);
+  app.add_option_function<std::string>(
+      "--primary-retry-interval",
+      [&cli](const std::string& s) { cli.primary_retry_interval = cli_duration("--primary-retry-interval", s); },
+      "With several --broker: while connected to a later one, how often to check whether the first answers "
+      "again, to return to it (default 30s)");
   app.add_option("--topic-prefix", cli.topic_prefix, "Events go to PREFIX/<device-id>/events/<type>")
       ->capture_default_str();
   app.add_option("--username", cli.username, "Broker user name");
@@ -287,11 +321,15 @@ void validate_forwarding(ForwardingConfig& c) {
   if (!host::parse_log_level(c.log_level)) {
     refuse("--log-level must be debug, info, warning or error, not \"" + c.log_level + "\"");
   }
+  if (c.brokers.empty()) refuse("--broker needs at least one broker URI");
   {
     MqttPublisherOptions probe;
-    probe.uri = c.broker;
+    probe.uri = c.brokers.front();
+    probe.fallback_uris.assign(c.brokers.begin() + 1, c.brokers.end());
     check_as("--broker", probe);
   }
+  if (c.primary_retry_interval.count() < 100) refuse("--primary-retry-interval must be at least 100ms, such as 30s");
+  check_duration_bound("--primary-retry-interval", c.primary_retry_interval);
   if (c.backoff_max.count() < 100) refuse("--backoff-max must be at least 100ms");
   check_duration_bound("--backoff-max", c.backoff_max);
   // Whatever the checks above missed, the library refuses here, not after
@@ -309,11 +347,15 @@ std::string read_broker_password(const ForwardingConfig& c) {
 MqttPublisherOptions publisher_options(const ForwardingConfig& c, std::string client_id, std::string password,
                                        LogCallback log) {
   MqttPublisherOptions o;
-  o.uri = c.broker;
+  o.uri = c.brokers.front();
+  o.fallback_uris.assign(c.brokers.begin() + 1, c.brokers.end());
+  o.primary_retry_interval = c.primary_retry_interval;
   o.client_id = std::move(client_id);
   o.username = c.username;
   o.password = std::move(password);
-  if (c.broker.rfind("mqtts://", 0) == 0 || !c.ca_file.empty()) {
+  const bool any_tls =
+      std::any_of(c.brokers.begin(), c.brokers.end(), [](const std::string& b) { return b.rfind("mqtts://", 0) == 0; });
+  if (any_tls || !c.ca_file.empty()) {
     MqttTlsOptions tls;
     tls.ca_file = c.ca_file;
     tls.certificate_file = c.cert_file;

@@ -29,7 +29,13 @@ namespace edge_outbox::device {
 struct ForwardingConfig {
   std::string device_id;  // empty: the host name (filled by validate_forwarding)
   std::string topic_prefix = "devices";
-  std::string broker = "mqtt://127.0.0.1:1883";
+  // --broker (repeatable) / "broker" (a URI or an array of them): tried in
+  // order, the first preferred (MqttPublisherOptions::uri, the rest its
+  // fallback_uris). Never empty.
+  std::vector<std::string> brokers{"mqtt://127.0.0.1:1883"};
+  // With several brokers: how often the first is probed while on another
+  // (MqttPublisherOptions::primary_retry_interval).
+  std::chrono::milliseconds primary_retry_interval{30'000};
   std::string username;
   std::string password_file;
   std::string password_env;
@@ -65,6 +71,8 @@ struct ForwardingConfig {
 
   // "<prefix>/<device-id>/events/" + type
   std::string topic_for(const std::string& type) const;
+  // The brokers, comma-separated (for a log line).
+  std::string broker_list() const;
   // "<prefix>/<device-id>" (ForwarderOptions::device_topic)
   std::string device_topic() const;
 };

@@ -3,7 +3,9 @@
 // message sink with a connection of its own. MqttPublisher (edge_outbox/mqtt/publisher.h)
 // is the real one; tests may supply a fake. A Publisher owns its connection
 // management: it connects after start(), notices a lost connection, retries
-// by itself and reports each change to the connection handler.
+// by itself and reports each change to the connection handler. A publisher
+// with several brokers (MqttPublisher) reports a change of broker as a loss
+// followed by a connection: to its user, a reconnect like any other.
 //
 // Every publish() completes exactly once through its callback:
 //   acknowledged       the broker took responsibility (QoS 1 PUBACK)
@@ -81,6 +83,9 @@ struct ConnectionEvent {
   bool connected = false;
   MqttVersion version = MqttVersion::v5;  // when connected
   std::string reason;                     // why it was lost or could not be made
+  // The broker's URI (connected: the one connected to; not: the one lost or
+  // that could not be reached); empty when the publisher does not say.
+  std::string broker;
 };
 
 using ConnectionHandler = std::function<void(const ConnectionEvent&)>;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "mqtt/broker_uri.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <string_view>
 
 #include <edge_outbox/error.h>
@@ -52,6 +54,20 @@ BrokerUri parse_broker_uri(const std::string& uri) {
 
 void check_publisher_options(const MqttPublisherOptions& options) {
   parse_broker_uri(options.uri);
+  for (std::size_t i = 0; i < options.fallback_uris.size(); ++i) {
+    const auto& uri = options.fallback_uris[i];
+    parse_broker_uri(uri);
+    const bool twice = uri == options.uri ||
+                       std::find(options.fallback_uris.begin(), options.fallback_uris.begin() + static_cast<std::ptrdiff_t>(i),
+                                 uri) != options.fallback_uris.begin() + static_cast<std::ptrdiff_t>(i);
+    if (twice) {
+      throw Error(ErrorKind::invalid_argument,
+                  "MQTT broker URI \"" + uri + "\" is named twice in the list of brokers; name each once");
+    }
+  }
+  if (options.primary_retry_interval.count() <= 0) {
+    throw Error(ErrorKind::invalid_argument, "primary_retry_interval must be positive, such as 30 s");
+  }
   if (options.qos < 0 || options.qos > 2) {
     throw Error(ErrorKind::invalid_argument, "MQTT QoS must be 0, 1 or 2");
   }

@@ -21,8 +21,8 @@ struct BrokerUri {
 // Error(invalid_argument) naming the URI and the fault.
 BrokerUri parse_broker_uri(const std::string& uri);
 
-// Checks every option an MqttPublisher can check before connecting: the URI,
-// qos, a client certificate with its key, max_buffered_messages >= 1,
+// Checks every option an MqttPublisher can check before connecting: the URI
+// and each of fallback_uris (none twice), primary_retry_interval > 0, qos, a client certificate with its key, max_buffered_messages >= 1,
 // keepalive >= 1 s. Throws Error(invalid_argument) on the first fault.
 void check_publisher_options(const MqttPublisherOptions& options);
 

@@ -8,7 +8,14 @@ namespace edge_outbox::detail {
 ConnectionMachine::ConnectionMachine(Options options)
     : options_(std::move(options)), attempt_version_(wire::first_version(options_.version)),
       version_(attempt_version_),
-      backoff_(options_.backoff_initial, options_.backoff_max) {}
+      backoff_(options_.backoff_initial, options_.backoff_max),
+      brokers_(
+          [&] {
+            std::vector<std::string> all{options_.uri};
+            all.insert(all.end(), options_.fallback_uris.begin(), options_.fallback_uris.end());
+            return all;
+          }(),
+          options_.primary_retry_interval) {}
 
 ConnectionMachine::Step ConnectionMachine::next(std::int64_t now_ms) {
   Step step;
@@ -31,6 +38,7 @@ ConnectionMachine::Step ConnectionMachine::next(std::int64_t now_ms) {
           version_ = outcome.version;
           max_packet_size_ = outcome.max_packet_size;
           backoff_.reset();
+          brokers_.connected(now_ms);
           state_ = State::connected;
           step.action = Action::announce_connected;
           return step;
@@ -42,21 +50,36 @@ ConnectionMachine::Step ConnectionMachine::next(std::int64_t now_ms) {
         if (wire::fallback_version(options_.version, attempt_version_, outcome.cause, closes_in_a_row_)) {
           closes_in_a_row_ = 0;
           retire_failure_ = std::move(outcome.failure);
-          return begin_retire({}, true);
+          return begin_retire({}, RetireKind::fallback);
         }
-        return begin_retire("cannot connect to " + options_.uri + ": " +
+        return begin_retire("cannot connect to " + brokers_.uri() + ": " +
                                 (outcome.failure.empty() ? std::string("connection refused") : outcome.failure),
-                            false);
+                            RetireKind::failed_attempt);
       }
       if (!connect_deadline_ms_) connect_deadline_ms_ = now_ms + options_.connect_guard.count();
-      if (now_ms >= *connect_deadline_ms_) return begin_retire("connecting to " + options_.uri + " timed out", false);
+      if (now_ms >= *connect_deadline_ms_) {
+        return begin_retire("connecting to " + brokers_.uri() + " timed out", RetireKind::failed_attempt);
+      }
       step.wake_at_ms = connect_deadline_ms_;
       return step;
     }
     case State::connected:
+      if (const auto due = brokers_.probe_due_ms()) {
+        if (now_ms < *due) {
+          step.wake_at_ms = due;
+          return step;
+        }
+        step.action = Action::probe_first;
+        step.generation = generation_;
+        step.uri = brokers_.first();
+      }
       return step;
     case State::lost:
-      if (publishes_failed_) return begin_retire(loss_reason_, false);
+      if (publishes_failed_) {
+        const bool returning = returning_;
+        returning_ = false;
+        return begin_retire(loss_reason_, returning ? RetireKind::returning : RetireKind::loss);
+      }
       return step;
     case State::retiring:
       step.action = Action::retire;
@@ -85,14 +108,16 @@ ConnectionMachine::Step ConnectionMachine::begin_connect() {
   step.action = Action::connect;
   step.version = attempt_version_;
   step.generation = generation_;
+  step.uri = brokers_.uri();
   return step;
 }
 
-ConnectionMachine::Step ConnectionMachine::begin_retire(std::string reason, bool falling_back) {
+ConnectionMachine::Step ConnectionMachine::begin_retire(std::string reason, RetireKind kind) {
   ++generation_;  // the retired client's late callbacks are ignored
   state_ = State::retiring;
   retire_reason_ = std::move(reason);
-  retire_falls_back_ = falling_back;
+  retire_kind_ = kind;
+  retire_broker_ = kind == RetireKind::returning ? left_broker_ : brokers_.uri();
   Step step;
   step.action = Action::retire;
   return step;
@@ -118,6 +143,17 @@ bool ConnectionMachine::drop(const std::string& reason) {
   return true;
 }
 
+bool ConnectionMachine::probe_result(std::uint64_t generation, bool answered, std::int64_t now_ms) {
+  if (generation != generation_ || state_ != State::connected || stopping_) return false;
+  const std::string current = brokers_.uri();
+  if (!brokers_.probe_result(answered, now_ms)) return false;
+  left_broker_ = current;
+  state_ = State::lost;
+  returning_ = true;
+  loss_reason_ = "left for the first broker " + brokers_.first() + ", which answers again";
+  return true;
+}
+
 void ConnectionMachine::publishes_failed() { publishes_failed_ = true; }
 
 bool ConnectionMachine::kick() {
@@ -131,7 +167,8 @@ void ConnectionMachine::stop() { stopping_ = true; }
 ConnectionMachine::Retired ConnectionMachine::retired(std::int64_t now_ms) {
   Retired r;
   if (state_ != State::retiring) return r;
-  if (retire_falls_back_) {
+  r.broker = retire_broker_;
+  if (retire_kind_ == RetireKind::fallback) {
     attempt_version_ = MqttVersion::v3_1_1;
     state_ = State::idle;
     r.falling_back = true;
@@ -139,8 +176,23 @@ ConnectionMachine::Retired ConnectionMachine::retired(std::int64_t now_ms) {
     return r;
   }
   attempt_version_ = wire::first_version(options_.version);
-  r.delay = backoff_.next();
   r.reason = std::move(retire_reason_);
+  if (retire_kind_ == RetireKind::returning) {
+    closes_in_a_row_ = 0;  // counted per broker
+    state_ = State::idle;
+    r.returning = true;
+    return r;
+  }
+  const std::size_t broker = brokers_.index();
+  const bool next_broker = retire_kind_ == RetireKind::failed_attempt && brokers_.attempt_failed();
+  if (retire_kind_ == RetireKind::loss) brokers_.lost();
+  if (brokers_.index() != broker) closes_in_a_row_ = 0;
+  if (next_broker) {
+    state_ = State::idle;
+    r.next_broker = true;
+    return r;
+  }
+  r.delay = backoff_.next();
   next_attempt_ms_ = now_ms + r.delay.count();
   state_ = State::backoff;
   return r;

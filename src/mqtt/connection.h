@@ -21,10 +21,19 @@
 //   connecting  connect_result failed (otherwise)     retiring    retire the client; then backoff ("cannot connect")
 //   connecting  next after the deadline, no result    retiring    retire the client; then backoff ("timed out")
 //   connected   connection_lost / drop                lost        (the caller fails the outstanding publishes)
-//   connected   next                                  connected   wait for an event
-//   lost        publishes_failed, next                retiring    retire the client; then backoff (the loss reason)
+//   connected   next                                  connected   wait for an event (on another than the first
+//                                                                 broker: until the first is due to be probed)
+//   connected   next, on another than the first       connected   probe the first broker; then probe_result
+//               broker, its probe due
+//   connected   probe_result: the first answers       lost        (the caller fails the outstanding publishes)
+//   lost        publishes_failed, next                retiring    retire the client; then retired (below)
+//   retiring    retired, a failed attempt, another    idle        (report the reason; connect to that broker at once)
+//               broker left in the round (BrokerList)
+//   retiring    retired, left to return to the first  idle        (report the reason; connect to the first at once)
 //   retiring    retired                               backoff     deadline = now + Backoff::next(); report the reason;
 //                                                                 the next attempt starts with the first version again
+//                                                                 (and, after a loss or a round of failed attempts,
+//                                                                 with the first broker)
 //   retiring    retired (falling back)                idle        (log that 3.1.1 is tried)
 //   backoff     next before the deadline              backoff     wait until the deadline
 //   backoff     kick (notify_connectivity), next      connecting  connect
@@ -40,6 +49,10 @@
 // connection) the machine attempts wire::first_version(choice) again, so an
 // ordinary outage never downgrades it for good (wire/mqtt_connect.h).
 //
+// Brokers: Options::uri and the fallback_uris after it, chosen by a
+// BrokerList (mqtt/broker_list.h); Step::uri names the broker of a connect
+// or a probe. With no fallback_uris the table's broker rows never apply.
+//
 // Thread rule: none of its own; the owner serialises every call (one mutex).
 #pragma once
 
@@ -47,11 +60,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <edge_outbox/publisher.h>
 #include <edge_outbox/wire/mqtt_connect.h>
 
 #include "common/backoff.h"
+#include "mqtt/broker_list.h"
 
 namespace edge_outbox::detail {
 
@@ -65,6 +80,7 @@ class ConnectionMachine {
     announce_connected,  // the connection is up: tell the world
     retire,              // retire the client (fail what it holds, destroy it); then call retired()
     shut_down,           // stop for good: "offline" when step.was_connected, retire the client
+    probe_first,         // probe the first broker (step.uri) without MQTT; then call probe_result()
     finished,            // nothing left: the connection thread returns
   };
 
@@ -72,7 +88,8 @@ class ConnectionMachine {
     Action action = Action::wait;
     std::optional<std::int64_t> wake_at_ms;  // wait: the deadline, if any
     MqttVersion version = MqttVersion::v5;   // connect: the version to attempt
-    std::uint64_t generation = 0;            // connect: the tag of this attempt
+    std::uint64_t generation = 0;            // connect, probe_first: the tag of this attempt or connection
+    std::string uri;                         // connect, probe_first: the broker
     bool was_connected = false;              // shut_down
   };
 
@@ -92,10 +109,15 @@ class ConnectionMachine {
     bool falling_back = false;        // to MQTT 3.1.1: connect again at once
     std::chrono::milliseconds delay{0};  // otherwise: the wait before the next attempt
     std::string reason;               // why the connection failed or ended (falling back: why 5 failed)
+    bool next_broker = false;         // a failed attempt: connect to the next broker (uri()) at once
+    bool returning = false;           // left for the first broker: connect to it at once
+    std::string broker;               // the broker that failed, was lost or left
   };
 
   struct Options {
-    std::string uri;  // for the reasons' text only
+    std::string uri;  // the first broker
+    std::vector<std::string> fallback_uris;  // tried in order after uri
+    std::chrono::milliseconds primary_retry_interval{30'000};  // BrokerList
     wire::MqttVersionChoice version = wire::MqttVersionChoice::automatic;
     std::chrono::milliseconds connect_guard{15'000};  // connect_timeout + 5 s
     std::chrono::milliseconds backoff_initial{500};
@@ -116,6 +138,11 @@ class ConnectionMachine {
   bool drop(const std::string& reason);
   // After connection_lost or drop: the outstanding publishes were failed.
   void publishes_failed();
+  // After a probe_first step for the connection tagged `generation`: whether
+  // the first broker answered. true: the connection is left (state lost,
+  // as after drop; the caller fails the outstanding publishes) to connect
+  // to the first broker at once; false: stale, or it did not answer.
+  bool probe_result(std::uint64_t generation, bool answered, std::int64_t now_ms);
   // backoff: connect now rather than at the deadline.
   bool kick();
   // Stop for good (the next step is shut_down, then finished).
@@ -133,10 +160,14 @@ class ConnectionMachine {
   // The version of the current (or next) connect attempt.
   MqttVersion attempt_version() const { return attempt_version_; }
   int backoff_attempts() const { return backoff_.attempts(); }
+  // The broker of the current connection, or of the next attempt.
+  const std::string& uri() const { return brokers_.uri(); }
+  std::size_t broker_index() const { return brokers_.index(); }
 
  private:
   Step begin_connect();
-  Step begin_retire(std::string reason, bool falling_back);
+  enum class RetireKind { failed_attempt, fallback, loss, returning };
+  Step begin_retire(std::string reason, RetireKind kind);
 
   Options options_;
   State state_ = State::idle;
@@ -155,8 +186,12 @@ class ConnectionMachine {
   std::string loss_reason_;
   std::string retire_reason_;
   std::string retire_failure_;  // falling back: what the attempt with 5 came to
-  bool retire_falls_back_ = false;
+  RetireKind retire_kind_ = RetireKind::failed_attempt;
+  bool returning_ = false;  // the loss is the return to the first broker
+  std::string left_broker_;  // returning: the broker left
+  std::string retire_broker_;
   Backoff backoff_;
+  BrokerList brokers_;
 };
 
 }  // namespace edge_outbox::detail

@@ -46,6 +46,8 @@ std::string random_client_id() {
 ConnectionMachine::Options machine_options(const MqttPublisherOptions& o) {
   ConnectionMachine::Options m;
   m.uri = o.uri;
+  m.fallback_uris = o.fallback_uris;
+  m.primary_retry_interval = o.primary_retry_interval;
   m.version = o.mqtt_version;
   m.connect_guard = o.connect_timeout + std::chrono::seconds(5);
   m.backoff_initial = o.backoff_initial;
@@ -76,13 +78,13 @@ struct MqttPublisher::Impl {
     void on_failure(const mqtt::token& tok) override { impl.on_publish_result(tok, false); }
   };
 
-  Impl(MqttPublisherOptions o, detail::BrokerUri u)
-      : options(std::move(o)), uri(std::move(u)), clock(options.clock ? options.clock : system_clock()),
+  Impl(MqttPublisherOptions o, std::vector<detail::BrokerUri> u)
+      : options(std::move(o)), uris(std::move(u)), clock(options.clock ? options.clock : system_clock()),
         client_id(options.client_id.empty() ? random_client_id() : options.client_id),
         machine(machine_options(options)) {}
 
   // What investigate() needs to repeat the connect without MQTT.
-  std::optional<wire::TlsProbeOptions> tls_probe_options() const {
+  std::optional<wire::TlsProbeOptions> tls_probe_options(const detail::BrokerUri& uri) const {
     if (!uri.tls) return std::nullopt;
     const MqttTlsOptions t = options.tls.value_or(MqttTlsOptions{});
     return wire::TlsProbeOptions{t.ca_file.string(), t.certificate_file.string(), t.private_key_file.string(),
@@ -121,17 +123,21 @@ struct MqttPublisher::Impl {
       facts.return_code = return_code;
       facts.reason_code = reason_code;
       MqttVersion attempted = MqttVersion::v5;
+      std::string attempted_uri;
+      std::size_t broker = 0;
       {
         MutexLock lock(mutex);
         if (gen != machine.generation()) return;  // a retired client's late callback
         attempted = machine.attempt_version();
+        attempted_uri = machine.uri();
+        broker = machine.broker_index();
       }
-      const auto address = wire::broker_address(options.uri);
-      if (address) wire::investigate(facts, *address, tls_probe_options(), kProbeTimeout);
+      const auto address = wire::broker_address(attempted_uri);
+      if (address) wire::investigate(facts, *address, tls_probe_options(uris[broker]), kProbeTimeout);
       r.cause = wire::classify(facts);
       // Paho C++ reports reason code 0xff ("none") after a 3.1.1 attempt.
       const int reason = reason_code <= kLastReasonCode ? reason_code : 0;
-      r.failure = wire::describe(facts, r.cause, address ? address->text() : options.uri, attempted,
+      r.failure = wire::describe(facts, r.cause, address ? address->text() : attempted_uri, attempted,
                                  mqtt_protocol::describe_failure(return_code, reason));
     }
     MutexLock lock(mutex);
@@ -250,7 +256,7 @@ struct MqttPublisher::Impl {
 
   // --- the connection thread ----------------------------------------------
 
-  mqtt::connect_options make_connect_options(MqttVersion v) const {
+  mqtt::connect_options make_connect_options(MqttVersion v, const detail::BrokerUri& uri) const {
     mqtt::connect_options c;
     c.set_keep_alive_interval(options.keepalive);
     c.set_connect_timeout(options.connect_timeout);
@@ -293,7 +299,10 @@ struct MqttPublisher::Impl {
       const auto step = machine.next(clock->monotonic_ms());
       switch (step.action) {
         case ConnectionMachine::Action::connect:
-          begin_connect(step.generation, step.version);
+          begin_connect(step.generation, step.version, step.uri);
+          break;
+        case ConnectionMachine::Action::probe_first:
+          probe_first(step.generation, step.uri);
           break;
         case ConnectionMachine::Action::wait:
           wait(lock, step.wake_at_ms);
@@ -327,15 +336,16 @@ struct MqttPublisher::Impl {
 
   // Creates the client for attempt `gen` and starts connecting with Paho,
   // outside the lock.
-  void begin_connect(std::uint64_t gen, MqttVersion v) REQUIRES(mutex) {
+  void begin_connect(std::uint64_t gen, MqttVersion v, const std::string& broker_uri) REQUIRES(mutex) {
     std::shared_ptr<mqtt::async_client> cli;
     std::string failure;
+    const detail::BrokerUri& parsed = uris[machine.broker_index()];
     {
       MutexUnlock unlocked(mutex);
       try {
         mqtt::create_options create(v == MqttVersion::v5 ? MQTTVERSION_5 : MQTTVERSION_3_1_1,
                                     options.max_buffered_messages);
-        cli = std::make_shared<mqtt::async_client>(options.uri, client_id, create, nullptr);
+        cli = std::make_shared<mqtt::async_client>(broker_uri, client_id, create, nullptr);
         cli->set_connection_lost_handler([this, gen](const std::string& cause) { on_connection_lost(gen, cause); });
         cli->set_disconnected_handler([this, gen](const mqtt::properties&, mqtt::ReasonCode code) {
           on_connection_lost(gen, mqtt_protocol::broker_disconnect_text(static_cast<int>(code)));
@@ -343,10 +353,10 @@ struct MqttPublisher::Impl {
         if (!subscriptions.empty()) {
           cli->set_message_callback([this](mqtt::const_message_ptr m) { on_message(m); });
         }
-        auto copts = make_connect_options(v);
+        auto copts = make_connect_options(v, parsed);
         cli->connect(copts, reinterpret_cast<void*>(static_cast<std::uintptr_t>(gen)), connect_listener);
       } catch (const mqtt::exception& e) {
-        failure = std::string("cannot connect to ") + options.uri + ": " + e.what();
+        failure = std::string("cannot connect to ") + broker_uri + ": " + e.what();
       }
     }
     client = std::move(cli);
@@ -378,19 +388,27 @@ struct MqttPublisher::Impl {
     }
   }
 
-  // After retire_client: falls back to MQTT 3.1.1, or reports the failure
-  // and the backoff before the next attempt.
+  // After retire_client: falls back to MQTT 3.1.1, goes on to the next
+  // broker, or reports the failure and the backoff before the next attempt.
   void report_retired() REQUIRES(mutex) {
     auto r = machine.retired(clock->monotonic_ms());
+    const std::string& retired_uri = r.broker;
     if (r.falling_back) {
-      log(LogLevel::info, "cannot connect to " + options.uri + " with MQTT 5 (" + r.reason + "); trying MQTT 3.1.1");
+      log(LogLevel::info, "cannot connect to " + retired_uri + " with MQTT 5 (" + r.reason + "); trying MQTT 3.1.1");
       return;
     }
-    log(LogLevel::warning, r.reason + "; retrying in " + std::to_string(r.delay.count()) + " ms");
+    if (r.next_broker) {
+      log(LogLevel::warning, r.reason + "; trying the next broker, " + machine.uri());
+    } else if (r.returning) {
+      log(LogLevel::info, "leaving " + retired_uri + ": " + r.reason);
+    } else {
+      log(LogLevel::warning, r.reason + "; retrying in " + std::to_string(r.delay.count()) + " ms");
+    }
     ConnectionEvent ev;
     ev.connected = false;
     ev.version = machine.version();
     ev.reason = r.reason;
+    ev.broker = retired_uri;
     MutexUnlock unlocked(mutex);
     notify_handler(ev);
   }
@@ -398,8 +416,9 @@ struct MqttPublisher::Impl {
   void announce_connected() REQUIRES(mutex) {
     auto cli = client;
     const MqttVersion version = machine.version();
+    const std::string broker_uri = machine.uri();
     MutexUnlock unlocked(mutex);
-    log(LogLevel::info, "connected to " + options.uri + " with MQTT " + (version == MqttVersion::v5 ? "5" : "3.1.1"));
+    log(LogLevel::info, "connected to " + broker_uri + " with MQTT " + (version == MqttVersion::v5 ? "5" : "3.1.1"));
     if (cli) subscribe_all(*cli);
     if (!options.status_topic.empty() && cli) {
       try {
@@ -411,8 +430,37 @@ struct MqttPublisher::Impl {
     ConnectionEvent ev;
     ev.connected = true;
     ev.version = version;
+    ev.broker = broker_uri;
     notify_handler(ev);
     cli.reset();  // never destroy a client under our lock (see shut_down)
+  }
+
+  // Connected to another than the first broker: whether the first answers
+  // (a TCP connect and, for mqtts://, a TLS handshake), outside the lock.
+  // When it does, the connection is left as by drop() and the machine
+  // connects to the first broker at once.
+  void probe_first(std::uint64_t gen, const std::string& first_uri) REQUIRES(mutex) {
+    const std::string current = machine.uri();
+    bool answered = false;
+    {
+      MutexUnlock unlocked(mutex);
+      if (const auto address = wire::broker_address(first_uri)) {
+        answered = wire::probe_tcp(*address, kProbeTimeout) == wire::TcpProbe::accepted;
+        if (answered) {
+          if (const auto tls = tls_probe_options(uris.front())) {
+            answered = wire::probe_tls(*address, *tls, kProbeTimeout).empty();
+          }
+        }
+      }
+    }
+    if (!machine.probe_result(gen, answered, clock->monotonic_ms())) return;
+    log(LogLevel::info, "the first broker " + first_uri + " answers again; leaving " + current + " for it");
+    auto orphans = take_all_locked();
+    {
+      MutexUnlock unlocked(mutex);
+      fail_all(orphans, "connection left for the first broker before the broker acknowledged");
+    }
+    machine.publishes_failed();
   }
 
   void shut_down(bool was_connected) REQUIRES(mutex) {
@@ -440,7 +488,7 @@ struct MqttPublisher::Impl {
   }
 
   const MqttPublisherOptions options;
-  const detail::BrokerUri uri;
+  const std::vector<detail::BrokerUri> uris;  // uri, then fallback_uris
   const std::shared_ptr<const Clock> clock;
   const std::string client_id;
   ConnectionHandler handler;  // written before start() (under mutex), then read by the thread only
@@ -470,8 +518,9 @@ void check_options(const MqttPublisherOptions& options) { detail::check_publishe
 
 MqttPublisher::MqttPublisher(MqttPublisherOptions options) {
   check_options(options);
-  auto uri = detail::parse_broker_uri(options.uri);
-  impl_ = std::make_unique<Impl>(std::move(options), std::move(uri));
+  std::vector<detail::BrokerUri> uris{detail::parse_broker_uri(options.uri)};
+  for (const auto& u : options.fallback_uris) uris.push_back(detail::parse_broker_uri(u));
+  impl_ = std::make_unique<Impl>(std::move(options), std::move(uris));
 }
 
 MqttPublisher::~MqttPublisher() {
@@ -577,6 +626,11 @@ void MqttPublisher::publish(OutgoingMessage message, PublishCallback done) {
     if (!again) return;
     again(mqtt_protocol::client_refusal(e.get_return_code(), e.what()));
   }
+}
+
+std::string MqttPublisher::broker() const {
+  MutexLock lock(impl_->mutex);
+  return impl_->machine.uri();
 }
 
 bool MqttPublisher::connected() const {

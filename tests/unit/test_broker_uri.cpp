@@ -121,3 +121,18 @@ TEST_CASE("check_publisher_options: the URI first, then each option's rule") {
   o.keepalive = 0s;
   CHECK(refusal([&] { check_publisher_options(o); }) == "keepalive must be at least 1 second");
 }
+
+TEST_CASE("check_publisher_options: each fallback broker is checked as the first; none may be named twice") {
+  auto o = valid();
+  o.fallback_uris = {"mqtt://127.0.0.1:1884", "mqtts://[::1]:8883"};
+  CHECK_NOTHROW(check_publisher_options(o));
+  o.fallback_uris = {"mqtt://127.0.0.1:1884", "tcp://b:1"};
+  CHECK(refusal([&] { check_publisher_options(o); }).find("\"tcp://b:1\" must start with mqtt://") != std::string::npos);
+  o.fallback_uris = {"mqtt://127.0.0.1:1883"};
+  CHECK(refusal([&] { check_publisher_options(o); }).find("named twice") != std::string::npos);
+  o.fallback_uris = {"mqtt://b:1", "mqtt://b:1"};
+  CHECK(refusal([&] { check_publisher_options(o); }).find("\"mqtt://b:1\" is named twice") != std::string::npos);
+  o.fallback_uris = {"mqtt://b:1"};
+  o.primary_retry_interval = 0ms;
+  CHECK(refusal([&] { check_publisher_options(o); }) == "primary_retry_interval must be positive, such as 30 s");
+}

@@ -55,7 +55,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 TEST_CASE("defaults: info log level, text lines on stderr, files created 0600") {
   auto c = parse({"--db", "app.db", "--device-id", "gw-1"});
   CHECK(c.db == "app.db");
-  CHECK(c.broker == "mqtt://127.0.0.1:1883");
+  CHECK(c.brokers == std::vector<std::string>{"mqtt://127.0.0.1:1883"});
   CHECK(c.log_level == "info");
   CHECK(c.log_format == "text");
   CHECK(c.log_file.empty());
@@ -84,7 +84,7 @@ TEST_CASE("the config file, then the flags; both key spellings") {
                               .dump();
   auto c = parse({"--config", file.string(), "--device-id", "gw-flag", "--file-mode", "0640", "--batch", "20"});
   CHECK(c.db == "/var/lib/edge-outbox/app.db");
-  CHECK(c.broker == "mqtts://broker.example:8883");
+  CHECK(c.brokers == std::vector<std::string>{"mqtts://broker.example:8883"});
   CHECK(c.device_id == "gw-flag");  // the flag wins
   CHECK(c.file_mode == 0640u);
   CHECK(c.batch == 20);
@@ -227,4 +227,49 @@ TEST_CASE("the lease: one holder per database; the next one is told the holder's
   REQUIRE(::stat(again.lock_file().c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0660u);  // an existing lock file keeps its mode
   CHECK_THROWS_AS(device::ForwarderLease(dir / "missing" / "app.db", 0600), std::system_error);
+}
+
+TEST_CASE("--broker repeated (or \"broker\": an array) is a list tried in order: the first is uri, the rest fallbacks") {
+  auto one = parse({"--db", "a.db", "--device-id", "gw", "--broker", "mqtt://a:1883"});
+  CHECK(one.brokers == std::vector<std::string>{"mqtt://a:1883"});
+  auto po = device::publisher_options(one, "id", "", {});
+  CHECK(po.uri == "mqtt://a:1883");
+  CHECK(po.fallback_uris.empty());
+  CHECK(po.primary_retry_interval == 30s);
+
+  auto two = parse({"--db", "a.db", "--device-id", "gw", "--broker", "mqtt://a:1883", "--broker", "mqtts://b:8883",
+                    "--primary-retry-interval", "5s"});
+  CHECK(two.brokers == std::vector<std::string>{"mqtt://a:1883", "mqtts://b:8883"});
+  po = device::publisher_options(two, "id", "", {});
+  CHECK(po.uri == "mqtt://a:1883");
+  CHECK(po.fallback_uris == std::vector<std::string>{"mqtts://b:8883"});
+  CHECK(po.primary_retry_interval == 5s);
+  CHECK(po.tls.has_value());  // one of them is mqtts://
+  CHECK(two.broker_list() == "mqtt://a:1883, mqtts://b:8883");
+
+  test::TempDir dir;
+  std::ofstream(dir / "list.json") << json{{"db", "a.db"}, {"device-id", "gw"},
+                                           {"broker", {"mqtt://a:1", "mqtt://b:2"}},
+                                           {"primary-retry-interval", "10s"}}.dump();
+  auto file = parse({"--config", (dir / "list.json").string()});
+  CHECK(file.brokers == std::vector<std::string>{"mqtt://a:1", "mqtt://b:2"});
+  CHECK(file.primary_retry_interval == 10s);
+  // The command line's list replaces the file's.
+  auto over = parse({"--config", (dir / "list.json").string(), "--broker", "mqtt://c:3"});
+  CHECK(over.brokers == std::vector<std::string>{"mqtt://c:3"});
+
+  // Refused, naming the option or key.
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--broker", "mqtt://a:1", "--broker", "tcp://b:2"}); }),
+            "\"tcp://b:2\" must start with mqtt://"));
+  auto twice = error_of([] { parse({"--db", "a.db", "--broker", "mqtt://a:1", "--broker", "mqtt://a:1"}); });
+  CHECK(has(twice, "--broker"));
+  CHECK(has(twice, "named twice"));
+  CHECK(has(error_of([] { parse({"--db", "a.db", "--primary-retry-interval", "10ms"}); }),
+            "--primary-retry-interval must be at least 100ms"));
+  device::ForwarderConfig c;
+  for (const auto& bad : {json::array(), json{"mqtt://a:1", 5}, json(5)}) {
+    CAPTURE(bad.dump());
+    CHECK(has(error_of([&] { device::apply_json(c, json{{"broker", bad}}); }),
+              "\"broker\" must be a string or a non-empty array of strings"));
+  }
 }

@@ -400,3 +400,107 @@ TEST_CASE("connected with 3.1.1 after a fallback, then lost: the next connection
   CHECK(!r.falling_back);
   CHECK(d.wait_out(r.delay).version == MqttVersion::v5);
 }
+
+namespace {
+
+const std::string kSecond = "mqtt://127.0.0.1:1884";
+
+ConnectionMachine::Options two_brokers() {
+  auto o = options();
+  o.fallback_uris = {kSecond};
+  o.primary_retry_interval = 30s;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("two brokers: a failed attempt on the first goes to the second at once; a failed round backs off") {
+  Driver d(two_brokers());
+  auto s = d.next();
+  REQUIRE(s.action == Action::connect);
+  CHECK(s.uri == kUri);
+  REQUIRE(d.machine.connect_result(s.generation, failed("nothing listens", Cause::nothing_listens)));
+  auto r = d.retire();
+  CHECK(r.next_broker);
+  CHECK(r.delay == 0ms);
+  CHECK(r.reason == "cannot connect to " + kUri + ": nothing listens");
+  CHECK(d.machine.state() == State::idle);
+  s = d.next();
+  REQUIRE(s.action == Action::connect);
+  CHECK(s.uri == kSecond);
+  REQUIRE(d.machine.connect_result(s.generation, failed("nothing listens", Cause::nothing_listens)));
+  r = d.retire();
+  CHECK(!r.next_broker);
+  CHECK(r.reason == "cannot connect to " + kSecond + ": nothing listens");
+  CHECK(r.broker == kSecond);
+  CHECK(d.machine.state() == State::backoff);
+  s = d.wait_out(r.delay);
+  REQUIRE(s.action == Action::connect);
+  CHECK(s.uri == kUri);  // the next round starts at the first
+}
+
+TEST_CASE("two brokers: the first lost, the second taken at once; there the first is probed and returned to") {
+  Driver d(two_brokers());
+  const auto first = d.connect();
+  CHECK(d.machine.uri() == kUri);
+  CHECK(!d.next().wake_at_ms);  // on the first broker: no probe
+  REQUIRE(d.machine.connection_lost(first, "EOF"));
+  d.machine.publishes_failed();
+  auto r = d.retire();
+  CHECK(!r.next_broker);
+  auto s = d.wait_out(r.delay);
+  REQUIRE(s.action == Action::connect);
+  CHECK(s.uri == kUri);
+  REQUIRE(d.machine.connect_result(s.generation, failed("nothing listens", Cause::nothing_listens)));
+  r = d.retire();
+  REQUIRE(r.next_broker);
+  s = d.next();
+  REQUIRE(s.action == Action::connect);
+  CHECK(s.uri == kSecond);
+  REQUIRE(d.machine.connect_result(s.generation, ok()));
+  REQUIRE(d.next().action == Action::announce_connected);
+  CHECK(d.machine.uri() == kSecond);
+  const auto second = s.generation;
+
+  // Connected to the second: wait until the probe of the first is due.
+  auto w = d.next();
+  CHECK(w.action == Action::wait);
+  REQUIRE(w.wake_at_ms);
+  CHECK(*w.wake_at_ms == d.now() + 30'000);
+  d.clock.advance(30'000);
+  auto p = d.next();
+  REQUIRE(p.action == Action::probe_first);
+  CHECK(p.uri == kUri);
+  CHECK(p.generation == second);
+  CHECK(!d.machine.probe_result(second, false, d.now()));  // silent: stay, probe again later
+  CHECK(d.machine.connected());
+  CHECK(*d.next().wake_at_ms == d.now() + 30'000);
+  d.clock.advance(30'000);
+  REQUIRE(d.next().action == Action::probe_first);
+  CHECK(!d.machine.probe_result(second - 1, true, d.now()));  // stale
+  REQUIRE(d.machine.probe_result(second, true, d.now()));
+  CHECK(d.machine.state() == State::lost);
+  CHECK(d.next().action == Action::wait);  // until the publishes are failed
+  d.machine.publishes_failed();
+  r = d.retire();
+  CHECK(r.returning);
+  CHECK(r.delay == 0ms);
+  CHECK(r.reason == "left for the first broker " + kUri + ", which answers again");
+  CHECK(r.broker == kSecond);
+  s = d.next();
+  REQUIRE(s.action == Action::connect);  // at once, no backoff
+  CHECK(s.uri == kUri);
+}
+
+TEST_CASE("two brokers: stop during a probe of the first ignores its answer") {
+  Driver d(two_brokers());
+  auto s = d.next();
+  REQUIRE(d.machine.connect_result(s.generation, failed("nothing listens", Cause::nothing_listens)));
+  REQUIRE(d.retire().next_broker);
+  const auto second = d.connect();
+  d.clock.advance(30'000);
+  REQUIRE(d.next().action == Action::probe_first);
+  d.machine.stop();
+  CHECK(!d.machine.probe_result(second, true, d.now()));
+  CHECK(d.next().action == Action::shut_down);
+}

@@ -88,7 +88,7 @@ TEST_CASE("defaults and flags") {
   auto c = parse({"--db", "x.db"});
   CHECK(c.db == "x.db");
   CHECK_FALSE(c.device_id.empty());  // the host name
-  CHECK(c.broker == "mqtt://127.0.0.1:1883");
+  CHECK(c.brokers == std::vector<std::string>{"mqtt://127.0.0.1:1883"});
   CHECK(c.sensors == 3);
   CHECK(c.rate == 10);
   CHECK_FALSE(c.count);

@@ -31,11 +31,32 @@
 // wherever it keeps it; the library reads no secret file) and is never
 // logged.
 //
-// Time: the connect timeout and the backoff read the monotonic time of
-// options.clock (the system clock by default).
+// Several brokers: options.uri, then options.fallback_uris, tried in order
+// (the first is preferred). An attempt that fails goes on to the next broker
+// at once; when every broker of the list failed, the backoff above applies
+// and the next round starts at the first broker again, as it does after a
+// lost connection. While connected to another than the first broker, the
+// publisher probes the first every primary_retry_interval (a TCP connect,
+// and a TLS handshake for mqtts://, without MQTT); when it answers, the
+// publisher leaves the current broker (its outstanding publishes complete
+// not_sent, the handler hears of a loss) and connects to the first at once.
+// A return whose MQTT connect then fails falls through to the next brokers,
+// and the probe interval doubles (up to 8 times) until a connection to the
+// first broker succeeds. Every change of broker is a loss and a new
+// connection to the handler (ConnectionEvent::broker names the broker): the
+// Forwarder sends the unconfirmed events again, republishes its stream
+// status and is subscribed to its confirmations on the new broker. The
+// "online"/"offline" status and the Last Will are each broker's own: the
+// broker left behind says "offline" (its Will, the connection being closed
+// without DISCONNECT). The brokers share the options but the URI: the same
+// client id, credentials and TLS settings go to each.
+//
+// Time: the connect timeout, the backoff and the probes of the first broker
+// read the monotonic time of options.clock (the system clock by default).
 //
 // Thread rule: see Publisher. One background thread manages the connection;
-// stop() (or the destructor) joins it.
+// stop() (or the destructor) joins it (a probe of the first broker under way
+// may delay it by up to about 4 s).
 #pragma once
 
 #include <chrono>
@@ -44,6 +65,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <edge_outbox/clock.h>
 #include <edge_outbox/log.h>
@@ -63,8 +85,16 @@ struct MqttTlsOptions {
 };
 
 struct MqttPublisherOptions {
-  // mqtt://host:port or mqtts://host:port. Requires: one of those schemes.
+  // mqtt://host:port or mqtts://host:port: the (first) broker. Requires:
+  // one of those schemes.
   std::string uri;
+  // More brokers, tried in this order after uri when it cannot be reached
+  // (see above). Empty: uri alone. Requires: each a valid URI as uri is,
+  // none named twice in uri and fallback_uris.
+  std::vector<std::string> fallback_uris;
+  // With fallback_uris: while connected to another broker, how often uri is
+  // probed to return to it. Requires: > 0.
+  std::chrono::milliseconds primary_retry_interval{30'000};
   // Empty: "edge-outbox-" and a random suffix.
   std::string client_id;
   // automatic: MQTT 5, else 3.1.1 for a connection to a broker that refuses 5.
@@ -130,6 +160,10 @@ class MqttPublisher final : public Publisher {
   void drop_connection(const std::string& reason) override;
   // options.max_buffered_messages.
   std::size_t max_buffered_messages() const override;
+
+  // The broker of the current connection (or, when disconnected, of the
+  // next attempt): options.uri or one of options.fallback_uris.
+  std::string broker() const;
 
   // broker_max_packet_size(): the current connection's limit, 0 for none.
   std::size_t max_packet_bytes() const override;
