@@ -139,7 +139,7 @@ double restart_ms(const std::filesystem::path& file, std::uint64_t events, Backl
   const auto t0 = SteadyClock::now();
   eo::OutboxOptions q;
   q.durability = eo::Durability::normal;
-  eo::Forwarder forwarder(file, q, std::move(probe_owned), server_options());
+  eo::Forwarder forwarder(file, eo::queue_options_from(q), std::move(probe_owned), server_options());
   forwarder.start();
   if (backlog == Backlog::unconfirmed) {
     // Nothing is sent again before the server's confirmation or the
@@ -171,7 +171,7 @@ double reconnect_ms(const std::filesystem::path& file, std::uint64_t events, con
   auto* probe = probe_owned.get();
   eo::OutboxOptions q;
   q.durability = eo::Durability::normal;
-  eo::Forwarder forwarder(file, q, std::move(probe_owned), server_options());
+  eo::Forwarder forwarder(file, eo::queue_options_from(q), std::move(probe_owned), server_options());
   forwarder.start();
   b::wait_for([&] { return probe->publishes() >= 500 || probe->publishes() >= events; }, std::chrono::seconds(600),
               "the forwarder to send");

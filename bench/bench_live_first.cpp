@@ -134,7 +134,7 @@ Drain drain(const std::filesystem::path& file, std::uint64_t backlog, eo::Forwar
   auto o = b::forwarder_options();
   o.order = order;
   o.batch.max_events = 100;
-  eo::Forwarder forwarder(file, q, std::move(probe_owned), o);
+  eo::Forwarder forwarder(file, eo::queue_options_from(q), std::move(probe_owned), o);
   eo::Outbox app(file, q);  // the application's own connection
   forwarder.start();
   b::wait_for([&] { return forwarder.stats().connected; }, std::chrono::seconds(60), "the forwarder to connect");

@@ -83,7 +83,7 @@ double forwarder_after_outage(eo::test::Mosquitto& broker, const std::filesystem
   q.durability = eo::Durability::normal;
   auto options = b::forwarder_options();
   options.max_in_flight = window;
-  eo::Forwarder forwarder(file, q, std::make_unique<eo::MqttPublisher>(b::publisher_options(broker.uri(), "bench-outage")),
+  eo::Forwarder forwarder(file, eo::queue_options_from(q), std::make_unique<eo::MqttPublisher>(b::publisher_options(broker.uri(), "bench-outage")),
                           options);
   forwarder.start();
   b::wait_for([&] { return !forwarder.stats().last_error.empty(); }, std::chrono::seconds(30),

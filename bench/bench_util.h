@@ -170,7 +170,7 @@ void wait_for(Done done, std::chrono::seconds timeout, const std::string& what) 
 inline double forwarder_drain(const std::filesystem::path& file, OutboxOptions queue_options,
                               std::unique_ptr<Publisher> publisher, std::uint64_t events,
                               ForwarderOptions options = forwarder_options()) {
-  Forwarder forwarder(file, std::move(queue_options), std::move(publisher), std::move(options));
+  Forwarder forwarder(file, queue_options_from(queue_options), std::move(publisher), std::move(options));
   forwarder.start();
   wait_for([&] { return forwarder.stats().connected; }, std::chrono::seconds(60), "the forwarder to connect");
   const auto t0 = SteadyClock::now();

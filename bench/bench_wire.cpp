@@ -124,7 +124,7 @@ Bytes wire_run(const b::ScratchDir& dir, std::uint16_t broker_port, std::uint64_
   fo.batch.compression = v.compression;
   eo::ForwarderStats stats;
   {
-    eo::Forwarder forwarder(outbox, oo, std::make_unique<eo::MqttPublisher>(std::move(po)), fo);
+    eo::Forwarder forwarder(outbox, eo::queue_options_from(oo), std::make_unique<eo::MqttPublisher>(std::move(po)), fo);
     forwarder.start();
     b::wait_for([&] { return forwarder.stats().published_total >= n; }, std::chrono::seconds(600),
                 std::string("the ") + v.key + " run to forward " + std::to_string(n) + " events");

@@ -126,7 +126,7 @@ int run(const device::ForwarderConfig& c, const std::string& password, const hos
       std::make_unique<edge_outbox::MqttPublisher>(device::publisher_options(c, client_id, password, callback));
   auto fo = device::forwarder_options(c, callback);
   if (auto warning = device::forwarding_warning(c)) log.write(host::LogLevel::warning, *warning);
-  edge_outbox::Forwarder forwarder(std::filesystem::path(c.db), oo, std::move(publisher), fo);
+  edge_outbox::Forwarder forwarder(std::filesystem::path(c.db), edge_outbox::queue_options_from(oo), std::move(publisher), fo);
   // The file both connections opened: the path's identity before and after
   // the forwarder's open (a file replaced in between stops the start).
   const auto opened = device::identity_of(c.db);

@@ -112,7 +112,7 @@ int run(const sim::SimConfig& c, const std::string& password, const host::Termin
 
   auto fo = edge_outbox::device::forwarder_options(c, log);
   if (auto warning = edge_outbox::device::forwarding_warning(c)) log(LogLevel::warning, *warning);
-  edge_outbox::Forwarder forwarder(outbox, oo, std::move(publisher), fo);
+  edge_outbox::Forwarder forwarder(outbox, edge_outbox::queue_options_from(oo), std::move(publisher), fo);
   forwarder.start();
 
   std::uint64_t seed = c.seed ? c.seed : std::random_device{}();

@@ -112,6 +112,7 @@
 #include <edge_outbox/log.h>
 #include <edge_outbox/options.h>
 #include <edge_outbox/publisher.h>
+#include <edge_outbox/queue.h>
 #include <edge_outbox/wire/batch.h>
 
 namespace edge_outbox {
@@ -353,20 +354,22 @@ void check_options(const ForwarderOptions& options);
 class Forwarder {
  public:
   // Same process as the application: wakes at once on outbox's commits. The
-  // Queue it opens on the outbox's file takes queue_options (max_attempts,
-  // retention, log, the clock its expiry reads, and dropped_event_topic for
-  // the reports of dead letters; the mode is always existing); the first
-  // form takes their defaults, but the outbox's dropped_event_topic.
+  // Queue it opens on the outbox's file takes queue_options (durability,
+  // max_attempts, retention, log, the clock its expiry reads, and
+  // dropped_event_topic for the reports of dead letters; the file must
+  // exist); the first form takes their defaults, but the outbox's
+  // dropped_event_topic. queue_options_from(OutboxOptions) makes them from
+  // the application's options.
   // Requires: outbox outlives the Forwarder; publisher is not null.
   // Throws Error like Queue's constructor, Error(invalid_argument) for bad
   // options, including a max_in_flight above the publisher's
   // max_buffered_messages().
   Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, ForwarderOptions options);
-  Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_ptr<Publisher> publisher,
+  Forwarder(Outbox& outbox, QueueOptions queue_options, std::unique_ptr<Publisher> publisher,
             ForwarderOptions options);
   // Another process writes the file: notices commits by polling. The Queue
   // takes queue_options as above. Requires and throws as above.
-  Forwarder(const std::filesystem::path& database, OutboxOptions queue_options,
+  Forwarder(const std::filesystem::path& database, QueueOptions queue_options,
             std::unique_ptr<Publisher> publisher, ForwarderOptions options);
   // Stops as stop(0) would. Never throws.
   ~Forwarder();

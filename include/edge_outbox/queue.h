@@ -143,10 +143,6 @@ class Queue {
   // Outbox. Throws like Outbox's constructor, and Error(invalid_argument)
   // for options that break a Requires line.
   explicit Queue(const std::filesystem::path& path, QueueOptions options = {});
-  // Deprecated: the same as Queue(path, queue_options_from(options)); the
-  // fields of OutboxOptions that only an Outbox reads (mode, bounds,
-  // capacity_policy, ...) are ignored. Kept for one release.
-  Queue(const std::filesystem::path& path, const OutboxOptions& options);
   ~Queue();
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;

@@ -132,8 +132,7 @@ void validate(const ForwarderOptions& o, const Publisher* publisher) {
   }
 }
 
-OutboxOptions queue_options_for(OutboxOptions q, const ForwarderOptions& o) {
-  q.mode = OpenMode::existing;
+QueueOptions queue_options_for(QueueOptions q, const ForwarderOptions& o) {
   if (!q.log) q.log = o.log;
   return q;
 }
@@ -1200,8 +1199,8 @@ struct Forwarder::Impl {
 namespace {
 
 // The defaults, but dead letters reported where the outbox reports evictions.
-OutboxOptions queue_defaults_for(const Outbox& outbox) {
-  OutboxOptions q;
+QueueOptions queue_defaults_for(const Outbox& outbox) {
+  QueueOptions q;
   q.dropped_event_topic = outbox.dropped_event_topic();
   return q;
 }
@@ -1213,7 +1212,7 @@ void check_options(const ForwarderOptions& options) { validate(options); }
 Forwarder::Forwarder(Outbox& outbox, std::unique_ptr<Publisher> publisher, ForwarderOptions options)
     : Forwarder(outbox, queue_defaults_for(outbox), std::move(publisher), std::move(options)) {}
 
-Forwarder::Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_ptr<Publisher> publisher,
+Forwarder::Forwarder(Outbox& outbox, QueueOptions queue_options, std::unique_ptr<Publisher> publisher,
                      ForwarderOptions options) {
   validate(options);
   validate(options, publisher.get());
@@ -1224,7 +1223,7 @@ Forwarder::Forwarder(Outbox& outbox, OutboxOptions queue_options, std::unique_pt
   impl_->subscription = outbox.on_commit([impl = impl_.get()] { impl->on_wake(); });
 }
 
-Forwarder::Forwarder(const std::filesystem::path& database, OutboxOptions queue_options,
+Forwarder::Forwarder(const std::filesystem::path& database, QueueOptions queue_options,
                      std::unique_ptr<Publisher> publisher, ForwarderOptions options) {
   validate(options);
   validate(options, publisher.get());

@@ -171,9 +171,6 @@ struct Queue::Impl {
 Queue::Queue(const std::filesystem::path& path, QueueOptions options)
     : impl_(std::make_unique<Impl>(path, std::move(options))) {}
 
-Queue::Queue(const std::filesystem::path& path, const OutboxOptions& options)
-    : Queue(path, queue_options_from(options)) {}
-
 Queue::~Queue() = default;
 
 std::string Queue::stream_id() const { return impl_->connection.stream_id; }

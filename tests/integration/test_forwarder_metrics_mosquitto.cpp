@@ -159,7 +159,7 @@ TEST_CASE("a database file deleted or replaced under the daemon makes /healthz 5
   s.forwarder.connected = true;
   {
     // The snapshot the daemon's endpoint takes.
-    Forwarder forwarder(database, OutboxOptions{}, std::make_unique<MqttPublisher>(publisher_options("mqtt://127.0.0.1:1")),
+    Forwarder forwarder(database, QueueOptions{}, std::make_unique<MqttPublisher>(publisher_options("mqtt://127.0.0.1:1")),
                         forwarder_options());
     s = device::take_forwarder_snapshot(forwarder, outbox, database, opened.file);
     CHECK(s.database_replaced.empty());

@@ -333,7 +333,7 @@ TEST_CASE("events recorded by another process are forwarded") {
   ::close(go[0]);
   Mosquitto broker;
   Subscriber sub(broker.uri(), {"t/#"});
-  Forwarder forwarder(db, OutboxOptions{}, std::make_unique<MqttPublisher>(publisher_options(broker.uri())),
+  Forwarder forwarder(db, QueueOptions{}, std::make_unique<MqttPublisher>(publisher_options(broker.uri())),
                       forwarder_options());
   forwarder.start();
   REQUIRE(::write(go[1], "g", 1) == 1);
@@ -601,7 +601,7 @@ TEST_CASE("a Maximum Packet Size below every event: 100 dead letters, told to th
     e.payload = std::string(600, 'x');
     outbox.enqueue(e);
   }
-  Forwarder forwarder(outbox, options, std::make_unique<MqttPublisher>(publisher_options(broker.uri())),
+  Forwarder forwarder(outbox, queue_options_from(options), std::make_unique<MqttPublisher>(publisher_options(broker.uri())),
                       forwarder_options());
   forwarder.start();
   // 100 refused sends, each its attempts and backoff: under ASan beside the

@@ -163,7 +163,7 @@ void run_until_the_power_goes(const Files& files, Durability durability, const t
   forwarder_options.max_in_flight = 8;
   forwarder_options.batch_size = 8;
   forwarder_options.order = order;
-  Forwarder forwarder(outbox, options, broker.publisher(), forwarder_options);
+  Forwarder forwarder(outbox, queue_options_from(options), broker.publisher(), forwarder_options);
   forwarder.start();
 
   std::size_t enqueued = 0;

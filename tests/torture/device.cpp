@@ -36,7 +36,7 @@ TortureDevice::TortureDevice(DeviceConfig config) : config_(std::move(config)) {
   fo.max_in_flight = config_.max_in_flight;
   fo.poll_interval = std::chrono::milliseconds(100);
   fo.retry_interval = std::chrono::milliseconds(200);
-  forwarder_ = std::make_unique<Forwarder>(*outbox_, options, std::make_unique<MqttPublisher>(po), fo);
+  forwarder_ = std::make_unique<Forwarder>(*outbox_, queue_options_from(options), std::make_unique<MqttPublisher>(po), fo);
   forwarder_->start();
   if (!config_.committed_log.empty())
     log_fd_ = ::open(config_.committed_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

@@ -89,7 +89,7 @@ class FleetDevice {
     fo.poll_interval = 50ms;
     fo.retry_interval = 200ms;
     fo.batch.max_events = 20;
-    forwarder_ = std::make_unique<Forwarder>(*outbox_, options, std::make_unique<MqttPublisher>(po), fo);
+    forwarder_ = std::make_unique<Forwarder>(*outbox_, queue_options_from(options), std::make_unique<MqttPublisher>(po), fo);
     forwarder_->start();
   }
   ~FleetDevice() { forwarder_.reset(); }

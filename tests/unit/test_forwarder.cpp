@@ -201,7 +201,7 @@ TEST_CASE("a transiently failing event is retried, then dead-lettered, without b
   });
   OutboxOptions q;
   q.max_attempts = 3;
-  Forwarder forwarder(outbox, q, broker.publisher(), fast_options());
+  Forwarder forwarder(outbox, queue_options_from(q), broker.publisher(), fast_options());
   forwarder.start();
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
   // 55, and the outbox.dropped event that reports the dead letter.
@@ -353,7 +353,7 @@ TEST_CASE("the path constructor notices another connection's commits by polling"
   Outbox outbox(dir / "app.db");
   test::FakeBroker broker;
   OutboxOptions q;
-  Forwarder forwarder(dir / "app.db", q, broker.publisher(), fast_options());
+  Forwarder forwarder(dir / "app.db", queue_options_from(q), broker.publisher(), fast_options());
   forwarder.start();
   std::this_thread::sleep_for(50ms);
   enqueue_many(outbox, 20);
@@ -508,11 +508,11 @@ TEST_CASE("a max_in_flight above the publisher's buffer is refused, naming both 
     CAPTURE(text);
     CHECK_THROWS_ERROR_WITH(ErrorKind::invalid_argument, text, Forwarder(outbox, broker.publisher(), o));
     CHECK_THROWS_ERROR_WITH(ErrorKind::invalid_argument, text,
-                            Forwarder(dir / "app.db", OutboxOptions{}, broker.publisher(), o));
+                            Forwarder(dir / "app.db", QueueOptions{}, broker.publisher(), o));
   }
   o.max_in_flight = 8;  // a full window fits
   CHECK_NOTHROW(Forwarder(outbox, broker.publisher(), o));
-  CHECK_NOTHROW(Forwarder(dir / "app.db", OutboxOptions{}, broker.publisher(), o));
+  CHECK_NOTHROW(Forwarder(dir / "app.db", QueueOptions{}, broker.publisher(), o));
 }
 
 TEST_CASE("an event whose TTL ran out is dead-lettered as expired, not sent") {
@@ -949,7 +949,7 @@ TEST_CASE("a failing file: the worker backs off 1, 2, 4 ... 30 s as its log line
   OutboxOptions queue_options;
   queue_options.busy_timeout = 0ms;
   queue_options.clock = clock;
-  Forwarder forwarder(outbox, queue_options, broker.publisher(), o);
+  Forwarder forwarder(outbox, queue_options_from(queue_options), broker.publisher(), o);
   // Another connection holds the write lock: every write of the forwarder
   // fails (busy), as every write fails on a full disk.
   SQLite::Database locker((dir / "app.db").string(), SQLite::OPEN_READWRITE);

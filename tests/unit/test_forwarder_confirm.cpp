@@ -657,7 +657,7 @@ TEST_CASE("durable before send: the highest sequence of each batch is recorded b
   o.poll_interval = 20ms;
   o.batch_size = 4;
   o.max_in_flight = 2;
-  Forwarder forwarder(outbox, oo, broker.publisher(), o);
+  Forwarder forwarder(outbox, queue_options_from(oo), broker.publisher(), o);
   forwarder.start();
   REQUIRE(eventually([&] { return broker.outstanding() == 2; }));
   CHECK(Queue(dir / "app.db").position().sent_through == 4);  // the first batch: 1..4

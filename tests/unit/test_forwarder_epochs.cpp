@@ -177,7 +177,7 @@ TEST_CASE("a session that cannot be written is retried after the storage backoff
   test::FakeBroker broker;
   OutboxOptions queue_options;
   queue_options.busy_timeout = 50ms;
-  Forwarder forwarder(outbox, queue_options, broker.publisher(), server_options());
+  Forwarder forwarder(outbox, queue_options_from(queue_options), broker.publisher(), server_options());
   // Another process holds the file's write lock.
   SQLite::Database other((dir / "app.db").string(), SQLite::OPEN_READWRITE);
   other.exec("BEGIN IMMEDIATE");

@@ -88,7 +88,7 @@ TEST_CASE("a limit below every event: 100 dead letters, told in few reports that
   bool while_running = false;
   SUBCASE("recorded before the forwarder starts") {}
   SUBCASE("recorded one by one while it forwards") { while_running = true; }
-  Forwarder forwarder(r.outbox, r.options, r.broker.publisher(), r.forwarder_options());
+  Forwarder forwarder(r.outbox, queue_options_from(r.options), r.broker.publisher(), r.forwarder_options());
   if (!while_running) {
     r.outbox.transact([&](Transaction& tx) {
       for (int i = 0; i < 100; ++i) tx.enqueue(reading(i));
@@ -134,7 +134,7 @@ TEST_CASE("a limit too small for any report: the report stays pending, merged in
   r.outbox.transact([&](Transaction& tx) {
     for (int i = 0; i < 100; ++i) tx.enqueue(reading(i));
   });
-  Forwarder forwarder(r.outbox, r.options, r.broker.publisher(), r.forwarder_options());
+  Forwarder forwarder(r.outbox, queue_options_from(r.options), r.broker.publisher(), r.forwarder_options());
   forwarder.start();
   REQUIRE(eventually([&] { return r.outbox.stats().dead == 100 && r.warnings > 0; }));
   // Tried again at each wrap (retry_interval 10 ms, some 20 times here):

@@ -423,16 +423,16 @@ TEST_CASE("QueueOptions: queue_options_from keeps what a Queue reads; nonsense i
   CHECK_FALSE(refused(QueueOptions{}));
 }
 
-TEST_CASE("a Queue never creates the file, and still opens with OutboxOptions (deprecated)") {
+TEST_CASE("a Queue never creates the file; queue_options_from carries the application's options over") {
   test::TempDir dir;
   CHECK_THROWS_ERROR(ErrorKind::io, Queue(dir / "missing.db"));
   CHECK_FALSE(std::filesystem::exists(dir / "missing.db"));
 
-  OutboxOptions options;  // OpenMode::create is read as existing
+  OutboxOptions options;
   options.max_attempts = 1;
   Outbox outbox(dir / "d.db", options);
   outbox.enqueue(event(1));
-  Queue queue(dir / "d.db", options);
+  Queue queue(dir / "d.db", queue_options_from(options));
   const auto batch = queue.next_batch(0, 10);
   REQUIRE(batch.size() == 1);
   CHECK(queue.record_failure(batch[0].sequence, "timeout", false));  // max_attempts = 1 came through
