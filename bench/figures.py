@@ -49,6 +49,8 @@ TARGETS = {
     "restart_first_publish_ms_1m": ("<= 100", lambda v, f: v <= 100),
     "restart_unconfirmed_first_publish_ms_1m": ("<= 100", lambda v, f: v <= 100),
     "reconnect_first_publish_ms_1m": ("<= 100", lambda v, f: v <= 100),
+    "live_p99_ms_during_drain": ("<= 50", lambda v, f: v <= 50),
+    "drain_live_first_vs_fifo_ratio": (">= 0.9", lambda v, f: v >= 0.9),
     "enqueue_growth_ratio": (">= 0.9", lambda v, f: v >= 0.9),
     "forward_growth_ratio": (">= 0.9", lambda v, f: v >= 0.9),
     "latency_p99_ms": ("<= 10", lambda v, f: v <= 10),

@@ -10,6 +10,7 @@ namespace edge_outbox::detail {
 SendWindow::SendWindow(SendWindowOptions options, std::int64_t now_ms)
     : options_(options), ack_timeout_(options.ack_timeout), next_poll_ms_(now_ms), next_expire_ms_(now_ms),
       last_wrap_ms_(now_ms - options.retry_interval.count()), now_ms_(now_ms) {
+  if (options.backlog_bytes_in_flight > 0) backlog_share_.emplace(options.backlog_bytes_in_flight, options.live_delay_target);
   if (options.max_bytes_per_second > 0)
     bandwidth_.emplace(options.max_bytes_per_second, std::max<std::uint64_t>(options.max_bytes_per_second / 10, 1024),
                        now_ms);
@@ -75,10 +76,7 @@ bool SendWindow::backlog_done() const noexcept {
 
 void SendWindow::completed(std::int64_t sequence, Outcome outcome, std::int64_t now_ms) {
   ack_timeout_.completed(now_ms);
-  if (auto it = backlog_in_flight_.find(sequence); it != backlog_in_flight_.end()) {
-    backlog_bytes_ -= std::min(backlog_bytes_, it->second);
-    backlog_in_flight_.erase(it);
-  }
+  if (backlog_share_) backlog_share_->completed(sequence, outcome == Outcome::acknowledged, now_ms);
   std::vector<std::int64_t> others;  // the rest of a batch
   if (auto it = in_flight_.find(sequence); it != in_flight_.end()) {
     others = std::move(it->second);
@@ -238,8 +236,7 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
     return Dispatch::nothing;  // the cap: every lane waits
   }
   const bool backlog = &lane == &lanes_[kBacklog];
-  if (backlog && options_.backlog_bytes_in_flight > 0 && backlog_bytes_ >= options_.backlog_bytes_in_flight)
-    return Dispatch::nothing;  // the backlog has its share of the link
+  if (backlog && backlog_share_ && !backlog_share_->room()) return Dispatch::nothing;  // its share of the link
   SendAction a;
   a.events.reserve(plan.events);
   if (plan.events > 1) a.elements.reserve(plan.events);
@@ -258,10 +255,7 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
       return Dispatch::again;
     }
   }
-  if (backlog) {
-    backlog_in_flight_[first.sequence] = bytes;
-    backlog_bytes_ += bytes;
-  }
+  if (backlog && backlog_share_) backlog_share_->sent(first.sequence, bytes, now_ms_);
   if (&lane == &lanes_[kCritical]) critical_in_flight_.insert(first.sequence);
   a.kind = Kind::send;
   out = std::move(a);

@@ -40,8 +40,9 @@
 // sequence order: live (sequences above B) and backlog (1..B). Every message
 // is taken from the live lane when it has one ready, else from the backlog,
 // which so fills the rest of the window; both progress. The backlog's
-// messages in flight are kept below backlog_bytes_in_flight (a live message
-// queues behind them in the link), and the live lane does not linger. Without B there is
+// messages in flight are kept to a share of the link (a live message queues
+// behind them) that keeps their round trip near live_delay_target
+// (forward/backlog_share.h), and the live lane does not linger. Without B there is
 // one lane, the live one from sequence 0: plain commit order. A lane's
 // not_sent rewinds that lane; a resend or a wrap starts both again. Once
 // the backlog lane is caught up with nothing of it buffered or in flight,
@@ -126,6 +127,7 @@
 #include <edge_outbox/event.h>
 
 #include "forward/ack_timeout.h"
+#include "forward/backlog_share.h"
 #include "forward/message_batch.h"
 #include "forward/token_bucket.h"
 
@@ -141,10 +143,13 @@ struct SendWindowOptions {
   // Lanes: while a backlog end is set, the data version is polled every
   // step (a live event is seen at the next completion, not the next poll).
   bool live_first = false;
-  // While a backlog drains, the most bytes (payloads, or batch elements) of
-  // backlog messages in flight: what a live message waits behind in the
-  // link and the broker. 0: no limit.
+  // While a backlog drains: the bytes (payloads, or batch elements) of
+  // backlog messages in flight at first, which a live message waits behind
+  // in the link and the broker; then as much as keeps their acknowledgement
+  // round trip within live_delay_target (0: the first limit stays).
+  // backlog_bytes_in_flight 0: no limit.
   std::size_t backlog_bytes_in_flight = 64 * 1024;
+  std::chrono::milliseconds live_delay_target{10};
   // Critical events (Priority::critical, the outbox.dropped reports among
   // them) go first, in either order: a lane of their own, read with
   // SendAction::critical, ahead of the others.
@@ -317,9 +322,8 @@ class SendWindow {
   // Messages in flight by their oldest sequence: the other sequences of a
   // batch (empty for one event).
   std::unordered_map<std::int64_t, std::vector<std::int64_t>> in_flight_;
-  // Backlog messages in flight by their oldest sequence: their bytes.
-  std::unordered_map<std::int64_t, std::size_t> backlog_in_flight_;
-  std::size_t backlog_bytes_ = 0;  // their sum
+  // The backlog's share of the link while it drains (none: no limit).
+  std::optional<BacklogShare> backlog_share_;
   std::unordered_set<std::int64_t> split_;  // from refused batches: to go one per message
   std::vector<std::int64_t> acks_;
   bool wrap_wanted_ = false;

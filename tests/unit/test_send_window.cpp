@@ -815,6 +815,7 @@ TEST_CASE("live first: the backlog's bytes in flight stay below the cap, which n
   for (auto& [s, e] : rig.pending) e.payload = std::string(60, 'x');
   auto o = live_first_options();
   o.backlog_bytes_in_flight = 100;
+  o.live_delay_target = std::chrono::milliseconds(0);  // a fixed share
   SendWindow w(o, rig.now());
   w.set_backlog_end(10);
   CHECK(rig.step(w) == Seqs{1, 2});  // 120 bytes in flight: no third
@@ -942,4 +943,30 @@ TEST_CASE("the bandwidth cap lets critical events through first") {
   rig.complete(w, {1}, Outcome::acknowledged);
   rig.clock.advance(2000);
   CHECK(rig.step(w) == Seqs{11});
+}
+
+TEST_CASE("BacklogShare: grows while the backlog's round trips stay within the target, shrinks once per round trip") {
+  detail::BacklogShare share(64 * 1024, std::chrono::milliseconds(20));
+  share.sent(1, 16 * 1024, 0);
+  share.sent(2, 16 * 1024, 0);
+  CHECK(share.bytes() == 32 * 1024);
+  share.completed(1, true, 10);  // within 20 ms: one message's bytes more
+  CHECK(share.limit() == 80 * 1024);
+  share.sent(3, 16 * 1024, 10);
+  share.sent(4, 16 * 1024, 10);
+  share.completed(2, true, 50);  // 50 ms: a quarter less
+  CHECK(share.limit() == 60 * 1024);
+  share.completed(3, true, 60);  // late too, but sent before that shrink: once per round trip
+  CHECK(share.limit() == 60 * 1024);
+  share.sent(5, 16 * 1024, 60);
+  share.completed(5, false, 200);  // not sent: no round trip to judge
+  CHECK(share.limit() == 60 * 1024);
+  share.completed(4, true, 61);
+  CHECK(share.bytes() == 0);
+  for (std::int64_t s = 10; s < 100; ++s) {  // a slow link: down to the floor, never below
+    share.sent(s, 1024, s * 100);
+    share.completed(s, true, s * 100 + 50);
+  }
+  CHECK(share.limit() == detail::BacklogShare::floor);
+  CHECK(share.room());
 }

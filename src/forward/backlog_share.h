@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+// BacklogShare is how much of the link the backlog may hold while it drains
+// live first (SendWindowOptions::live_first): the bytes of backlog messages
+// in flight. A live message queues behind them in the link and the broker,
+// so the share follows their acknowledgement round trip: it grows by a
+// message's bytes for each backlog acknowledgement that came back within
+// target (about doubling per round trip while the link keeps up), and
+// shrinks by a quarter when one came back later, at most once per round
+// trip (only for a message sent after the last shrink). Between floor and
+// ceiling; with target 0 it stays at its first limit. Pure: the owner
+// passes the monotonic time (ms). Not thread-safe: the forwarder thread's.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+
+namespace edge_outbox::detail {
+
+class BacklogShare {
+ public:
+  static constexpr std::size_t floor = 8 * 1024;
+  static constexpr std::size_t ceiling = 16 * 1024 * 1024;
+
+  // Requires: limit > 0.
+  BacklogShare(std::size_t limit, std::chrono::milliseconds target) noexcept
+      : limit_(limit), target_ms_(target.count()) {}
+
+  // Whether another backlog message may go.
+  bool room() const noexcept { return bytes_ < limit_; }
+  // A backlog message (by its oldest sequence) of `bytes` went at now_ms.
+  void sent(std::int64_t sequence, std::size_t bytes, std::int64_t now_ms) {
+    in_flight_[sequence] = Message{bytes, now_ms};
+    bytes_ += bytes;
+  }
+  // A message completed: acknowledged (its round trip counts) or not. Any
+  // other sequence is ignored.
+  void completed(std::int64_t sequence, bool acknowledged, std::int64_t now_ms) noexcept {
+    auto it = in_flight_.find(sequence);
+    if (it == in_flight_.end()) return;
+    const Message m = it->second;
+    in_flight_.erase(it);
+    bytes_ -= std::min(bytes_, m.bytes);
+    if (!acknowledged || target_ms_ <= 0) return;
+    if (now_ms - m.sent_ms <= target_ms_) {
+      limit_ = std::min(ceiling, limit_ + m.bytes);
+    } else if (m.sent_ms >= last_shrink_ms_) {
+      limit_ = std::max(floor, limit_ - limit_ / 4);
+      last_shrink_ms_ = now_ms;
+    }
+  }
+  std::size_t limit() const noexcept { return limit_; }
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  struct Message {
+    std::size_t bytes;
+    std::int64_t sent_ms;
+  };
+  std::size_t limit_;
+  std::int64_t target_ms_;
+  std::int64_t last_shrink_ms_ = 0;
+  std::size_t bytes_ = 0;
+  std::unordered_map<std::int64_t, Message> in_flight_;
+};
+
+}  // namespace edge_outbox::detail
