@@ -31,7 +31,10 @@ class MemoryPublisher final : public edge_outbox::Publisher {
 
   void set_connection_handler(edge_outbox::ConnectionHandler handler) override { handler_ = std::move(handler); }
   void start() override {
-    if (handler_) handler_(edge_outbox::ConnectionEvent{true, edge_outbox::MqttVersion::v5, ""});
+    edge_outbox::ConnectionEvent up;  // by name: the struct gains members (broker)
+    up.connected = true;
+    up.version = edge_outbox::MqttVersion::v5;
+    if (handler_) handler_(up);
   }
   void stop(std::chrono::milliseconds) override {}
   void publish(edge_outbox::OutgoingMessage, edge_outbox::PublishCallback done) override {
