@@ -7,7 +7,8 @@
 // target (about doubling per round trip while the link keeps up), and
 // shrinks by a quarter when one came back later, at most once per round
 // trip (only for a message sent after the last shrink). Between floor and
-// ceiling; with target 0 it stays at its first limit. Pure: the owner
+// ceiling, and never fewer than two messages; with target 0 it stays at
+// its first limit. Pure: the owner
 // passes the monotonic time (ms). Not thread-safe: the forwarder thread's.
 #pragma once
 
@@ -28,8 +29,10 @@ class BacklogShare {
   BacklogShare(std::size_t limit, std::chrono::milliseconds target) noexcept
       : limit_(limit), target_ms_(target.count()) {}
 
-  // Whether another backlog message may go.
-  bool room() const noexcept { return bytes_ < limit_; }
+  // Whether another backlog message may go: below the limit, and two
+  // messages at least (one acknowledged while the next goes, whatever
+  // their size), or the backlog would crawl at one message per round trip.
+  bool room() const noexcept { return bytes_ < limit_ || in_flight_.size() < 2; }
   // A backlog message (by its oldest sequence) of `bytes` went at now_ms.
   void sent(std::int64_t sequence, std::size_t bytes, std::int64_t now_ms) {
     in_flight_[sequence] = Message{bytes, now_ms};

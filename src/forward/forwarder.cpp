@@ -159,6 +159,7 @@ struct Completion {
   std::int64_t sequence;
   std::size_t events;
   PublishResult result;
+  std::int64_t at_ms;  // when it came (monotonic): the round trip ends here, not at the next step
 };
 
 // How a step of the forwarder thread ended.
@@ -212,8 +213,9 @@ struct Forwarder::Impl {
   }
 
   void on_completion(std::int64_t sequence, std::size_t events, PublishResult result) EXCLUDES(mutex) {
+    const std::int64_t at_ms = clock->monotonic_ms();
     MutexLock lock(mutex);
-    completions.push_back({sequence, events, std::move(result)});
+    completions.push_back({sequence, events, std::move(result), at_ms});
     // The thread takes all completions at once: waking it for the first is
     // enough. (Waiting for more before waking measured slower: the window
     // runs dry while Paho's threads wait for the thread to refill it.)
@@ -707,7 +709,7 @@ struct Forwarder::Impl {
     for (auto& c : done) {
       switch (c.result.status) {
         case PublishResult::Status::acknowledged:
-          window.completed(c.sequence, SendWindow::Outcome::acknowledged, now_ms);
+          window.completed(c.sequence, SendWindow::Outcome::acknowledged, std::min(c.at_ms, now_ms));
           count_acknowledged();
           break;
         case PublishResult::Status::not_sent:
