@@ -387,11 +387,14 @@ int main(int argc, char** argv) {
     if (purge->parsed()) return cmd_purge(db, purge_older_than, as_json);
     if (salvage->parsed()) return cmd_salvage(db, salvage_to, salvage_topic, as_json);
   } catch (const Error& e) {
+    const auto message =
+        salvage->parsed() ? "salvage of " + db + " failed; nothing was written to " + salvage_to + ": " + e.what()
+                          : advice(e, db);
     if (as_json) {
-      std::cout << json{{"error", std::string(edge_outbox::to_string(e.kind()))}, {"message", advice(e, db)}}.dump()
+      std::cout << json{{"error", std::string(edge_outbox::to_string(e.kind()))}, {"message", message}}.dump()
                 << '\n';
     }
-    std::fprintf(stderr, "edge-outbox-ctl: %s\n", advice(e, db).c_str());
+    std::fprintf(stderr, "edge-outbox-ctl: %s\n", message.c_str());
     return exit_code::failure;
   }
   return exit_code::failure;

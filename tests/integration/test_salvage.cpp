@@ -156,6 +156,12 @@ struct Original {
   }
 };
 
+// Built once for the test cases that read it.
+const Original& original_file() {
+  static const Original original;
+  return original;
+}
+
 struct Damage {
   std::string what;
   std::set<std::int64_t> pages;  // pages of `whole` that are garbage or gone
@@ -321,7 +327,7 @@ RunResult ctl(const TempDir& dir, std::vector<std::string> args) { return run_bi
 }  // namespace
 
 TEST_CASE("salvage copies every reachable row of a 100,000-event file damaged 50 ways and reports the rest corrupt") {
-  const Original original;
+  const Original& original = original_file();
   MESSAGE(original.page_count << " pages of " << original.page_size << " bytes, " << original.leaves.size()
                               << " outbox leaves");
   std::int64_t reported = 0, copied = 0;
@@ -364,7 +370,7 @@ TEST_CASE("salvage copies every reachable row of a 100,000-event file damaged 50
 }
 
 TEST_CASE("the new file's schema is the application's, and its triggers fire for new rows") {
-  const Original original;
+  const Original& original = original_file();
   TempDir work;
   const auto salvaged = work / "salvaged.db";
   const auto r = ctl(work, {"--db", original.whole.string(), "salvage", "--to", salvaged.string(), "--json"});
