@@ -259,6 +259,7 @@ int cmd_salvage(const std::string& db, const std::string& to, const std::string&
                       {"stream_id", r.stream_id},
                       {"stream_kept", r.stream_kept},
                       {"events", r.events},
+                      {"events_from_pages", r.events_from_pages},
                       {"dead", r.dead},
                       {"sequence_bound", r.sequence_bound},
                       {"margin", r.margin},
@@ -274,7 +275,8 @@ int cmd_salvage(const std::string& db, const std::string& to, const std::string&
   }
   std::cout << "salvaged         " << db << " into " << to << '\n'
             << "stream id        " << r.stream_id << (r.stream_kept ? "" : " (outbox_meta not read whole)") << '\n'
-            << "events copied    " << r.events << '\n'
+            << "events copied    " << r.events << " (" << r.events_from_pages
+            << " of them read from leaf pages below a damaged interior page)\n"
             << "dead copied      " << r.dead << '\n'
             << "sequence bound   " << r.sequence_bound << " (+" << r.margin << " margin; next sequence above "
             << r.sequence_bound + r.margin << ")\n"

@@ -10,7 +10,9 @@
 // application's tables, whose schema (tables, indexes, views, triggers) is
 // copied as written. Triggers are created after the rows are in, so none
 // fires. Rows are read through each table's own b-tree in rowid order; the
-// rowids a damaged page hides are skipped (salvage_scan.h).
+// rowids a damaged page hides are skipped (salvage_scan.h). The outbox rows
+// on whole leaves below a damaged interior page are read from the pages'
+// bytes (salvage_pages.h).
 //
 // The outbox sequences that could have been on unreadable pages are reported
 // upstream as explained loss: an outbox.dropped report (wire/dropped_report.h)
@@ -65,6 +67,9 @@ struct SalvageResult {
   bool sequence_known = false;  // sqlite_sequence was read
   std::uint64_t events = 0;     // outbox rows copied (pending, unconfirmed, kept)
   std::uint64_t dead = 0;       // dead letters copied
+  // Of `events`, those read from whole leaf pages below a damaged interior
+  // page of the outbox, which SQL cannot reach (their bytes decoded).
+  std::uint64_t events_from_pages = 0;
   // The highest sequence the damaged file tells of (sqlite_sequence, the
   // rows read, sent_through and confirmed_through), and what is added to it
   // for what it cannot tell: a -wal whose tail was lost (its size / 16,

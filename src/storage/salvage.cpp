@@ -23,6 +23,7 @@
 #include "storage/database.h"
 #include "storage/dropped_events.h"
 #include "storage/outbox_tables.h"
+#include "storage/salvage_pages.h"
 #include "storage/salvage_scan.h"
 #include "storage/sqlite_errors.h"
 #include "storage/uuid.h"
@@ -337,6 +338,78 @@ SalvageResult salvage(const fs::path& damaged, const fs::path& to, const Salvage
       SQLite::Statement q(out, "SELECT sequence FROM main.outbox_dead ORDER BY sequence");
       while (q.executeStep()) dead_sequences.push_back(q.getColumn(0).getInt64());
     }
+    // The outbox rows on whole leaves that a damaged interior page hides
+    // from SQL: read from the pages' bytes, where the scan found the rowids
+    // unreadable, if they are laid out as outbox rows (not outbox_dead's,
+    // whose 15th column is the reason, text).
+    if (!events.unreadable.empty()) {
+      const auto src_columns = columns_of(out, "src", "outbox");
+      const auto main_columns = columns_of(out, "main", "outbox");
+      auto position = [&](const char* name) -> std::optional<std::size_t> {
+        for (std::size_t i = 0; i < src_columns.size(); ++i)
+          if (src_columns[i].name == name) return i;
+        return std::nullopt;
+      };
+      const auto alias = position("sequence");
+      std::vector<std::size_t> texts, integers;
+      for (const char* name : {"event_id", "topic", "type", "content_type", "created_boot"})
+        if (const auto at = position(name)) texts.push_back(*at);
+      for (const char* name : {"priority", "created_at", "created_mono", "attempts"})
+        if (const auto at = position(name)) integers.push_back(*at);
+      const auto published_at = position("published_at");
+      std::vector<std::size_t> copied_positions;
+      std::string names, marks = "?1";
+      for (std::size_t i = 0; i < src_columns.size(); ++i) {
+        if (alias && i == *alias) continue;
+        if (!std::any_of(main_columns.begin(), main_columns.end(),
+                         [&](const Column& c) { return c.name == src_columns[i].name; }))
+          continue;
+        copied_positions.push_back(i);
+        names += ", " + quoted(src_columns[i].name);
+        marks += ", ?" + std::to_string(copied_positions.size() + 1);
+      }
+      SQLite::Statement put(out, "INSERT OR IGNORE INTO main.outbox (rowid" + names + ") VALUES (" + marks + ")");
+      auto hidden = [&](std::int64_t rowid) {
+        for (const auto& r : events.unreadable)
+          if (rowid >= r.first && rowid <= r.last) return true;
+        return false;
+      };
+      auto is_outbox_row = [&](const RawRow& row) {
+        if (row.values.size() > src_columns.size() || texts.size() < 5 || integers.size() < 4) return false;
+        auto field = [&](std::size_t i) { return i < row.values.size() ? row.values[i] : RawValue{}; };
+        if (alias && field(*alias).type != RawValue::Type::null) return false;
+        for (const auto i : texts)
+          if (field(i).type != RawValue::Type::text || field(i).bytes.empty()) return false;
+        for (const auto i : integers)
+          if (field(i).type != RawValue::Type::integer) return false;
+        return !published_at || field(*published_at).type == RawValue::Type::null ||
+               field(*published_at).type == RawValue::Type::integer;
+      };
+      const auto wanted = [&](std::int64_t rowid) {
+        return hidden(rowid) && !std::binary_search(dead_sequences.begin(), dead_sequences.end(), rowid);
+      };
+      for_each_leaf_row(input, wanted, [&](const RawRow& row) {
+        if (!is_outbox_row(row)) return;
+        put.reset();
+        put.clearBindings();
+        put.bind(1, static_cast<std::int64_t>(row.rowid));
+        for (std::size_t k = 0; k < copied_positions.size(); ++k) {
+          const auto i = copied_positions[k];
+          if (i >= row.values.size()) continue;
+          const auto& v = row.values[i];
+          const int at = static_cast<int>(k) + 2;
+          switch (v.type) {
+            case RawValue::Type::null: break;
+            case RawValue::Type::integer: put.bind(at, static_cast<std::int64_t>(v.integer)); break;
+            case RawValue::Type::real: put.bind(at, v.real); break;
+            case RawValue::Type::text: put.bind(at, v.bytes); break;
+            case RawValue::Type::blob: put.bind(at, v.bytes.data(), static_cast<int>(v.bytes.size())); break;
+          }
+        }
+        if (put.exec() == 1) ++result.events_from_pages;
+      });
+    }
+
     // Where the scan met damage, the rows that damage hid without an error,
     // or garbage that parsed as a row: the event_id index (its own pages)
     // lists every row with its id; a row it lists that was not copied, or was
@@ -412,13 +485,20 @@ SalvageResult salvage(const fs::path& damaged, const fs::path& to, const Salvage
     result.sequence_bound = bound;
     result.margin = margin;
     const std::int64_t lowest = std::max<std::int64_t>(1, confirmed_through + 1);
+    // What the new file holds has an outcome: pending or dead.
+    std::vector<std::int64_t> held;
+    {
+      SQLite::Statement q(out, "SELECT sequence FROM main.outbox UNION SELECT sequence FROM main.outbox_dead "
+                               "ORDER BY 1");
+      while (q.executeStep()) held.push_back(q.getColumn(0).getInt64());
+    }
     auto lost = events.unreadable;
     for (const auto s : suspect) lost.push_back({s, s});
     std::sort(lost.begin(), lost.end(), [](const RowidRange& a, const RowidRange& b) { return a.first < b.first; });
     for (const auto& r : lost) {
       const auto first = std::max(r.first, lowest);
       const auto last = std::min(r.last, bound);
-      if (first <= last) add_span_without(result.corrupt, first, last, dead_sequences);
+      if (first <= last) add_span_without(result.corrupt, first, last, held);
     }
     if (margin > 0) add_span(result.corrupt, bound + 1, bound + margin);
     for (const auto& r : dead.unreadable) add_span(result.dead_lost, std::max<std::int64_t>(r.first, 1), std::min(r.last, bound));
