@@ -262,7 +262,8 @@ SalvageResult salvage(const fs::path& damaged, const fs::path& to, const Salvage
     sqlite3* in = src.getHandle();
 
     // The new file, made by the library's creation path, then filled in one
-    // transaction without a journal (it is not at `to` until complete).
+    // transaction, its journal in memory and unsynced (the file is not at
+    // `to` until it is complete and synced).
     ConnectionSettings settings;
     settings.mode = OpenMode::create;
     settings.durability = Durability::normal;
