@@ -437,3 +437,44 @@ TEST_CASE("a file whose schema page is damaged, and a --to that exists, are refu
   for (const auto& entry : fs::directory_iterator(work.path()))
     CHECK(entry.path().filename().string().find("salvage-") == std::string::npos);
 }
+
+TEST_CASE("with sqlite_sequence unreadable the next sequence clears the file's size; with outbox_meta unreadable salvage says the stream is new") {
+  const Original& original = original_file();
+  std::int64_t sequence_page = 0, meta_page = 0;
+  {
+    SQLite::Database d(original.whole.string(), SQLite::OPEN_READONLY);
+    sequence_page = d.execAndGet("SELECT pageno FROM dbstat WHERE name = 'sqlite_sequence'").getInt64();
+    meta_page = d.execAndGet("SELECT min(pageno) FROM dbstat WHERE name = 'outbox_meta'").getInt64();
+  }
+  std::mt19937_64 random(11);
+
+  TempDir work;
+  auto input = work / "no-sequence.db";
+  copy_with_wal(original.whole, input);
+  overwrite_page(input, sequence_page, static_cast<int>(original.page_size), random);
+  auto salvaged = work / "no-sequence-salvaged.db";
+  auto r = ctl(work, {"--db", input.string(), "salvage", "--to", salvaged.string(), "--dropped-topic", dropped_topic,
+                      "--json"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  auto summary = r.summary();
+  INFO(summary.dump());
+  CHECK(summary["events"] == total_events);
+  CHECK(summary["sequence_bound"] == total_events);
+  const auto file_bytes = static_cast<std::int64_t>(fs::file_size(input));
+  CHECK(summary["margin"].get<std::int64_t>() > file_bytes / 16);
+  CHECK(summary["corrupt"] == json::array({json::array({total_events + 1, total_events + summary["margin"].get<std::int64_t>()})}));
+  CHECK(summary["next_sequence"].get<std::int64_t>() > total_events + file_bytes / 16);
+  CHECK(summary["stream_kept"] == true);
+
+  input = work / "no-meta.db";
+  copy_with_wal(original.whole, input);
+  overwrite_page(input, meta_page, static_cast<int>(original.page_size), random);
+  salvaged = work / "no-meta-salvaged.db";
+  r = ctl(work, {"--db", input.string(), "salvage", "--to", salvaged.string(), "--dropped-topic", dropped_topic});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("outbox_meta not read whole") != std::string::npos);
+  CHECK(r.out.find("note: outbox_meta could not be read whole") != std::string::npos);
+  CHECK(r.out.find("events copied    100000") != std::string::npos);
+}
