@@ -6,6 +6,7 @@
 // 1 failed or damage found, 2 a refused command line (docs/exit-codes.md).
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 
 #include <edge_outbox/error.h>
 #include <edge_outbox/outbox.h>
+#include <edge_outbox/salvage.h>
 
 #include "host/command_line.h"
 #include "host/duration.h"
@@ -44,8 +46,9 @@ void report_damage(const std::string& db, const char* check, const std::vector<s
   std::fprintf(stderr, "edge-outbox-ctl: %s is damaged: PRAGMA %s found:\n", db.c_str(), check);
   for (const auto& p : problems) std::fprintf(stderr, "  %s\n", p.c_str());
   std::fprintf(stderr,
-               "Stop the device's writers, copy the file (with its -wal) aside, and restore it from a backup; "
-               "`sqlite3 %s .recover` may save the readable rows.\n",
+               "Stop the device's writers and its forwarder, then `edge-outbox-ctl --db %s salvage --to NEW` copies "
+               "every readable row into a new file and reports the lost sequences upstream; or restore it from a "
+               "backup.\n",
                db.c_str());
 }
 
@@ -225,6 +228,74 @@ int cmd_purge(const std::string& db, std::chrono::milliseconds older_than, bool 
   return exit_code::ok;
 }
 
+json spans_json(const std::vector<edge_outbox::SequenceSpan>& spans) {
+  json list = json::array();
+  for (const auto& s : spans) list.push_back(json::array({s.first, s.last}));
+  return list;
+}
+
+std::string spans_text(const std::vector<edge_outbox::SequenceSpan>& spans) {
+  if (spans.empty()) return "none";
+  std::string text;
+  for (const auto& s : spans)
+    text += (text.empty() ? "" : ", ") + std::to_string(s.first) + ".." + std::to_string(s.last);
+  return text;
+}
+
+// Reads what it can of a damaged file into a new one (edge_outbox/salvage.h).
+int cmd_salvage(const std::string& db, const std::string& to, const std::string& dropped_topic, bool as_json) {
+  edge_outbox::SalvageOptions o;
+  o.dropped_event_topic = dropped_topic;
+  const auto r = edge_outbox::salvage(db, to, o);
+  if (as_json) {
+    json tables = json::array();
+    for (const auto& t : r.tables) {
+      json j{{"name", t.name}, {"rows", t.rows}, {"complete", t.complete}};
+      if (!t.skipped.empty()) j["skipped"] = t.skipped;
+      tables.push_back(j);
+    }
+    std::cout << json{{"path", db},
+                      {"to", to},
+                      {"stream_id", r.stream_id},
+                      {"stream_kept", r.stream_kept},
+                      {"events", r.events},
+                      {"events_from_pages", r.events_from_pages},
+                      {"dead", r.dead},
+                      {"sequence_bound", r.sequence_bound},
+                      {"margin", r.margin},
+                      {"next_sequence", r.sequence_bound + r.margin + 1},
+                      {"corrupt", spans_json(r.corrupt)},
+                      {"report_sequence", r.report_sequence},
+                      {"dead_lost", spans_json(r.dead_lost)},
+                      {"tables", tables},
+                      {"notes", r.notes}}
+                     .dump()
+              << '\n';
+    return exit_code::ok;
+  }
+  std::cout << "salvaged         " << db << " into " << to << '\n'
+            << "stream id        " << r.stream_id << (r.stream_kept ? "" : " (outbox_meta not read whole)") << '\n'
+            << "events copied    " << r.events << " (" << r.events_from_pages
+            << " of them read from leaf pages below a damaged interior page)\n"
+            << "dead copied      " << r.dead << '\n'
+            << "sequence bound   " << r.sequence_bound << " (+" << r.margin << " margin; next sequence above "
+            << r.sequence_bound + r.margin << ")\n"
+            << "corrupt          " << spans_text(r.corrupt) << '\n';
+  if (r.report_sequence != 0)
+    std::cout << "reported         as outbox.dropped event " << r.report_sequence
+              << " (reason corrupt), sent when a forwarder runs on the new file\n";
+  if (!r.dead_lost.empty()) std::cout << "dead letters lost " << spans_text(r.dead_lost) << '\n';
+  for (const auto& t : r.tables) {
+    std::cout << "table " << t.name << ": ";
+    if (!t.skipped.empty())
+      std::cout << t.skipped << '\n';
+    else
+      std::cout << t.rows << " rows" << (t.complete ? "" : " (some unreadable)") << '\n';
+  }
+  for (const auto& n : r.notes) std::cout << "note: " << n << '\n';
+  return exit_code::ok;
+}
+
 std::string advice(const Error& e, const std::string& db) {
   switch (e.kind()) {
     case ErrorKind::corrupt:
@@ -258,6 +329,7 @@ int main(int argc, char** argv) {
   bool requeue_all = false;
   std::vector<std::string> requeue_ids;
   std::string older_than = "0s";
+  std::string salvage_to, salvage_topic;
 
   auto* status = app.add_subcommand("status", "Pending, unconfirmed, oldest pending age, dead letters, published "
                                               "total, file and WAL size, schema version, PRAGMA quick_check (changes "
@@ -277,7 +349,15 @@ int main(int argc, char** argv) {
   auto* purge = app.add_subcommand("purge-dead", "Delete dead letters");
   purge->add_option("--older-than", older_than, "Only those that died at least this long ago (\"7d\", \"12h\")")
       ->capture_default_str();
-  for (auto* sub : {status, check, pending, unconfirmed, dead, requeue, purge}) {
+  auto* salvage = app.add_subcommand(
+      "salvage", "Copy every readable row of a damaged --db into a new file (never writing to --db), report the "
+                 "unreadable sequences upstream as explained loss (reason corrupt), and continue the stream above "
+                 "every sequence --db could have held");
+  salvage->add_option("--to", salvage_to, "The new file (must not exist)")->required();
+  salvage->add_option("--dropped-topic", salvage_topic,
+                      "Topic of the outbox.dropped report (default: that of the file's newest report, else "
+                      "edge-outbox/dropped)");
+  for (auto* sub : {status, check, pending, unconfirmed, dead, requeue, purge, salvage}) {
     sub->add_flag("--json", as_json, "Print one JSON document instead of text");
   }
 
@@ -285,6 +365,11 @@ int main(int argc, char** argv) {
   if (const auto done = host::parse_command_line(app, argc, argv)) return *done;
   if (requeue->parsed() && requeue_all == !requeue_ids.empty())
     return usage_error("requeue needs --all or event ids (see `edge-outbox-ctl dead`), not both");
+  if (salvage->parsed()) {
+    std::error_code ec;
+    if (std::filesystem::exists(salvage_to, ec))
+      return usage_error("salvage --to " + salvage_to + ": that file exists; name a new file (salvage never overwrites)");
+  }
   std::chrono::milliseconds purge_older_than{0};
   if (purge->parsed()) {
     try {
@@ -302,12 +387,16 @@ int main(int argc, char** argv) {
     if (dead->parsed()) return cmd_dead(db, dead_limit, as_json);
     if (requeue->parsed()) return cmd_requeue(db, requeue_all, requeue_ids, as_json);
     if (purge->parsed()) return cmd_purge(db, purge_older_than, as_json);
+    if (salvage->parsed()) return cmd_salvage(db, salvage_to, salvage_topic, as_json);
   } catch (const Error& e) {
+    const auto message =
+        salvage->parsed() ? "salvage of " + db + " failed; nothing was written to " + salvage_to + ": " + e.what()
+                          : advice(e, db);
     if (as_json) {
-      std::cout << json{{"error", std::string(edge_outbox::to_string(e.kind()))}, {"message", advice(e, db)}}.dump()
+      std::cout << json{{"error", std::string(edge_outbox::to_string(e.kind()))}, {"message", message}}.dump()
                 << '\n';
     }
-    std::fprintf(stderr, "edge-outbox-ctl: %s\n", advice(e, db).c_str());
+    std::fprintf(stderr, "edge-outbox-ctl: %s\n", message.c_str());
     return exit_code::failure;
   }
   return exit_code::failure;

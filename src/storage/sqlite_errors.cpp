@@ -33,7 +33,10 @@ Error sqlite_error(const SQLite::Exception& e, const std::filesystem::path& file
       advice = "the disk (or the database's max_page_count) is full: free space or let the forwarder drain";
       break;
     case ErrorKind::corrupt:
-      advice = "the file is not a SQLite database or is damaged: restore it or move it aside";
+      advice = "the file is not a SQLite database or is damaged: nothing is sent from it past the damage; stop its "
+               "writers and run `edge-outbox-ctl --db " + file.string() +
+               " salvage --to NEW` to copy every readable event into a new file and report the lost ones, "
+               "or restore it from a backup";
       break;
     case ErrorKind::busy:
       advice = "another process holds the database lock: retry, or raise OutboxOptions::busy_timeout";

@@ -9,6 +9,7 @@
 #include <array>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "storage/wal_tail.h"
 #include "support/temp_dir.h"
@@ -21,7 +22,7 @@ constexpr std::uint32_t page_size = 1024;
 constexpr std::size_t frame_bytes = 24 + page_size;
 
 void put32(std::string& bytes, std::size_t at, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) bytes[at + static_cast<std::size_t>(i)] = static_cast<char>((v >> (24 - 8 * i)) & 0xFF);
+  for (std::size_t i = 0; i < 4; ++i) bytes[at + i] = static_cast<char>((v >> (24 - 8 * i)) & 0xFF);
 }
 
 // A WAL header with salt (1, 2), then one frame per salt given.
@@ -41,7 +42,8 @@ std::string wal(const std::vector<std::array<std::uint32_t, 2>>& frame_salts) {
 
 std::filesystem::path write(const test::TempDir& dir, const std::string& bytes) {
   const auto path = dir / "x.db-wal";
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path;
 }
 
@@ -55,13 +57,13 @@ TEST_CASE("a -wal read whole or ending in stale frames lost nothing; a refused f
   CHECK_FALSE(wal_may_hold_lost_commits(write(dir, wal({{1, 2}, {1, 2}, {1, 2}})), 3));
   // Two used, then a stale frame of an earlier generation.
   CHECK_FALSE(wal_may_hold_lost_commits(write(dir, wal({{1, 2}, {1, 2}, {7, 8}})), 2));
-  // Two used, then one of this generation SQLite refused (a torn commit).
+  // Two used, then one of this generation that SQLite refused (a torn commit).
   CHECK(wal_may_hold_lost_commits(write(dir, wal({{1, 2}, {1, 2}, {1, 2}})), 2));
-  // A partial frame after the used ones.
+  // A partial frame after the used one.
   auto torn = wal({{1, 2}, {1, 2}});
   torn.resize(torn.size() - frame_bytes + 10);
   CHECK(wal_may_hold_lost_commits(write(dir, torn), 1));
-  // A header SQLite cannot read: nothing of it was used.
+  // A header SQLite cannot read: nothing of the WAL was used.
   auto bad = wal({{1, 2}});
   bad[0] = 'x';
   CHECK(wal_may_hold_lost_commits(write(dir, bad), 0));

@@ -12,8 +12,9 @@
 //    "ranges":[[120,131],[140,140]]}
 //   counts         evicted events per priority name ("normal", "low")
 //   dead           dead-lettered sequences of the stream as [first, last,
-//                  reason] triples, inclusive; reason "expired", "refused"
-//                  or "attempts"; absent when there are none
+//                  reason] triples, inclusive; reason "expired", "refused",
+//                  "attempts", or "corrupt" (lost with a damaged file,
+//                  reported by salvage); absent when there are none
 //   dropped_total  the outbox's evictions since its database was made
 //   ranges         the evicted sequences of the event's stream (source,
 //                  streamid) as [first, last] pairs, inclusive
@@ -48,6 +49,9 @@ inline constexpr std::string_view dropped_report_content_type = "application/jso
 inline constexpr std::string_view dead_reason_expired = "expired";    // its TTL ran out
 inline constexpr std::string_view dead_reason_refused = "refused";    // the broker refused it for good
 inline constexpr std::string_view dead_reason_attempts = "attempts";  // it failed max_attempts times
+// Not a dead letter: the sequence may have been on a page of a damaged file
+// that `edge-outbox-ctl salvage` could not read (edge_outbox/salvage.h).
+inline constexpr std::string_view dead_reason_corrupt = "corrupt";
 
 struct DeadRange {
   std::int64_t first = 0;
