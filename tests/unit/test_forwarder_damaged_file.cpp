@@ -57,7 +57,7 @@ TEST_CASE("a forwarder stops at a damaged page of the outbox, sends nothing past
   o.retry_interval = 10ms;
   o.batch_size = 16;  // reads of 16: the events before the damage go out
   test::FakeBroker broker;
-  Forwarder forwarder(db, OutboxOptions{}, broker.publisher(), o);
+  Forwarder forwarder(db, QueueOptions{}, broker.publisher(), o);
   forwarder.start();
   REQUIRE(test::eventually([&] { return forwarder.stats().last_error.find("salvage") != std::string::npos; }));
   const auto error = forwarder.stats().last_error;
