@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <optional>
 #include <set>
 
@@ -31,6 +32,18 @@
 
 namespace edge_outbox {
 namespace {
+
+// The page size the file's header gives (bytes 16-17, big-endian; 1 means
+// 65,536); 0 when unreadable or not a power of two from 512.
+std::uint64_t header_page_size(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  unsigned char bytes[18] = {};
+  if (!in.read(reinterpret_cast<char*>(bytes), sizeof bytes)) return 0;
+  std::uint64_t size = (std::uint64_t{bytes[16]} << 8) | bytes[17];
+  if (size == 1) size = 65536;
+  if (size < 512 || (size & (size - 1)) != 0) return 0;
+  return size;
+}
 
 namespace fs = std::filesystem;
 
@@ -191,6 +204,13 @@ SalvageResult salvage(const fs::path& damaged, const fs::path& to, const Salvage
   try {
     fs::copy_file(damaged, input);
     db_bytes = fs::file_size(input);
+    // A file cut inside a page: SQLite reads the missing part of its last
+    // page as zeros, and a row there may read back whole but wrong. The
+    // part page goes; its rows are reported corrupt.
+    if (const auto page = header_page_size(input); page > 0 && db_bytes % page != 0) {
+      db_bytes -= db_bytes % page;
+      fs::resize_file(input, db_bytes);
+    }
     if (fs::exists(damaged_wal)) {
       fs::copy_file(damaged_wal, with_suffix(input, "-wal"));
       wal_bytes = fs::file_size(with_suffix(input, "-wal"));

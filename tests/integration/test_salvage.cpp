@@ -242,6 +242,17 @@ void check_salvaged(const Original& original, const fs::path& input, const fs::p
   }
 
   // Copied rows are the originals, byte for byte; beyond them, the report.
+  if (n.execAndGet(altered_rows_sql).getInt64() != 0) {
+    std::string cols = std::string(altered_rows_sql);
+    SQLite::Statement q(n, "SELECT n.sequence, n.event_id, o.event_id, n.topic IS NOT o.topic, n.payload IS NOT o.payload, "
+                           "n.attempts, o.attempts, n.last_error, o.last_error, n.published_at IS NOT o.published_at, n.acked_at IS NOT o.acked_at, n.created_at IS NOT o.created_at "
+                           "FROM main.outbox n JOIN original.outbox o ON o.sequence = n.sequence WHERE " + cols.substr(cols.find("WHERE ") + 6) + " LIMIT 3");
+    while (q.executeStep()) {
+      std::string line;
+      for (int i = 0; i < q.getColumnCount(); ++i) line += std::string(q.getColumn(i).isNull() ? "NULL" : q.getColumn(i).getString()) + " | ";
+      MESSAGE("altered: " << line);
+    }
+  }
   CHECK(n.execAndGet(altered_rows_sql).getInt64() == 0);
   const auto copied = sequences(n);
   std::vector<bool> covered(total_events + 1, false);
