@@ -1149,3 +1149,27 @@ TEST_CASE("a critical event goes ahead of every waiting event, in commit order m
   CHECK(std::set<std::uint64_t>(sent.begin(), sent.end()).size() == 101);
   forwarder.stop();
 }
+
+TEST_CASE("live first: a forged backlog end in the file costs order, never an event") {
+  for (const std::int64_t forged : {std::int64_t{-5}, std::int64_t{1'000'000'000'000}}) {
+    CAPTURE(forged);
+    test::TempDir dir;
+    Outbox outbox(dir / "app.db");
+    enqueue_many(outbox, 30);
+    {
+      SQLite::Database file((dir / "app.db").string(), SQLite::OPEN_READWRITE);
+      SQLite::Statement put(file, "INSERT OR REPLACE INTO outbox_meta(key, value) VALUES ('backlog_end', ?)");
+      put.bind(1, forged);
+      put.exec();
+    }
+    test::FakeBroker broker;
+    Forwarder forwarder(outbox, broker.publisher(), live_first_options());
+    forwarder.start();
+    REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+    const auto sent = sequences(broker.sent());
+    CHECK(std::set<std::uint64_t>(sent.begin(), sent.end()).size() == 30);
+    CHECK(sent.size() == 30);
+    REQUIRE(eventually([&] { return backlog_end_in(dir / "app.db") == 0; }));
+    forwarder.stop();
+  }
+}
