@@ -66,7 +66,7 @@ std::optional<std::vector<RawValue>> decode_record(const std::string& payload) {
   if (used == 0 || header > n || header < static_cast<std::uint64_t>(used)) return std::nullopt;
   std::vector<std::uint64_t> types;
   for (std::size_t at = static_cast<std::size_t>(used); at < header;) {
-    const auto t = varint(p + at, header - at, &used);
+    const auto t = varint(p + at, static_cast<std::size_t>(header - at), &used);
     if (used == 0 || t == 10 || t == 11) return std::nullopt;
     types.push_back(t);
     at += static_cast<std::size_t>(used);
@@ -153,7 +153,7 @@ void for_each_leaf_row(const std::filesystem::path& path, const std::function<bo
       bool whole = true;
       if (local < size) {
         if (at + local + 4 > usable) continue;
-        std::uint32_t next = be(&page[at + local], 4);
+        std::uint32_t next = be(&page[static_cast<std::size_t>(at + local)], 4);
         std::set<std::uint32_t> seen;
         while (payload.size() < size) {
           if (next < 2 || next > pages || !seen.insert(next).second ||
