@@ -279,7 +279,7 @@ SendAction SendWindow::next() {
         break;
       case Phase::poll:
         phase_ = Phase::expire;
-        if (now_ms_ >= next_poll_ms_ || (options_.live_first && backlog_end_ > 0)) {
+        if (now_ms_ >= next_poll_ms_ || (options_.live_first && (backlog_end_ > 0 || !in_flight_.empty()))) {
           SendAction a;
           a.kind = Kind::poll;
           return a;

@@ -140,8 +140,9 @@ struct SendWindowOptions {
   std::chrono::milliseconds expire_interval{10'000};
   std::chrono::milliseconds retry_interval{1'000};
   std::chrono::milliseconds ack_timeout{15'000};  // 0: off
-  // Lanes: while a backlog end is set, the data version is polled every
-  // step (a live event is seen at the next completion, not the next poll).
+  // Lanes: while a backlog end is set or messages are in flight, the data
+  // version is polled every step (a live event is seen at the next
+  // completion, not the next poll; also in the drain's last round trips).
   bool live_first = false;
   // While a backlog drains: the bytes (payloads, or batch elements) of
   // backlog messages in flight at first, which a live message waits behind

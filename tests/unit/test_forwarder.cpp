@@ -1062,7 +1062,7 @@ TEST_CASE("live first: an event committed during the drain goes out ahead of the
   REQUIRE(eventually([&] { return broker.sent().size() == 9; }));
   auto sent = sequences(broker.sent());
   CHECK(sent[8] == 101);  // next after the freed slot, not behind 92 backlog events
-  for (std::uint64_t i = 0; i < 8; ++i) CHECK(sent[i] == i + 1);
+  for (std::size_t i = 0; i < 8; ++i) CHECK(sent[i] == i + 1);
 
   broker.ack_all_later();
   broker.complete_outstanding();
