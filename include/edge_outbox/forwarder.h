@@ -16,13 +16,13 @@
 //
 // Durable before send: no event leaves the device before the commit that
 // wrote it is on disk, whatever OutboxOptions::durability says. Before it
-// sends the first event of a batch above the highest sequence it recorded,
-// the forwarder commits that batch's highest sequence (Queue::
-// record_sent_through, synchronous=FULL on its own connection), which in
-// WAL mode makes every earlier commit durable too: a power cut can then
-// lose only events that never left, and no sequence number is ever used
-// twice. It costs one small synchronous commit per batch read (a read of
-// the queue, whatever the messages it makes: ForwarderOptions::Batch).
+// sends an event above what its last barrier made durable, the forwarder
+// records the highest sequence committed so far and syncs the -wal after
+// that commit (Queue::record_sent_through), which makes every earlier
+// commit durable too: a power cut can then lose only events that never
+// left, and no sequence number is ever used twice. One barrier covers
+// everything committed before it: a sync per round of sends, not per read,
+// taken outside the write lock so the application's commits go on.
 //
 // Server confirmation (ForwarderOptions::confirmation): the forwarder
 // subscribes to its confirm topic; an acknowledged event is marked "sent,

@@ -107,7 +107,7 @@ struct StreamPosition {
   std::int64_t pending = 0;      // events not yet settled, unconfirmed included
   std::int64_t unconfirmed = 0;  // of those, acknowledged by the broker and waiting for confirmation
   std::int64_t confirmed_through = 0;  // the highest through confirm_through was given (0: none)
-  std::int64_t sent_through = 0;       // the highest sequence record_sent_through recorded (0: none)
+  std::int64_t sent_through = 0;       // the highest sequence record_sent_through recorded, durably (0: none)
   friend bool operator==(const StreamPosition&, const StreamPosition&) = default;
 };
 
@@ -214,16 +214,20 @@ class Queue {
   std::size_t resend_unconfirmed_in(std::int64_t first, std::int64_t last);
 
   // The durable-before-send barrier: raises the recorded sent_through to
-  // sequence (it never falls) in a transaction committed with
-  // PRAGMA synchronous=FULL on this connection, whatever
-  // QueueOptions::durability (restored afterwards). In WAL mode that commit
-  // syncs every commit before it, of every connection: once it returns, the
-  // events up to sequence (and the application's rows committed with them)
-  // survive a power cut. Call it before sending an event above the last
-  // recorded sent_through, once per batch. A call that does not raise it
-  // writes nothing, hence syncs nothing: every event up to the recorded
-  // sent_through was made durable by the call that recorded it.
-  void record_sent_through(std::int64_t sequence);
+  // the highest sequence committed so far (at least `sequence`; it never
+  // falls) in a transaction committed with PRAGMA synchronous=FULL on this
+  // connection, whatever QueueOptions::durability (restored afterwards). In
+  // WAL mode that commit syncs every commit before it, of every connection:
+  // once it returns, every event up to the returned sequence (and the
+  // application's rows committed with them) survives a power cut. Returns
+  // the recorded sent_through after the call (>= sequence). Call it before
+  // sending an event above the last value it returned: one barrier covers
+  // everything committed before it, so a writer's stream of small commits
+  // costs one synced commit per round of sends, not one per read. A call
+  // that does not raise it writes nothing, hence syncs nothing: every event
+  // up to the recorded sent_through was made durable by the call that
+  // recorded it.
+  std::int64_t record_sent_through(std::int64_t sequence);
 
   // Live first (ForwarderOptions::order): the sequence the backlog of an
   // outage ends at, kept in the file (outbox_meta key backlog_end) so that a

@@ -974,8 +974,7 @@ struct Forwarder::Impl {
           log(LogLevel::info, "forwarder: the backlog is sent; events go in commit order again");
           break;
         case SendAction::Kind::record_sent:
-          queue->record_sent_through(a.sequence);
-          window.sent_through_recorded(a.sequence);
+          window.sent_through_recorded(queue->record_sent_through(a.sequence));
           break;
         case SendAction::Kind::resend: {
           if (epoch_due) {

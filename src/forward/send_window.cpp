@@ -225,7 +225,7 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
       }
     }
   }
-  if (lane.buffer[plan.events - 1].event.sequence > sent_through_) {
+  if (lane.buffer[plan.events - 1].event.sequence > durable_through_) {
     out = SendAction{};
     out.kind = Kind::record_sent;
     out.sequence = lane.batch_high;
@@ -255,6 +255,7 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
       return Dispatch::again;
     }
   }
+  sent_through_ = std::max(sent_through_, a.events.back().sequence);
   if (backlog && backlog_share_) backlog_share_->sent(first.sequence, bytes, now_ms_);
   if (&lane == &lanes_[kCritical]) critical_in_flight_.insert(first.sequence);
   a.kind = Kind::send;

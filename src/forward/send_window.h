@@ -91,12 +91,17 @@
 // owner records no failure for it); a refused message of one event is a
 // failed attempt as above.
 //
-// Durable before send: before the first event above the highest sequence
-// recorded so far goes out, record_sent asks the owner to record the highest
-// sequence of the batch just read (Queue::record_sent_through: a commit
-// with synchronous=FULL, which makes every commit before it durable too).
-// One such commit per batch, not per event; events read again after a
-// rewind, a wrap or a resend are below it and need none.
+// Durable before send: before the first event above the durable sequence
+// goes out, record_sent asks the owner to record the highest sequence of the
+// batch just read (Queue::record_sent_through: a commit with
+// synchronous=FULL, which makes every commit before it durable too, and
+// returns the highest sequence committed before it, now durable). The owner
+// passes that back (sent_through_recorded): the reads up to it go out with
+// no other barrier, so a writer's stream of small commits costs one synced
+// commit per round of sends, not one per read. Events read again after a
+// rewind, a wrap or a resend are below it and need none. sent_through() is
+// the highest sequence handed out to send (what a confirmation may cover);
+// durable_through() what the barrier made durable, at or above it.
 //
 // One step, after the owner reported the completions (completed()):
 // begin_step(), then next() until it returns idle. next() returns, in this
@@ -174,7 +179,7 @@ struct SendAction {
     expire,           // Queue::expire_due(), then expired()
     mark_published,   // Queue::mark_published(acks()), then marked()
     read,             // Queue::next_batch(after, limit) (critical: Queue::next_critical), then batch_read()
-    record_sent,      // Queue::record_sent_through(sequence), then sent_through_recorded(sequence)
+    record_sent,      // Queue::record_sent_through(sequence), then sent_through_recorded(what it returned)
     send,             // encode and publish `events` as one message: sent() just before
                       // publishing; nothing to report if it cannot be encoded (a
                       // permanent failure; only a message of one event can fail so)
@@ -227,7 +232,11 @@ class SendWindow {
   // elements: empty, or each event's batch element (empty for one that
   // cannot be encoded). Requires: elements empty or as many as events.
   void batch_read(std::vector<StoredEvent> events, std::vector<std::string> elements = {});
-  void sent_through_recorded(std::int64_t sequence) noexcept { sent_through_ = std::max(sent_through_, sequence); }
+  // durable_through: what Queue::record_sent_through returned, every event
+  // up to it durable.
+  void sent_through_recorded(std::int64_t durable_through) noexcept {
+    durable_through_ = std::max(durable_through_, durable_through);
+  }
   // Server confirmation: send every unconfirmed event again. Stops sending,
   // waits until nothing is in flight, marks the acknowledgements, asks for
   // resend, then reads from sequence 0.
@@ -271,6 +280,7 @@ class SendWindow {
   bool rewinding() const noexcept;
   // The highest sequence recorded with record_sent (0: none this run).
   std::int64_t sent_through() const noexcept { return sent_through_; }
+  std::int64_t durable_through() const noexcept { return durable_through_; }
 
  private:
   enum class Phase { ack_timeout, poll, expire, rewind, wrap, dispatch, lanes, flush, drained, done };
@@ -332,7 +342,8 @@ class SendWindow {
   bool resend_wanted_ = false;
   std::int64_t resend_through_ = 0;  // reads take the unconfirmed events up to it too
   std::int64_t wrap_resend_through_ = 0;  // ... from the next wrap on
-  std::int64_t sent_through_ = 0;  // recorded by record_sent
+  std::int64_t sent_through_ = 0;     // the highest sequence handed out to send
+  std::int64_t durable_through_ = 0;  // made durable by record_sent
   std::uint64_t last_data_version_ = 0;
   std::int64_t next_poll_ms_;
   std::int64_t next_expire_ms_;

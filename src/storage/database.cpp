@@ -315,7 +315,8 @@ void open_connection(Connection& out, const std::filesystem::path& path, const C
         db.exec("PRAGMA auto_vacuum = INCREMENTAL");
       }
       const auto mode = db.execAndGet("PRAGMA journal_mode = WAL").getString();
-      if (mode != "wal" && options.log)
+      out.wal = mode == "wal";
+      if (!out.wal && options.log)
         options.log(LogLevel::warning, "journal_mode is " + mode + ", not wal, on " + path.string());
       db.exec(options.durability == Durability::full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
       set_wal_limits(db, options.max_wal_bytes, out);
@@ -370,6 +371,24 @@ void open_connection(Connection& out, const std::filesystem::path& path, const C
 Connection::Connection(const std::filesystem::path& file, const ConnectionSettings& settings)
     : path(file), busy_timeout(settings.busy_timeout) {
   open_connection(*this, path, settings);
+}
+
+namespace {
+sqlite3_file* wal_file(SQLite::Database& db) {
+  sqlite3_file* file = nullptr;
+  if (sqlite3_file_control(db.getHandle(), "main", SQLITE_FCNTL_JOURNAL_POINTER, &file) != SQLITE_OK) return nullptr;
+  return file != nullptr && file->pMethods != nullptr ? file : nullptr;
+}
+}  // namespace
+
+bool Connection::wal_open() { return wal && wal_file(*db) != nullptr; }
+
+void Connection::sync_wal() {
+  sqlite3_file* file = wal ? wal_file(*db) : nullptr;
+  const int rc = file ? file->pMethods->xSync(file, SQLITE_SYNC_NORMAL) : SQLITE_MISUSE;
+  if (rc != SQLITE_OK)
+    throw Error(ErrorKind::io, path.string() + "-wal: syncing it failed (" + sqlite3_errstr(rc) +
+                                   "): check the storage device and its free space");
 }
 
 void Connection::limit_wal() { edge_outbox::limit_wal(*db, path, wal_limit_bytes, busy_timeout); }

@@ -111,6 +111,18 @@ struct Connection {
   int schema_revision = 0;  // below 2 only on a read-only connection to a file not yet migrated
   std::uint64_t wal_limit_bytes = 0;  // see limit_wal; 0 for read-only connections
   std::uint64_t commits = 0;          // write transactions committed (WriteTransaction::commit)
+  bool wal = false;                   // journal_mode is WAL (a read-write connection)
+
+  // Whether the connection is in WAL mode with its -wal open (after its
+  // first transaction).
+  bool wal_open();
+  // Syncs the -wal file (the connection's own sqlite3_file, through its
+  // VFS), outside any transaction: every commit that returned before the
+  // call, of any connection, is durable once it returns (a commit that a
+  // checkpoint already took out of the -wal is in the database file, which
+  // the checkpoint synced). Requires: wal_open(). Throws Error(io) when the
+  // sync fails.
+  void sync_wal();
 };
 
 // An IMMEDIATE write transaction that takes its turn at the connection's

@@ -124,7 +124,7 @@ const std::string select_unconfirmed = "SELECT " + event_columns + " FROM outbox
 const std::string count_unconfirmed = "SELECT count(*) FROM outbox WHERE " + unconfirmed_row;
 const std::string any_unconfirmed = "SELECT 1 FROM outbox WHERE " + unconfirmed_row + " LIMIT 1";
 const std::string lowest_pending = "SELECT min(sequence) FROM outbox WHERE " + pending_row;
-const std::string highest_committed = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'";
+const std::string highest_committed_sequence = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'";
 // Named: the planner may prefer the table's rowid range, which reads whole rows.
 const std::string count_pending_in = "SELECT count(*) FROM outbox INDEXED BY outbox_pending WHERE " + pending_row +
                                      " AND sequence BETWEEN ? AND ?";
@@ -160,7 +160,7 @@ const std::string clear_all_acks = "UPDATE outbox SET acked_at = NULL WHERE " + 
 const std::string clear_acks_between =
     "UPDATE outbox SET acked_at = NULL WHERE " + unconfirmed_row + " AND sequence BETWEEN ? AND ?";
 const std::string raise_sent_through_value =
-    "UPDATE outbox_meta SET value = max(value, ?) WHERE key = 'sent_through'";
+    "UPDATE outbox_meta SET value = ?1 WHERE key = 'sent_through' AND value < ?1";
 const std::string read_meta_integer = "SELECT value FROM outbox_meta WHERE key = ?";
 // A key of its own, which the previous release neither reads nor minds.
 const std::string write_backlog_end_value =
@@ -245,7 +245,7 @@ PendingRange pending_range(SQLite::Database& db) {
   PendingRange r;
   const auto lowest = db.execAndGet(lowest_pending);
   if (!lowest.isNull()) r.lowest = lowest.getInt64();
-  SQLite::Statement q(db, highest_committed);
+  SQLite::Statement q(db, highest_committed_sequence);
   if (q.executeStep()) r.committed = q.getColumn(0).getInt64();
   return r;
 }
@@ -560,10 +560,21 @@ std::int64_t OutboxTables::clear_acks(std::int64_t first, std::int64_t last) {
   return clear.exec();
 }
 
-void OutboxTables::raise_sent_through(std::int64_t sequence) {
+bool OutboxTables::raise_sent_through(std::int64_t sequence) {
   SQLite::Statement raise(db_, raise_sent_through_value);
   raise.bind(1, sequence);
-  raise.exec();
+  return raise.exec() > 0;
+}
+
+std::int64_t OutboxTables::sent_through() {
+  SQLite::Statement read(db_, read_meta_integer);
+  read.bind(1, "sent_through");
+  return read.executeStep() ? read.getColumn(0).getInt64() : 0;
+}
+
+std::int64_t OutboxTables::highest_committed() {
+  SQLite::Statement q(db_, highest_committed_sequence);
+  return q.executeStep() ? q.getColumn(0).getInt64() : 0;
 }
 
 std::int64_t OutboxTables::backlog_end() {
@@ -583,8 +594,7 @@ bool OutboxTables::has_unsent() { return !unsent(0, 1).empty(); }
 std::int64_t OutboxTables::floor() {
   const auto lowest = db_.execAndGet(lowest_pending);
   if (!lowest.isNull()) return lowest.getInt64();
-  SQLite::Statement q(db_, highest_committed);
-  return (q.executeStep() ? q.getColumn(0).getInt64() : 0) + 1;
+  return highest_committed() + 1;
 }
 
 void OutboxTables::for_each_pending(std::int64_t from, std::int64_t through,

@@ -112,10 +112,14 @@ class OutboxTables {
   std::int64_t clear_acks();
   // The same for the pending events with first <= sequence <= last.
   std::int64_t clear_acks(std::int64_t first, std::int64_t last);
-  // Raises the meta key sent_through to sequence. When it does not rise,
-  // SQLite writes no page (an overwrite with the same bytes leaves the page
-  // clean), so the commit has nothing to sync.
-  void raise_sent_through(std::int64_t sequence);
+  // Raises the meta key sent_through to sequence; returns whether it rose.
+  // When it does not, SQLite writes no page, so the commit has nothing to
+  // sync.
+  bool raise_sent_through(std::int64_t sequence);
+  // The meta key sent_through (0: none).
+  std::int64_t sent_through();
+  // The highest sequence ever committed (sqlite_sequence; 0: none).
+  std::int64_t highest_committed();
   // Live first: the meta key backlog_end (0 when absent: no backlog), and
   // its replacement.
   std::int64_t backlog_end();

@@ -166,6 +166,10 @@ struct Queue::Impl {
   std::int64_t report_written_ms = 0;  // monotonic: when rewritable_report was written
   std::int64_t report_delay_ms = 0;
   std::size_t max_report_payload = DroppedReportRules{}.max_payload_bytes;
+  // record_sent_through: no sync of the -wal is owed. False until this
+  // Queue's first sync: a process that ended between its raise and its sync
+  // left a recorded sent_through whose commits may not be on disk.
+  bool wal_synced = false;
 };
 
 Queue::Queue(const std::filesystem::path& path, QueueOptions options)
@@ -306,9 +310,38 @@ std::size_t Queue::resend_unconfirmed_in(std::int64_t first, std::int64_t last) 
   return static_cast<std::size_t>(cleared);
 }
 
-void Queue::record_sent_through(std::int64_t sequence) {
+std::int64_t Queue::record_sent_through(std::int64_t sequence) {
   auto& d = *impl_;
-  d.commit_synchronously("recording the sent-through sequence", [&] { d.tables.raise_sent_through(sequence); });
+  const char* what = "recording the sent-through sequence";
+  std::int64_t recorded = sequence;
+  bool raised = false;
+  // Under the write lock, every commit up to the highest committed sequence
+  // precedes this one in the WAL, so a sync after this commit covers them all.
+  auto raise = [&] {
+    raised = d.tables.raise_sent_through(std::max(sequence, d.tables.highest_committed()));
+    recorded = d.tables.sent_through();
+  };
+  if (d.options.durability == Durability::full || !d.connection.wal_open()) {
+    d.commit_synchronously(what, raise);
+    return recorded;
+  }
+  // Durability::normal in WAL mode: the raise commits without a sync, and
+  // the -wal is synced after it, outside the write lock, so that the
+  // application's commits go on meanwhile instead of waiting for the disk.
+  try {
+    WriteTransaction tx(d.connection);
+    raise();
+    tx.commit();
+  } catch (const SQLite::Exception& e) {
+    throw sqlite_error(e, d.connection.path, what);
+  }
+  if (raised || !d.wal_synced) {
+    d.wal_synced = false;  // until the sync returns: a failed one is owed again
+    d.connection.sync_wal();
+    d.wal_synced = true;
+  }
+  d.connection.limit_wal();
+  return recorded;
 }
 
 std::int64_t Queue::backlog_end() {

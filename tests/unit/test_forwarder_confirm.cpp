@@ -644,7 +644,7 @@ TEST_CASE("no stream status without device_topic or with publish_stream_status o
   }
 }
 
-TEST_CASE("durable before send: the highest sequence of each batch is recorded before it goes out") {
+TEST_CASE("durable before send: the highest committed sequence is recorded before the first event goes out") {
   test::TempDir dir;
   OutboxOptions oo;
   oo.durability = Durability::normal;
@@ -660,12 +660,16 @@ TEST_CASE("durable before send: the highest sequence of each batch is recorded b
   Forwarder forwarder(outbox, queue_options_from(oo), broker.publisher(), o);
   forwarder.start();
   REQUIRE(eventually([&] { return broker.outstanding() == 2; }));
-  CHECK(Queue(dir / "app.db").position().sent_through == 4);  // the first batch: 1..4
+  // The first batch was 1..4; its barrier's sync covered all ten.
+  CHECK(Queue(dir / "app.db").position().sent_through == 10);
   broker.ack_all_later();
   broker.complete_outstanding();
   REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
+  // Committed after the barrier: a barrier of its own before it goes.
+  enqueue(outbox, 2);
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
   forwarder.stop();
-  CHECK(Queue(dir / "app.db").position().sent_through == 10);
+  CHECK(Queue(dir / "app.db").position().sent_through == 12);
 }
 
 TEST_CASE("server mode options are checked") {

@@ -217,18 +217,18 @@ TEST_CASE("position: floor, committed (never reused), pending, unconfirmed, conf
 
   queue.mark_published(std::span(all).first(2));  // broker mode for the first two
   queue.mark_acked(std::span(all).subspan(2, 2));
-  queue.record_sent_through(all[3]);
+  queue.record_sent_through(all[3]);  // the barrier covers all five committed
   p = queue.position();
   CHECK(p.floor == all[2]);
   CHECK(p.pending == 3);
   CHECK(p.unconfirmed == 2);
-  CHECK(p.sent_through == all[3]);
+  CHECK(p.sent_through == all[4]);
 
   // Everything settled: the floor is past the highest committed sequence.
   queue.mark_published(std::span(all).subspan(4));
   queue.confirm_through(all[3]);
   p = queue.position();
-  CHECK(p == StreamPosition{all[4] + 1, all[4], 0, 0, all[3], all[3]});
+  CHECK(p == StreamPosition{all[4] + 1, all[4], 0, 0, all[3], all[4]});
 
   // The highest committed sequence stays when its row is gone: a new event
   // never takes an old sequence.
@@ -321,6 +321,26 @@ TEST_CASE("record_sent_through only rises; each rise is a commit another connect
   queue.record_sent_through(8);
   CHECK(other.execAndGet("PRAGMA data_version").getInt64() != version);
   CHECK(other.execAndGet("SELECT value FROM outbox_meta WHERE key = 'sent_through'").getInt64() == 8);
+}
+
+TEST_CASE("record_sent_through records every event committed before it, and returns the highest") {
+  test::TempDir dir;
+  OutboxOptions options;
+  options.durability = Durability::normal;
+  Outbox outbox(dir / "t.db", options);
+  enqueue(outbox, 50);
+  Queue queue(dir / "t.db", queue_options_from(options));
+  SQLite::Database other((dir / "t.db").string());
+  // Asked for the first batch's 3, the barrier's sync covers all 50.
+  CHECK(queue.record_sent_through(3) == 50);
+  CHECK(queue.position().sent_through == 50);
+  // Below it: nothing to record, no commit to sync.
+  const auto version = other.execAndGet("PRAGMA data_version").getInt64();
+  CHECK(queue.record_sent_through(20) == 50);
+  CHECK(other.execAndGet("PRAGMA data_version").getInt64() == version);
+  enqueue(outbox, 5);
+  CHECK(queue.record_sent_through(51) == 55);
+  CHECK(other.execAndGet("SELECT value FROM outbox_meta WHERE key = 'sent_through'").getInt64() == 55);
 }
 
 TEST_CASE("unconfirmed events count against max_pending_events, and drop_oldest evicts them with a report") {

@@ -41,6 +41,9 @@ struct Rig {
   int backlogs_drained = 0;
   std::size_t message_bytes = 0;  // each send's wire bytes, as the owner reports them
   std::vector<std::int64_t> recorded;  // every record_sent, in order
+  // The highest sequence added: Queue::record_sent_through makes every
+  // event committed before it durable and returns the highest.
+  std::int64_t committed = 0;
   std::vector<std::string> log;        // "record 6", "send 4", "send 5,6,7" ... in order
   // Batches: reads hand the window each event's element (its size from
   // element_bytes, else 20 bytes) when `elements` is set.
@@ -69,6 +72,7 @@ struct Rig {
       e.topic = topic;
       pending[s] = e;
     }
+    committed = std::max(committed, to);
   }
 
   // One step as the forwarder thread does it. Returns what was sent, in
@@ -139,7 +143,7 @@ struct Rig {
         case Kind::record_sent:
           recorded.push_back(a.sequence);
           log.push_back("record " + std::to_string(a.sequence));
-          w.sent_through_recorded(a.sequence);
+          w.sent_through_recorded(std::max(a.sequence, committed));
           break;
         case Kind::resend:
           ++resends;
@@ -399,19 +403,35 @@ TEST_CASE("draining: the window asks whether anything is pending once nothing is
   CHECK(rig.marked == Seqs{1, 2});
 }
 
-TEST_CASE("durable before send: one record per batch, before the batch's first event goes out") {
+TEST_CASE("durable before send: one record covers every event committed before it, before the first goes out") {
   Rig rig;
   rig.add(1, 7);  // batches of 3: 1-3, 4-6, 7
   SendWindow w(Rig::options(), rig.now());
   CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
-  CHECK(rig.log == std::vector<std::string>{"record 3", "send 1", "send 2", "send 3", "record 6", "send 4"});
-  CHECK(w.sent_through() == 6);
+  // The record made 1..7 durable: the reads of 4-6 and 7 need none.
+  CHECK(rig.log == std::vector<std::string>{"record 3", "send 1", "send 2", "send 3", "send 4"});
+  CHECK(w.durable_through() == 7);
+  CHECK(w.sent_through() == 4);  // what a confirmation may cover: what went out
   rig.complete(w, {1, 2, 3, 4}, Outcome::acknowledged);
   CHECK(rig.step(w) == Seqs{5, 6, 7});
-  CHECK(rig.recorded == Seqs{3, 6, 7});  // 5 and 6 were covered by the second batch's record
+  CHECK(rig.recorded == Seqs{3});
+  CHECK(w.sent_through() == 7);
   rig.complete(w, {5, 6, 7}, Outcome::acknowledged);
   CHECK(rig.step(w).empty());
   CHECK(rig.pending.empty());
+}
+
+TEST_CASE("durable before send: an event committed after the last record waits for a record of its own") {
+  Rig rig;
+  rig.add(1, 2);
+  SendWindow w(Rig::options(), rig.now());
+  CHECK(rig.step(w) == Seqs{1, 2});
+  rig.add(3, 5);  // committed after the record: not covered by it
+  w.queue_changed();
+  rig.complete(w, {1, 2}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{3, 4, 5});
+  CHECK(rig.log == std::vector<std::string>{"record 2", "send 1", "send 2", "record 5", "send 3", "send 4", "send 5"});
+  CHECK(w.durable_through() == 5);
 }
 
 TEST_CASE("durable before send: events sent again after a loss need no new record") {
@@ -449,7 +469,7 @@ TEST_CASE("resend: waits for the publishes in flight, marks the acknowledgements
   CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
   CHECK(rig.resends == 1);
   CHECK(rig.log.front() == "resend");
-  CHECK(rig.recorded == Seqs{3, 6});  // nothing new to record: all were sent before
+  CHECK(rig.recorded == Seqs{3});  // nothing new to record: the first record covered 1..6
   rig.complete(w, {1, 2, 3, 4}, Outcome::acknowledged);
   CHECK(rig.step(w) == Seqs{5, 6});
   rig.complete(w, {5, 6}, Outcome::acknowledged);
