@@ -86,6 +86,13 @@ struct State {
 
 }  // namespace fake_publisher_detail
 
+// The value of a message's user property `name` ("" when it has none).
+inline std::string property(const OutgoingMessage& m, const std::string& name) {
+  for (const auto& [k, v] : m.user_properties)
+    if (k == name) return v;
+  return {};
+}
+
 class FakePublisher final : public Publisher {
  public:
   using State = fake_publisher_detail::State;

@@ -37,16 +37,12 @@
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
+using edge_outbox::test::property;
 using edge_outbox::test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
 
-std::string property(const OutgoingMessage& m, const std::string& name) {
-  for (const auto& [k, v] : m.user_properties)
-    if (k == name) return v;
-  return {};
-}
 
 ForwarderOptions fast_options() {
   ForwarderOptions o;

@@ -18,17 +18,8 @@
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
+using edge_outbox::test::property;
 using namespace std::chrono_literals;
-
-namespace {
-
-std::string property(const OutgoingMessage& m, const std::string& name) {
-  for (const auto& [k, v] : m.user_properties)
-    if (k == name) return v;
-  return {};
-}
-
-}  // namespace
 
 TEST_CASE("a forwarder stops at a damaged page of the outbox, sends nothing past it, and names salvage") {
   test::TempDir dir;
