@@ -295,12 +295,15 @@ struct Forwarder::Impl {
   void follow_backlog(SendWindow& window, bool new_connection) {
     if (options.order != ForwarderOptions::Order::live_first) return;
     if (!backlog_loaded) {
-      window.set_backlog_end(queue->backlog_end());
+      const auto end = queue->backlog_end();
+      backlog_in_file = end > 0;
+      window.set_backlog_end(end);
       backlog_loaded = true;
     }
-    if (!new_connection || window.backlog_end() > 0 || !queue->has_unsent()) return;
+    if (!new_connection || backlog_in_file || !queue->has_unsent()) return;
     const auto end = queue->position(Queue::Counts::presence).committed;
     queue->record_backlog_end(end);
+    backlog_in_file = end > 0;
     window.set_backlog_end(end);
     log(LogLevel::info, "forwarder: live first: the backlog ends at sequence " + std::to_string(end) +
                             "; events committed after it go ahead of it");
@@ -969,9 +972,14 @@ struct Forwarder::Impl {
           read(window, a);
           break;
         case SendAction::Kind::backlog_drained:
-          queue->record_backlog_end(0);
+          // The backlog of an outage (live first, in the file), or a resend
+          // (in memory only).
+          if (backlog_in_file) {
+            queue->record_backlog_end(0);
+            backlog_in_file = false;
+            log(LogLevel::info, "forwarder: the backlog is sent; events go in commit order again");
+          }
           window.backlog_cleared();
-          log(LogLevel::info, "forwarder: the backlog is sent; events go in commit order again");
           break;
         case SendAction::Kind::record_sent:
           window.sent_through_recorded(queue->record_sent_through(a.sequence));
@@ -1156,6 +1164,7 @@ struct Forwarder::Impl {
   BacklogCounts counts;                  // the last complete count
   std::int64_t confirmed_applied = 0;  // the highest through given to Queue::confirm_through
   bool backlog_loaded = false;         // live first: the file's backlog end was read
+  bool backlog_in_file = false;        // ... and is not 0
   bool resend_on_connect = false;      // a connection came up: resend once the link is seen up
   std::int64_t connect_resend_at_ms = 0;  // ... and the retained confirmation came, or at this time
   std::int64_t connect_resend_through = 0;  // ... the unconfirmed events up to here

@@ -26,7 +26,7 @@ bool SendWindow::caught_up() const noexcept {
 }
 
 bool SendWindow::rewinding() const noexcept {
-  return next_backlog_end_ != kNone || any_lane([](const Lane& l) { return l.rewind_to != kNone; });
+  return resend_wanted_ || next_backlog_end_ != kNone || any_lane([](const Lane& l) { return l.rewind_to != kNone; });
 }
 
 bool SendWindow::buffers_empty() const noexcept {
@@ -38,8 +38,37 @@ void SendWindow::queue_changed() noexcept {
 }
 
 void SendWindow::set_backlog_end(std::int64_t sequence) noexcept {
+  // A resend under way keeps what it resends in the backlog lane.
+  sequence = std::max<std::int64_t>(sequence, resend_through_);
   if (sequence == backlog_end_ && next_backlog_end_ == kNone) return;
   next_backlog_end_ = std::max<std::int64_t>(sequence, 0);
+}
+
+void SendWindow::resent(std::int64_t unconfirmed_through) noexcept {
+  resend_wanted_ = false;
+  start_resend(unconfirmed_through);
+}
+
+void SendWindow::start_resend(std::int64_t through) noexcept {
+  resend_through_ = std::max<std::int64_t>(through, 0);
+  auto rewind_to_start = [](Lane& l) { l.rewind_to = std::min<std::int64_t>(l.rewind_to, l.start + 1); };
+  if (resend_through_ == 0) {
+    // The owner made the events unsent: every lane reads them again.
+    any_lane([&](Lane& l) {
+      rewind_to_start(l);
+      return false;
+    });
+    return;
+  }
+  // Critical events are resent by their own lane, the rest by the backlog
+  // lane, which a resend extends up to what it resends (taking effect as a
+  // rewind); the live lane goes on above it.
+  rewind_to_start(lanes_[kCritical]);
+  if (resend_through_ > backlog_end()) {
+    next_backlog_end_ = resend_through_;
+  } else {
+    rewind_to_start(lanes_[kBacklog]);
+  }
 }
 
 // Nothing in flight, the acknowledgements marked: both lanes from their
@@ -59,6 +88,7 @@ void SendWindow::apply_backlog_end() noexcept {
 void SendWindow::backlog_cleared() noexcept {
   if (next_backlog_end_ != kNone) return;  // a new one is on its way
   backlog_end_ = 0;
+  resend_through_ = 0;  // the backlog lane resent everything up to its end
   lanes_[kLive].start = 0;
   lanes_[kBacklog] = Lane{};
 }
@@ -169,22 +199,15 @@ void SendWindow::sent(std::int64_t sequence, std::int64_t now_ms, std::size_t wi
   in_flight_.insert_or_assign(sequence, std::vector<std::int64_t>());
 }
 
-void SendWindow::resend_unconfirmed() noexcept {
-  resend_wanted_ = true;
-  // Then each lane's cursor goes back to its start.
-  any_lane([](Lane& l) {
-    l.rewind_to = std::min<std::int64_t>(l.rewind_to, l.start + 1);
-    return false;
-  });
-}
-
 SendAction SendWindow::read(std::size_t lane) {
   reading_lane_ = lane;
   const Lane& l = lanes_[lane];
   SendAction a;
   a.kind = SendAction::Kind::read;
   a.after = l.cursor;
-  a.unconfirmed_through = resend_through_;
+  // A resend is the backlog lane's (and the critical lane's, for critical
+  // events); the live lane reads events sent for the first time only.
+  a.unconfirmed_through = lane == kLive && backlog_end_ > 0 ? 0 : resend_through_;
   a.critical = lane == kCritical;
   // Reads take a full message at least, and no more than the lane can hold.
   a.limit = std::max(options_.batch_size, options_.batch.max_events);
@@ -325,7 +348,8 @@ SendAction SendWindow::next() {
             lane.caught_up = false;
             return false;
           });
-          resend_through_ = wrap_resend_through_;  // 0 unless a reconnect asked for it
+          resend_through_ = 0;
+          if (wrap_resend_through_ > 0) start_resend(wrap_resend_through_);  // a reconnect asked for it
           wrap_resend_through_ = 0;
           last_wrap_ms_ = now_ms_;
           wrap_wanted_ = false;

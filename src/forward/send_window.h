@@ -22,13 +22,17 @@
 //               acknowledgements are marked and the cursor moves back to just
 //               before the oldest not_sent sequence: reading, in order, again.
 //   resending   (server confirmation) the unconfirmed events are to be sent
-//               again: like rewinding, to the start; once nothing is in
-//               flight and the acknowledgements are marked, resend (the
-//               owner names the highest sequence sent: resent(through)),
-//               then reading from sequence 0, the reads taking the
-//               unconfirmed events up to through as well, as they are (no
-//               row is rewritten), until a read catches up with nothing in
-//               flight, or a wrap.
+//               again: like rewinding; once nothing is in flight and the
+//               acknowledgements are marked, resend (the owner names the
+//               highest sequence sent: resent(through)). The resend is a
+//               backlog lane up to through (see Lanes), held in memory
+//               only: its reads, from sequence 0, take the unconfirmed
+//               events up to through as well, as they are (no row is
+//               rewritten), while events above through (sent for the first
+//               time) go ahead of it in the live lane, so a resend of a
+//               million events does not delay a new one. A resend with
+//               through 0 (the owner made the events unsent itself) starts
+//               every lane again instead.
 // Critical lane (SendWindowOptions::critical_first): the pending critical
 // events, read on their own (SendAction::critical) and sent ahead of every
 // other lane, in sequence order; the other lanes leave them out of their
@@ -44,7 +48,8 @@
 // behind them) that keeps their round trip near live_delay_target
 // (forward/backlog_share.h), and the live lane does not linger. Without B there is
 // one lane, the live one from sequence 0: plain commit order. A lane's
-// not_sent rewinds that lane; a resend or a wrap starts both again. Once
+// not_sent rewinds that lane; a wrap starts both again, and a resend
+// extends the backlog up to what it resends (above, resending). Once
 // the backlog lane is caught up with nothing of it buffered or in flight,
 // backlog_drained asks the owner to forget B (backlog_cleared()). A new B
 // takes effect like a rewind: once nothing is in flight and the
@@ -240,13 +245,11 @@ class SendWindow {
   // Server confirmation: send every unconfirmed event again. Stops sending,
   // waits until nothing is in flight, marks the acknowledgements, asks for
   // resend, then reads from sequence 0.
-  void resend_unconfirmed() noexcept;
-  // unconfirmed_through: the reads from sequence 0 take the unconfirmed
-  // events up to it as well (0: the owner made them unsent itself).
-  void resent(std::int64_t unconfirmed_through = 0) noexcept {
-    resend_wanted_ = false;
-    resend_through_ = unconfirmed_through;
-  }
+  void resend_unconfirmed() noexcept { resend_wanted_ = true; }
+  // unconfirmed_through: the backlog lane's reads from sequence 0 take the
+  // unconfirmed events up to it as well, behind the events above it (0: the
+  // owner made them unsent itself: every lane reads again from its start).
+  void resent(std::int64_t unconfirmed_through = 0) noexcept;
   // Lanes: the backlog ends at sequence (0: none, one lane). Takes effect
   // once nothing is in flight (as a rewind). Requires: sequence >= 0.
   void set_backlog_end(std::int64_t sequence) noexcept;
@@ -257,8 +260,8 @@ class SendWindow {
     return next_backlog_end_ != kNone ? next_backlog_end_ : backlog_end_;
   }
   // Server confirmation, after a reconnect: the unconfirmed events up to
-  // unconfirmed_through go again at the next wrap (once caught up: what is
-  // unsent goes first), read as they are.
+  // unconfirmed_through go again from the next wrap (once caught up: what
+  // is unsent goes first), read as they are, as a resend does.
   void resend_at_wrap(std::int64_t unconfirmed_through) noexcept {
     wrap_resend_through_ = std::max(wrap_resend_through_, unconfirmed_through);
     wrap_wanted_ = true;
@@ -320,6 +323,7 @@ class SendWindow {
   bool buffers_empty() const noexcept;
   bool backlog_done() const noexcept;
   void apply_backlog_end() noexcept;
+  void start_resend(std::int64_t through) noexcept;
 
   SendWindowOptions options_;
   AckTimeout ack_timeout_;
@@ -340,7 +344,7 @@ class SendWindow {
   bool wrap_wanted_ = false;
   bool retry_wanted_ = false;
   bool resend_wanted_ = false;
-  std::int64_t resend_through_ = 0;  // reads take the unconfirmed events up to it too
+  std::int64_t resend_through_ = 0;  // the backlog lane's reads take the unconfirmed events up to it too
   std::int64_t wrap_resend_through_ = 0;  // ... from the next wrap on
   std::int64_t sent_through_ = 0;     // the highest sequence handed out to send
   std::int64_t durable_through_ = 0;  // made durable by record_sent

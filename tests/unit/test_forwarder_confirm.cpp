@@ -8,6 +8,8 @@
 // test_forwarder_confirm_mosquitto.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -34,6 +36,7 @@
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
+using edge_outbox::test::property;
 using edge_outbox::test::eventually;
 using namespace std::chrono_literals;
 
@@ -274,6 +277,42 @@ TEST_CASE("server mode: sending unconfirmed events again rewrites none of their 
   REQUIRE(eventually([&] { return event_publishes(broker) == 24 && forwarder.stats().in_flight == 0; }));
   CHECK(acked_at() == first);
   CHECK(forwarder.stats().unconfirmed == 8);
+  forwarder.stop();
+}
+
+TEST_CASE("server mode: an event recorded during a resend goes out ahead of the unconfirmed events sent again") {
+  test::TempDir dir;
+  Outbox outbox(dir / "app.db");
+  enqueue(outbox, 200);
+  auto clock = std::make_shared<test::ManualClock>();
+  test::FakeBroker broker;
+  auto o = server_options_timed_by(clock);
+  o.max_in_flight = 4;
+  o.publish_stream_status = false;  // the broker's outstanding publishes are events only
+  Forwarder forwarder(outbox, broker.publisher(), o);
+  forwarder.start();
+  REQUIRE(eventually([&] { return forwarder.stats().unconfirmed == 200; }));
+  broker.hold_all();
+  clock->advance(1000);  // no confirmation: all 200 go again
+  REQUIRE(eventually([&] { return forwarder.stats().resends == 1 && broker.outstanding() == 4; }));
+  enqueue(outbox, 1);  // sequence 201, recorded while the resend goes on
+  REQUIRE(eventually([&] { return outbox.stats().pending == 201; }));
+  // The window's next free slot takes it, not the slot after 196 resends.
+  for (int round = 0; round < 3; ++round) {
+    REQUIRE(eventually([&] { return broker.outstanding() == 4; }));
+    broker.complete_outstanding();
+  }
+  REQUIRE(eventually([&] { return broker.outstanding() == 4; }));
+  std::vector<std::int64_t> sequences;  // of the events sent, in order
+  for (const auto& m : broker.sent())
+    if (m.topic.find("/events/") != std::string::npos) sequences.push_back(std::stoll(property(m, "sequence")));
+  REQUIRE(sequences.size() == 216);  // 200, then four rounds of four
+  const auto at = std::find(sequences.begin() + 200, sequences.end(), 201);
+  CHECK(at != sequences.end());  // among the first 16 of the resend's, not behind 200
+  broker.ack_all_later();
+  broker.complete_outstanding();
+  broker.deliver(confirmation(outbox.stream_id(), 201));
+  REQUIRE(eventually([&] { return outbox.stats().pending == 0; }));
   forwarder.stop();
 }
 

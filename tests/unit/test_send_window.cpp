@@ -38,6 +38,7 @@ struct Rig {
   bool server = false;
   std::map<std::int64_t, StoredEvent> acked;
   int resends = 0;
+  bool resend_rewrites = false;  // resend as Queue::resend_unconfirmed (rows made unsent), not as a cursor
   int backlogs_drained = 0;
   std::size_t message_bytes = 0;  // each send's wire bytes, as the owner reports them
   std::vector<std::int64_t> recorded;  // every record_sent, in order
@@ -114,7 +115,12 @@ struct Rig {
         case Kind::read: {
           std::vector<StoredEvent> batch;
           std::vector<std::string> texts;
-          for (auto it = pending.upper_bound(a.after); it != pending.end() && batch.size() < a.limit; ++it) {
+          // Queue::next_batch(after, limit, unconfirmed_through): the unsent
+          // events, and the unconfirmed ones up to unconfirmed_through.
+          std::map<std::int64_t, StoredEvent> readable = pending;
+          for (const auto& [seq, e] : acked)
+            if (seq <= a.unconfirmed_through) readable.emplace(seq, e);
+          for (auto it = readable.upper_bound(a.after); it != readable.end() && batch.size() < a.limit; ++it) {
             if (a.critical && it->second.priority != Priority::critical) continue;
             batch.push_back(it->second);
             if (elements) {
@@ -148,9 +154,13 @@ struct Rig {
         case Kind::resend:
           ++resends;
           log.push_back("resend");
-          pending.insert(acked.begin(), acked.end());
-          acked.clear();
-          w.resent();
+          if (resend_rewrites) {  // Queue::resend_unconfirmed: the rows become unsent
+            pending.insert(acked.begin(), acked.end());
+            acked.clear();
+            w.resent();
+          } else {  // as the forwarder does: read again as they are, up to what was sent
+            w.resent(w.sent_through());
+          }
           break;
         case Kind::backlog_drained:
           ++backlogs_drained;
@@ -489,8 +499,36 @@ TEST_CASE("resend while disconnected happens at once; the events go out after th
   w.resend_unconfirmed();
   CHECK(rig.step(w, false).empty());
   CHECK(rig.resends == 1);
-  CHECK(rig.pending.size() == 2);
+  CHECK(rig.acked.size() == 2);  // read again as they are: no row rewritten
   CHECK(rig.step(w, true) == Seqs{1, 2});
+}
+
+TEST_CASE("a resend of unconfirmed events goes behind events sent for the first time") {
+  Rig rig;
+  rig.server = true;
+  rig.add(1, 40);
+  SendWindow w(Rig::options(), rig.now());
+  auto acknowledge_rounds = [&](int rounds) {
+    for (int round = 0; round < rounds; ++round) rig.complete(w, rig.step(w), Outcome::acknowledged);
+  };
+  acknowledge_rounds(12);
+  REQUIRE(rig.acked.size() == 40);
+  w.resend_unconfirmed();  // no confirmation came: all 40 again
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
+  CHECK(w.backlog_end() == 40);  // the resend is a backlog lane, in memory
+  rig.add(41, 42);               // recorded while the resend goes on
+  w.queue_changed();
+  rig.complete(w, {1, 2}, Outcome::acknowledged);
+  CHECK(rig.step(w) == Seqs{41, 42});  // the next free slots: not behind 38 resends
+  rig.complete(w, {3, 4, 41, 42}, Outcome::acknowledged);
+  // Once the resend has been through its backlog, one lane again.
+  acknowledge_rounds(12);
+  CHECK(w.backlog_end() == 0);
+  CHECK(rig.backlogs_drained == 1);
+  CHECK(rig.acked.size() == 42);
+  rig.add(43, 43);
+  w.queue_changed();
+  CHECK(rig.step(w) == Seqs{43});
 }
 
 // --- messages of several events (SendWindowOptions::batch) ------------------
@@ -804,7 +842,7 @@ TEST_CASE("live first: durable before send records the live lane's high mark onc
   CHECK(rig.log == std::vector<std::string>{"record 9", "send 9", "send 1", "send 2", "send 3"});
 }
 
-TEST_CASE("live first: a resend of unconfirmed events starts both lanes again, live first") {
+TEST_CASE("live first: a resend of unconfirmed events extends the backlog to what it resends; new events go first") {
   Rig rig;
   rig.server = true;
   rig.add(1, 4);
@@ -816,9 +854,11 @@ TEST_CASE("live first: a resend of unconfirmed events starts both lanes again, l
   CHECK(rig.step(w) == Seqs{3, 4});
   w.resend_unconfirmed();  // server confirmation asks for them all again
   rig.complete(w, {3, 4}, Outcome::acknowledged);
-  CHECK(rig.step(w) == Seqs{5, 6, 1, 2});
+  rig.add(7, 7);
+  w.queue_changed();
+  CHECK(rig.step(w) == Seqs{7, 1, 2, 3});
   CHECK(rig.resends == 1);
-  CHECK(w.backlog_end() == 4);
+  CHECK(w.backlog_end() == 6);
 }
 
 TEST_CASE("without live first a backlog end is never set and the order is the commit order") {
