@@ -503,6 +503,20 @@ TEST_CASE("resend while disconnected happens at once; the events go out after th
   CHECK(rig.step(w, true) == Seqs{1, 2});
 }
 
+TEST_CASE("a resend of events the owner made unsent again (resend hints) reads every lane again from its start") {
+  Rig rig;
+  rig.server = true;
+  rig.resend_rewrites = true;
+  rig.add(1, 3);
+  SendWindow w(Rig::options(), rig.now());
+  REQUIRE(rig.step(w) == Seqs{1, 2, 3});
+  rig.complete(w, {1, 2, 3}, Outcome::acknowledged);
+  REQUIRE(rig.step(w).empty());
+  w.resend_unconfirmed();
+  CHECK(rig.step(w) == Seqs{1, 2, 3});
+  CHECK(w.backlog_end() == 0);  // no lane of its own: the rows are unsent again
+}
+
 TEST_CASE("a resend of unconfirmed events goes behind events sent for the first time") {
   Rig rig;
   rig.server = true;
