@@ -13,6 +13,10 @@
 # Prints frames per commit and -wal bytes per event by b-tree. The -wal
 # only: a checkpoint writes each distinct page once more, and /proc/self/io
 # (bench_write) counts whole 4 KiB kernel pages. AV=NONE: auto_vacuum off.
+# COMPACT=1: a row shape no release writes (a 16-byte time-ordered binary id,
+# one number for the stream's topic, type and content type, a boot number)
+# with revision 4's indexes on the pending rows, for the estimate in
+# docs/library.md ("Flash wear").
 import collections
 import os
 import re
@@ -29,6 +33,21 @@ def block(name):
 V1 = block('schema_v1')
 REVISIONS = ''.join(block(name) for name in sorted(set(re.findall(r'constexpr const char\* (schema_revision_\d+) =', src))))
 
+COMPACT = os.environ.get('COMPACT') == '1'
+COMPACT_DDL = '''
+CREATE TABLE outbox_meta (key TEXT PRIMARY KEY, value ANY NOT NULL) WITHOUT ROWID;
+CREATE TABLE outbox (sequence INTEGER PRIMARY KEY AUTOINCREMENT, event_id BLOB NOT NULL UNIQUE,
+  stream_ref INTEGER NOT NULL, payload BLOB NOT NULL, attributes TEXT, priority INTEGER NOT NULL DEFAULT 1,
+  created_at INTEGER NOT NULL, created_boot INTEGER NOT NULL, created_mono INTEGER NOT NULL, ttl_ms INTEGER,
+  attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT, published_at INTEGER, published_boot INTEGER,
+  published_mono INTEGER, acked_at INTEGER);
+CREATE INDEX outbox_pending ON outbox(sequence) WHERE published_at IS NULL;
+CREATE INDEX outbox_unconfirmed ON outbox(sequence) WHERE published_at IS NULL AND acked_at IS NOT NULL;
+CREATE INDEX outbox_critical ON outbox(sequence) WHERE published_at IS NULL AND priority = 0;
+CREATE INDEX outbox_low ON outbox(sequence) WHERE published_at IS NULL AND priority = 2;
+INSERT INTO outbox_meta VALUES ('published_total', 0), ('confirmed_through', 0), ('sent_through', 0);
+'''
+
 def make(path, page=1024, extra='', autovac=os.environ.get('AV','INCREMENTAL')):
     for s in ('', '-wal', '-shm'):
         try: os.remove(path + s)
@@ -36,7 +55,8 @@ def make(path, page=1024, extra='', autovac=os.environ.get('AV','INCREMENTAL')):
     db = sqlite3.connect(path, isolation_level=None)
     db.execute('PRAGMA page_size=%d' % page); db.execute('PRAGMA auto_vacuum=%s' % autovac)
     db.execute('PRAGMA journal_mode=WAL')
-    db.executescript('BEGIN;' + V1 + "INSERT INTO outbox_meta VALUES('schema_version',1),('published_total',0),('dropped_total',0);" + REVISIONS + extra + 'COMMIT;')
+    schema = COMPACT_DDL if COMPACT else V1 + "INSERT INTO outbox_meta VALUES('schema_version',1),('published_total',0),('dropped_total',0);" + REVISIONS
+    db.executescript('BEGIN;' + schema + extra + 'COMMIT;')
     db.execute('PRAGMA wal_checkpoint(TRUNCATE)')
     return db
 
@@ -65,9 +85,13 @@ class Wal:
 
 BOOT = str(uuid.uuid4()); n_id = [0]
 INS = ("INSERT INTO outbox (event_id, topic, type, content_type, payload, attributes, priority, created_at, created_boot, created_mono, ttl_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+if os.environ.get('COMPACT') == '1':
+    INS = ("INSERT INTO outbox (event_id, stream_ref, payload, attributes, priority, created_at, created_boot, created_mono, ttl_ms) VALUES (?,?,?,?,?,?,?,?,?)")
 PAY = bytes((97 + (i*7) % 26) for i in range(120))
 def row():
     n_id[0] += 1
+    if COMPACT:
+        return (n_id[0].to_bytes(8, 'big') + os.urandom(8), 1, PAY, None, 1, int(time.time()*1000), 1, int(time.monotonic()*1000), None)
     return ('0190b3c4-0000-7000-8000-%012d' % n_id[0], 'devices/bench/events/reading', 'bench.reading', 'application/octet-stream', PAY, None, 1, int(time.time()*1000), BOOT, int(time.monotonic()*1000), None)
 
 def insert_case(per_txn, txns, extra='', page=1024):
