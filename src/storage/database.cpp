@@ -77,10 +77,10 @@ CREATE TABLE outbox_dead (
 )sql";
 
 // Revision 2 of version 1: additive, so that a release that knows only
-// revision 1 still opens the file and its writes still work. (Every revision
-// keeps that: it adds, or drops only what no earlier release's statement
-// names, as revision 4 does) (the new column
-// has a NULL default; its INSERT names the columns it knows).
+// revision 1 still opens the file and its writes still work (the new column
+// has a NULL default; its INSERT names the columns it knows). Every revision
+// keeps that: it adds, or drops only what no release's statement names
+// (revision 4).
 //   acked_at            server confirmation: when the broker acknowledged a
 //                       pending event that now waits for the server's
 //                       confirmation (wall ms); NULL: not sent yet

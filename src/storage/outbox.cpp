@@ -17,8 +17,8 @@
 #include "storage/outbox_impl.h"
 #include "storage/outbox_tables.h"
 #include "storage/sqlite_errors.h"
-#include "storage/write_count.h"
 #include "storage/validate.h"
+#include "storage/write_count.h"
 
 namespace edge_outbox {
 namespace {

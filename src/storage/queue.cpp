@@ -14,10 +14,10 @@
 #include "storage/dropped_events.h"
 #include "storage/outbox_tables.h"
 #include "storage/sqlite_errors.h"
-#include "storage/write_count.h"
 #include "storage/stream_sessions.h"
 #include "storage/uuid.h"
 #include "storage/validate.h"
+#include "storage/write_count.h"
 
 namespace edge_outbox {
 namespace {
