@@ -77,6 +77,15 @@ json event_json(const edge_outbox::StoredEvent& e) {
   return j;
 }
 
+// Flash wear: what the file's writers recorded (docs/library.md, "Flash wear").
+std::string written_text(const edge_outbox::OutboxStats& s) {
+  if (s.written_since_ms <= 0) return "- (no writer of this release has recorded its writes yet)";
+  const auto per_event = s.file_events_written > 0 ? std::to_string(s.file_bytes_written / s.file_events_written) : "-";
+  return per_event + " (" + std::to_string(s.file_bytes_written) + " bytes written to the -wal for " +
+         std::to_string(s.file_events_written) + " events in the last " + age_text(s.written_since_ms) +
+         ", recorded by the writers at most once a minute)";
+}
+
 int cmd_status(const std::string& db, bool as_json) {
   auto outbox = open_outbox(db, edge_outbox::OpenMode::inspect);
   const auto problems = outbox.check_integrity(edge_outbox::IntegrityCheck::quick, 10);
@@ -107,6 +116,11 @@ int cmd_status(const std::string& db, bool as_json) {
            {"database_bytes", s.database_bytes},
            {"wal_bytes", s.wal_bytes}};
     j["oldest_pending_age_ms"] = s.oldest_pending_age ? json(s.oldest_pending_age->count()) : json(nullptr);
+    j["bytes_written"] = s.file_bytes_written;
+    j["events_written"] = s.file_events_written;
+    j["bytes_written_per_event"] = s.file_events_written > 0 ? json(s.file_bytes_written / s.file_events_written)
+                                                             : json(nullptr);
+    j["written_since_ms"] = s.written_since_ms > 0 ? json(s.written_since_ms) : json(nullptr);
     std::cout << j.dump() << '\n';
     return exit_code::ok;
   }
@@ -122,6 +136,7 @@ int cmd_status(const std::string& db, bool as_json) {
             << "dropped total    " << s.dropped_total << '\n'
             << "file size        " << s.database_bytes << " bytes\n"
             << "wal size         " << s.wal_bytes << " bytes\n"
+            << "bytes per event  " << written_text(s) << '\n'
             << "quick check      ok\n";
   return exit_code::ok;
 }
@@ -332,8 +347,9 @@ int main(int argc, char** argv) {
   std::string salvage_to, salvage_topic;
 
   auto* status = app.add_subcommand("status", "Pending, unconfirmed, oldest pending age, dead letters, published "
-                                              "total, file and WAL size, schema version, PRAGMA quick_check (changes "
-                                              "nothing; exits 1 if the check finds damage)");
+                                              "total, file and WAL size, bytes written per event, schema version, "
+                                              "PRAGMA quick_check (changes nothing; exits 1 if the check finds "
+                                              "damage)");
   auto* check = app.add_subcommand("check", "PRAGMA integrity_check: every page, record and index (changes "
                                             "nothing; reads the whole file; exits 1 and names the damage)");
   auto* pending = app.add_subcommand("pending", "List pending events (unconfirmed ones included), oldest first");

@@ -63,6 +63,18 @@ struct OutboxStats {
   // Additive changes within the version (see docs/library.md); 1 for a file
   // not migrated yet (opened with OpenMode::inspect).
   int schema_revision = 0;
+  // Flash wear (docs/library.md): the bytes this Outbox's commits wrote to
+  // the -wal since it opened (SQLite's count of the pages it wrote, times
+  // page + 24), and the events they enqueued...
+  std::uint64_t bytes_written = 0;
+  std::uint64_t events_written = 0;
+  // ... and the same summed over every writer of the file (the Outboxes and
+  // Queues of this release or later) since written_since_ms (0: nothing
+  // recorded yet), as the file records them: each writer adds its share at
+  // most once a minute. What edge-outbox-ctl status shows.
+  std::uint64_t file_bytes_written = 0;
+  std::uint64_t file_events_written = 0;
+  std::int64_t written_since_ms = 0;
 };
 
 enum class IntegrityCheck {

@@ -153,7 +153,7 @@ class Queue {
   // server mode, unconfirmed events are not read again until
   // resend_unconfirmed, or the overload below reads them as they are) with
   // sequence > after_sequence, oldest first, read
-  // with keyset pagination over the outbox_unsent index (never a scan of the
+  // with keyset pagination over the outbox_pending index (never a scan of the
   // whole table). Memory is bounded by limit. Dead-letters expired events
   // first (expire_due).
   std::vector<StoredEvent> next_batch(std::int64_t after_sequence, std::size_t limit);

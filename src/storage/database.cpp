@@ -78,7 +78,9 @@ CREATE TABLE outbox_dead (
 
 // Revision 2 of version 1: additive, so that a release that knows only
 // revision 1 still opens the file and its writes still work (the new column
-// has a NULL default; its INSERT names the columns it knows).
+// has a NULL default; its INSERT names the columns it knows). Every revision
+// keeps that: it adds, or drops only what no release's statement names
+// (revision 4).
 //   acked_at            server confirmation: when the broker acknowledged a
 //                       pending event that now waits for the server's
 //                       confirmation (wall ms); NULL: not sent yet
@@ -103,6 +105,26 @@ INSERT OR REPLACE INTO outbox_meta(key, value) VALUES ('schema_revision', 2);
 constexpr const char* schema_revision_3 = R"sql(
 CREATE INDEX outbox_critical ON outbox(sequence) WHERE published_at IS NULL AND priority = 0;
 INSERT OR REPLACE INTO outbox_meta(key, value) VALUES ('schema_revision', 3);
+)sql";
+
+// Revision 4: fewer b-trees written per event (flash wear, docs/library.md).
+// It drops two indexes that every normal-priority insert wrote (a leaf page
+// each per commit, again at the checkpoint) and whose reads another index
+// serves; it adds nothing an insert of a normal event writes. Still
+// compatible both ways: no statement of an earlier release names a dropped
+// index (INDEXED BY names only outbox_pending, outbox_unconfirmed and
+// outbox_critical), so its reads still run, over another plan, and its
+// INSERT is unchanged.
+//   outbox_evictable    gone: drop_oldest evicts low events over outbox_low,
+//                       then normal ones over outbox_pending (oldest first)
+//   outbox_unsent       gone: the forwarder's keyset reads run over
+//                       outbox_pending (unsent = pending, not acknowledged)
+//   outbox_low          an entry per pending low-priority event only
+constexpr const char* schema_revision_4 = R"sql(
+DROP INDEX IF EXISTS outbox_evictable;
+DROP INDEX IF EXISTS outbox_unsent;
+CREATE INDEX IF NOT EXISTS outbox_low ON outbox(sequence) WHERE published_at IS NULL AND priority = 2;
+INSERT OR REPLACE INTO outbox_meta(key, value) VALUES ('schema_revision', 4);
 )sql";
 
 [[noreturn]] void fail(ErrorKind kind, const std::filesystem::path& path, const std::string& why) {
@@ -251,6 +273,10 @@ int migrate_revisions(SQLite::Database& db, int revision) {
     db.exec(schema_revision_3);
     revision = 3;
   }
+  if (revision < 4) {
+    db.exec(schema_revision_4);
+    revision = 4;
+  }
   return revision;
 }
 
@@ -322,6 +348,7 @@ void open_connection(Connection& out, const std::filesystem::path& path, const C
       set_wal_limits(db, options.max_wal_bytes, out);
     }
     db.exec("PRAGMA foreign_keys = ON");
+    out.frame_bytes = static_cast<std::uint64_t>(db.execAndGet("PRAGMA page_size").getInt64()) + 24;
 
     if (inspect) {
       if (!table_exists(db, "outbox_meta"))

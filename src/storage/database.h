@@ -27,12 +27,13 @@
 namespace edge_outbox {
 
 // schema_version: a file with a higher one is refused (an incompatible
-// change). schema_revision: additive changes within one version (new columns
-// with defaults, indexes, meta keys) that a release knowing an older revision
-// can ignore, so it still opens and writes the file. A file without the key
-// is revision 1.
+// change). schema_revision: changes within one version that a release
+// knowing an older revision can ignore, so it still opens and writes the
+// file: new columns with defaults, indexes, meta keys, and dropped indexes
+// that no statement of any release names (revision 4). A file without the
+// key is revision 1.
 inline constexpr int current_schema_version = 1;
-inline constexpr int current_schema_revision = 3;
+inline constexpr int current_schema_revision = 4;
 
 // The page size of a database file this library creates (docs/library.md,
 // "Flash wear"): every commit rewrites whole pages (the table's and each
@@ -111,6 +112,14 @@ struct Connection {
   int schema_revision = 0;  // below 2 only on a read-only connection to a file not yet migrated
   std::uint64_t wal_limit_bytes = 0;  // see limit_wal; 0 for read-only connections
   std::uint64_t commits = 0;          // write transactions committed (WriteTransaction::commit)
+  // Flash wear (storage/write_count.h): the size of a -wal frame (page +
+  // 24), the events this connection's commits enqueued, and how much of what
+  // it wrote its last record_written put in the file, and when.
+  std::uint64_t frame_bytes = 0;
+  std::uint64_t events_written = 0;
+  std::uint64_t recorded_bytes = 0;
+  std::uint64_t recorded_events = 0;
+  std::int64_t last_recorded_mono = -1;  // -1: never
   bool wal = false;                   // journal_mode is WAL (a read-write connection)
 
   // Whether the connection is in WAL mode with its -wal open (after its

@@ -5,6 +5,7 @@
 
 #include "storage/outbox_impl.h"
 #include "storage/sqlite_errors.h"
+#include "storage/write_count.h"
 
 namespace edge_outbox {
 
@@ -30,11 +31,13 @@ OpenTransaction::~OpenTransaction() = default;
 
 std::vector<std::string> OpenTransaction::commit() NO_THREAD_SAFETY_ANALYSIS {
   try {
+    record_written(impl_.connection, *impl_.options.clock);
     tx_->commit();
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, impl_.path, "committing a transaction");
   }
   auto ids = std::move(transaction_.ids_);
+  impl_.connection.events_written += ids.size();
   impl_.connection.limit_wal();
   turn_.reset();
   if (!ids.empty()) impl_.notify_subscribers();

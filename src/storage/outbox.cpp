@@ -18,6 +18,7 @@
 #include "storage/outbox_tables.h"
 #include "storage/sqlite_errors.h"
 #include "storage/validate.h"
+#include "storage/write_count.h"
 
 namespace edge_outbox {
 namespace {
@@ -91,6 +92,9 @@ Outbox::Impl::Impl(const std::filesystem::path& file, OutboxOptions opts)
   if (options.mode != OpenMode::inspect) record_boot_at_open(connection, tables);
 }
 
+// No other thread uses an Outbox that is being destroyed.
+Outbox::Impl::~Impl() NO_THREAD_SAFETY_ANALYSIS { record_written_at_close(connection, *options.clock); }
+
 void Outbox::Impl::require_writable(const char* operation) const {
   if (options.mode == OpenMode::inspect)
     throw Error(ErrorKind::invalid_argument,
@@ -143,6 +147,12 @@ OutboxStats Outbox::stats() const {
     s.wal_bytes = wal_bytes(d.path);
     s.schema_version = d.schema_version;
     s.schema_revision = d.connection.schema_revision;
+    s.bytes_written = wal_bytes_written(d.connection);
+    s.events_written = d.connection.events_written;
+    const auto totals = written_totals(*d.connection.db);
+    s.file_bytes_written = totals.bytes;
+    s.file_events_written = totals.events;
+    s.written_since_ms = totals.since_ms;
     read.commit();
   } catch (const SQLite::Exception& e) {
     throw sqlite_error(e, d.path, "reading stats");

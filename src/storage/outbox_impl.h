@@ -23,6 +23,9 @@ namespace edge_outbox {
 
 struct Outbox::Impl {
   Impl(const std::filesystem::path& file, OutboxOptions opts);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);

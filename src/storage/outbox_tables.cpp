@@ -109,8 +109,11 @@ const std::string oldest_pending = "SELECT created_boot, created_mono, created_a
                                    " ORDER BY sequence LIMIT 1";
 const std::string select_pending = "SELECT " + event_columns + " FROM outbox WHERE " + pending_row +
                                    " AND sequence > ? ORDER BY sequence LIMIT ?";
-const std::string select_unsent = "SELECT " + event_columns + " FROM outbox WHERE " + unsent_row +
-                                  " AND sequence > ? ORDER BY sequence LIMIT ?";
+// Over outbox_pending (revision 4 dropped outbox_unsent): the rows it passes
+// over are unconfirmed ones, which the forwarder's cursor has left behind.
+// Named: the table's rowid range would read published history too.
+const std::string select_unsent = "SELECT " + event_columns + " FROM outbox INDEXED BY outbox_pending WHERE " +
+                                  unsent_row + " AND sequence > ? ORDER BY sequence LIMIT ?";
 // A resend that rewrites nothing: the unsent events, and the unconfirmed
 // ones up to ?3 as they are, over the outbox_pending index.
 const std::string select_unsent_or_unconfirmed = "SELECT " + event_columns + " FROM outbox WHERE " + pending_row +
@@ -137,8 +140,13 @@ const std::string insert_event =
     "created_boot, created_mono, ttl_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)";
 const std::string delete_event = "DELETE FROM outbox WHERE sequence = ?";
 const std::string update_payload = "UPDATE outbox SET payload = ? WHERE sequence = ?";
-const std::string select_evictable = "SELECT sequence, priority FROM outbox WHERE " + pending_row +
-                                     " AND priority > 0 ORDER BY priority DESC, sequence LIMIT ?";
+// drop_oldest's victims, lowest priority first, then oldest: the low events
+// over outbox_low, then the others but critical over outbox_pending
+// (revision 4 dropped outbox_evictable, which every normal event wrote).
+const std::string select_evictable_low = "SELECT sequence, priority FROM outbox INDEXED BY outbox_low WHERE " +
+                                         pending_row + " AND priority = 2 ORDER BY sequence LIMIT ?";
+const std::string select_evictable_rest = "SELECT sequence, priority FROM outbox INDEXED BY outbox_pending WHERE " +
+                                          pending_row + " AND priority > 0 AND priority <> 2 ORDER BY sequence LIMIT ?";
 const std::string select_dropped_report = "SELECT sequence, payload FROM outbox WHERE " + pending_row +
                                           " AND priority = 0 AND type = 'outbox.dropped' AND topic = ? AND "
                                           "length(payload) < ? ORDER BY sequence DESC LIMIT 1";
@@ -469,10 +477,14 @@ void OutboxTables::remove(std::span<const std::int64_t> sequences) {
 
 std::vector<std::pair<std::int64_t, Priority>> OutboxTables::evictable(std::size_t count) {
   std::vector<std::pair<std::int64_t, Priority>> out;
-  SQLite::Statement q(db_, select_evictable);
-  q.bind(1, static_cast<std::int64_t>(count));
-  while (q.executeStep())
-    out.emplace_back(q.getColumn("sequence").getInt64(), static_cast<Priority>(q.getColumn("priority").getInt()));
+  for (const auto* sql : {&select_evictable_low, &select_evictable_rest}) {
+    if (out.size() >= count) break;
+    SQLite::Statement q(db_, *sql);
+    q.bind(1, static_cast<std::int64_t>(count - out.size()));
+    while (q.executeStep())
+      out.emplace_back(q.getColumn("sequence").getInt64(),
+                       static_cast<Priority>(std::clamp(q.getColumn("priority").getInt(), 0, 2)));
+  }
   return out;
 }
 
@@ -589,7 +601,13 @@ void OutboxTables::write_backlog_end(std::int64_t sequence) {
   write.exec();
 }
 
-bool OutboxTables::has_unsent() { return !unsent(0, 1).empty(); }
+// Without outbox_unsent a read of the first unsent row would pass over every
+// unconfirmed row; two counts over the partial indexes read index entries only.
+bool OutboxTables::has_unsent() {
+  if (!has_pending()) return false;
+  if (!has_unconfirmed()) return true;
+  return pending_count() > unconfirmed_count();
+}
 
 std::int64_t OutboxTables::floor() {
   const auto lowest = db_.execAndGet(lowest_pending);

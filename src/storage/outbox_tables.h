@@ -55,7 +55,7 @@ class OutboxTables {
   // pending too.
   std::vector<StoredEvent> pending(std::int64_t after_sequence, std::size_t limit);
   // The same for the pending events not yet sent (acked_at IS NULL), over
-  // the outbox_unsent index: what the forwarder reads.
+  // the outbox_pending index: what the forwarder reads.
   // Requires: schema revision 2 or later.
   std::vector<StoredEvent> unsent(std::int64_t after_sequence, std::size_t limit);
   // The same, and the unconfirmed events with sequence <= unconfirmed_through
@@ -76,6 +76,7 @@ class OutboxTables {
 
   // Up to count pending events drop_oldest may evict (not critical), lowest
   // priority first, then oldest: (sequence, priority).
+  // Requires: schema revision 4 or later (the outbox_low index).
   std::vector<std::pair<std::int64_t, Priority>> evictable(std::size_t count);
 
   // The newest pending outbox.dropped report on `topic`, not yet sent, whose

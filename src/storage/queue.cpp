@@ -17,6 +17,7 @@
 #include "storage/stream_sessions.h"
 #include "storage/uuid.h"
 #include "storage/validate.h"
+#include "storage/write_count.h"
 
 namespace edge_outbox {
 namespace {
@@ -76,6 +77,9 @@ struct Queue::Impl {
         tables(*connection.db, *options.clock, options.clock->boot_id(), connection.schema_revision) {
     record_boot_at_open(connection, tables);
   }
+  ~Impl() { record_written_at_close(connection, *options.clock); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
@@ -488,7 +492,10 @@ std::size_t Queue::expire_due() {
     const bool alive = d.tables.alive_due();
     if (due.empty() && !keep && !alive) return 0;
     WriteTransaction tx(d.connection);
-    if (alive) d.tables.record_alive();
+    if (alive) {
+      d.tables.record_alive();
+      record_written(d.connection, *d.options.clock);  // the same outbox_meta page
+    }
     // Read again under the write lock: another connection may have evicted
     // some meanwhile, and those must not be reported as expired.
     if (!due.empty()) due = d.tables.expired(expire_batch);

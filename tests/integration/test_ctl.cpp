@@ -62,13 +62,21 @@ TEST_CASE("status, pending and dead on a good database, as text and JSON") {
   CHECK(r.out.find("unconfirmed      0") != std::string::npos);
   CHECK(r.out.find("dead letters     3") != std::string::npos);
   CHECK(r.out.find("schema version") != std::string::npos);
+  CHECK(r.out.find("bytes per event  ") != std::string::npos);
+  CHECK(r.out.find("for 10 events") != std::string::npos);
 
   r = ctl(dir, {"--db", db.string(), "status", "--json"});
   REQUIRE(r.status == 0);
   auto s = r.summary();
   CHECK(s["pending"] == 8);
   CHECK(s["unconfirmed"] == 0);
-  CHECK(s["schema_revision"] == 3);
+  CHECK(s["schema_revision"] == 4);
+  // The simulator's Outbox recorded its writes when it closed (flash wear).
+  CHECK(s["events_written"] == 10);
+  CHECK(s["bytes_written"].get<std::uint64_t>() > 10 * 1024);  // a page a commit at least
+  CHECK(s["bytes_written_per_event"].get<std::uint64_t>() ==
+        s["bytes_written"].get<std::uint64_t>() / s["events_written"].get<std::uint64_t>());
+  CHECK(s["written_since_ms"].is_number());
   CHECK(s["dead"] == 3);
   CHECK(s["published_total"] == 0);
   CHECK(s["schema_version"].get<int>() >= 1);

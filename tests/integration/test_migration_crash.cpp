@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // SIGKILL during the device schema's migration, with real processes: a
 // forked child opens a big revision-1 file (made by the older DDL) with an
-// Outbox, which migrates it to revision 3 in one transaction, and dies by
+// Outbox, which migrates it to revision 4 in one transaction, and dies by
 // SIGKILL at staggered moments. After each kill the reopened file passes
 // integrity_check, holds every event, and is wholly revision 1 (no acked_at
-// column, no new index or meta key) or wholly revision 3, never a mix.
+// column, no new index or meta key) or wholly revision 4, never a mix.
 //
 // Two kinds of kill: the child kills itself (raise(SIGKILL)) at the Nth
 // progress callback of SQLite after the migration's first statement began
@@ -141,7 +141,7 @@ void fresh_copy(const std::filesystem::path& from, const std::filesystem::path& 
 
 }  // namespace
 
-TEST_CASE("SIGKILL during the schema migration leaves revision 1 or revision 3, whole, never a mix") {
+TEST_CASE("SIGKILL during the schema migration leaves revision 1 or revision 4, whole, never a mix") {
   test::TempDir dir;
   const auto template_file = dir / "template.db";
   const auto file = dir / "device.db";
@@ -157,7 +157,7 @@ TEST_CASE("SIGKILL during the schema migration leaves revision 1 or revision 3, 
   const auto whole = run_child(file, 0, std::nullopt);
   REQUIRE_FALSE(whole.killed);
   REQUIRE(whole.callbacks >= 10);  // a migration long enough to stop in
-  CHECK(check_reopened(file) == 3);
+  CHECK(check_reopened(file) == 4);
   const auto took_us = std::chrono::duration_cast<std::chrono::microseconds>(whole.took).count();
   MESSAGE("a whole migration of " << events << " events: " << whole.callbacks << " progress callbacks, "
                                   << took_us / 1000 << " ms");
@@ -181,13 +181,13 @@ TEST_CASE("SIGKILL during the schema migration leaves revision 1 or revision 3, 
     run_child(file, 0, delay);
     (check_reopened(file) == 1 ? old_revision : new_revision)++;
   }
-  MESSAGE("killed from outside: " << old_revision << " left revision 1, " << new_revision << " revision 3");
+  MESSAGE("killed from outside: " << old_revision << " left revision 1, " << new_revision << " revision 4");
 
   // A file whose migration was killed migrates on the next open.
   fresh_copy(template_file, file);
   REQUIRE(run_child(file, whole.callbacks / 2, std::nullopt).killed);
   Outbox outbox(file);
-  CHECK(outbox.stats().schema_revision == 3);
+  CHECK(outbox.stats().schema_revision == 4);
   CHECK(outbox.stats().pending == static_cast<std::uint64_t>(events));
-  CHECK(check_reopened(file) == 3);
+  CHECK(check_reopened(file) == 4);
 }

@@ -110,21 +110,23 @@ inline void make_revision1_file(const std::filesystem::path& file, std::int64_t 
 }
 
 // What a reopened file says about its schema: revision (1 when the key is
-// absent) and whether each part of revision 2 is there.
+// absent) and whether each part of revisions 2 to 4 is there.
 struct SchemaState {
   int revision = 1;
   bool acked_at_column = false;
-  bool unsent_index = false;
+  bool unsent_index = false;  // revision 2; dropped by revision 4
   bool unconfirmed_index = false;
   bool confirmed_through_key = false;
   bool sent_through_key = false;
-  bool critical_index = false;  // revision 3
-  // All of revisions 2 and 3 or none of them.
+  bool critical_index = false;   // revision 3
+  bool evictable_index = false;  // revision 1; dropped by revision 4
+  bool low_index = false;        // revision 4
+  // All of revisions 2 to 4 or none of them.
   bool whole() const {
-    const bool all = revision == 3 && acked_at_column && unsent_index && unconfirmed_index &&
-                     confirmed_through_key && sent_through_key && critical_index;
+    const bool all = revision == 4 && acked_at_column && !unsent_index && unconfirmed_index &&
+                     confirmed_through_key && sent_through_key && critical_index && !evictable_index && low_index;
     const bool none = revision == 1 && !acked_at_column && !unsent_index && !unconfirmed_index &&
-                      !confirmed_through_key && !sent_through_key && !critical_index;
+                      !confirmed_through_key && !sent_through_key && !critical_index && evictable_index && !low_index;
     return all || none;
   }
 };
@@ -143,6 +145,8 @@ inline SchemaState schema_state(SQLite::Database& db) {
   s.unsent_index = exists("SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = 'outbox_unsent'");
   s.unconfirmed_index = exists("SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = 'outbox_unconfirmed'");
   s.critical_index = exists("SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = 'outbox_critical'");
+  s.evictable_index = exists("SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = 'outbox_evictable'");
+  s.low_index = exists("SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = 'outbox_low'");
   s.confirmed_through_key = exists("SELECT 1 FROM outbox_meta WHERE key = 'confirmed_through'");
   s.sent_through_key = exists("SELECT 1 FROM outbox_meta WHERE key = 'sent_through'");
   return s;

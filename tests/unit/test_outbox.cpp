@@ -15,6 +15,7 @@
 #include <edge_outbox/queue.h>
 
 #include "support/error_checks.h"
+#include "support/manual_clock.h"
 #include "support/temp_dir.h"
 
 using namespace edge_outbox;
@@ -341,4 +342,42 @@ TEST_CASE("writers of one file in one process take turns: every thread's commits
   for (int i = 0; i < 200; ++i) a.enqueue(reading_event(i));
   other.join();
   CHECK(a.stats().pending == 400);
+}
+
+TEST_CASE("flash wear: stats count what this Outbox wrote; the file records every writer's share each minute and at close") {
+  test::TempDir dir;
+  const auto file = dir / "w.db";
+  auto clock = std::make_shared<test::ManualClock>();
+  OutboxOptions options;
+  options.clock = clock;
+  Event e;
+  e.topic = "devices/a/events/reading";
+  e.type = "reading";
+  e.payload = std::string(120, 'p');
+  {
+    Outbox outbox(file, options);
+    outbox.enqueue(e);  // the first commit records (nothing enqueued before it)
+    for (int i = 0; i < 9; ++i) outbox.enqueue(e);
+    auto s = outbox.stats();
+    CHECK(s.events_written == 10);
+    CHECK(s.bytes_written >= 10 * (1024 + 24));  // a frame a commit at least
+    CHECK(s.file_events_written == 0);           // not a minute yet
+    CHECK(s.written_since_ms == clock->wall_ms());
+    clock->advance(61'000);
+    outbox.enqueue(e);  // records the ten before it
+    s = outbox.stats();
+    CHECK(s.file_events_written == 10);
+    CHECK(s.file_bytes_written > 0);
+    CHECK(s.file_bytes_written <= s.bytes_written);
+    // A Queue's writes (acknowledgements, deletes) count too, its events not.
+    Queue queue(file, queue_options_from(options));
+    queue.mark_acked(std::vector<std::int64_t>{1, 2, 3});
+  }
+  OutboxOptions inspect = options;
+  inspect.mode = OpenMode::inspect;
+  Outbox reader(file, inspect);
+  const auto s = reader.stats();
+  CHECK(s.file_events_written == 11);  // the last one recorded at close
+  CHECK(s.file_bytes_written >= 12 * (1024 + 24));
+  CHECK(s.bytes_written == 0);  // a reader writes nothing
 }
