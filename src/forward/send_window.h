@@ -108,7 +108,11 @@
 // (after refilling the window, so that its commit overlaps the sending),
 // backlog_drained (the backlog lane is done), check_drained (draining, and nothing left in the window), and idle with
 // the time to wake: the earliest of the next poll, the next expiry, the next
-// wrap when one is wished, the end of a linger and the ack deadline.
+// wrap when one is wished, the end of a linger and the ack deadline. While a
+// backlog drains, a poll also comes before each read of the backlog lane and
+// before each mark_published after refilling (then the dispatch again: a
+// live event seen goes first), and a mark_published takes at most
+// backlog_marks_per_commit acknowledgements, coming again for the rest.
 #pragma once
 
 #include <chrono>
