@@ -1128,7 +1128,7 @@ struct Forwarder::Impl {
           count_acknowledged();
         }
       }
-      if (!window.acks().empty()) mark_published(window);
+      while (!window.acks().empty()) mark_published(window);
     } catch (const std::exception& e) {
       log(LogLevel::error, std::string("forwarder: cannot record acknowledgements at stop: ") + e.what() +
                                "; those events will be sent again");

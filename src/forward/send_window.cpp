@@ -287,6 +287,12 @@ SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
 }
 
 SendAction SendWindow::next() {
+  SendAction a = next_action();
+  polled_last_ = a.kind == SendAction::Kind::poll;
+  return a;
+}
+
+SendAction SendWindow::next_action() {
   using Kind = SendAction::Kind;
   while (true) {
     switch (phase_) {
@@ -368,7 +374,16 @@ SendAction SendWindow::next() {
               d = dispatch_from(lane, a);
               return d != Dispatch::nothing;
             });
-            if (d == Dispatch::action) return a;
+            if (d == Dispatch::action) {
+              // Lanes: a live event committed since the last poll goes
+              // before this read of the backlog.
+              if (a.kind == Kind::read && reading_lane_ == kBacklog && polls_between() && !polled_last_) {
+                SendAction poll;
+                poll.kind = Kind::poll;
+                return poll;
+              }
+              return a;
+            }
             if (d == Dispatch::nothing) break;
           }
         }
@@ -383,7 +398,17 @@ SendAction SendWindow::next() {
         }
         break;
       case Phase::flush:
-        if (!acks_.empty()) return mark_published();
+        if (!acks_.empty()) {
+          if (polls_between() && !polled_last_) {
+            // A live event committed since the last poll goes before the
+            // commit (which comes again after the dispatch).
+            phase_ = Phase::dispatch;
+            SendAction poll;
+            poll.kind = Kind::poll;
+            return poll;
+          }
+          return mark_published();
+        }
         phase_ = Phase::drained;
         break;
       case Phase::drained:

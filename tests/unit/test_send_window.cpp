@@ -6,7 +6,9 @@
 // polling, draining and the live and backlog lanes.
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,29 @@ struct Rig {
   bool elements = false;
   std::map<std::int64_t, std::size_t> element_bytes;
   std::vector<std::vector<std::int64_t>> messages;  // every send, its sequences
+  // Every poll, read, mark and send, in order: "poll", "read after 4",
+  // "mark 1,2", "send 5".
+  std::vector<std::string> trail;
+  // Called after each read (with its action) and each mark: another
+  // process commits then.
+  std::function<void(const SendAction&)> after_read;
+  std::function<void()> after_mark;
+
+  // An event of another process committed now (the window sees it at a poll).
+  void commit(std::int64_t sequence) {
+    add(sequence, sequence);
+    ++data_version;
+  }
+  std::string trail_text() const {
+    std::string text;
+    for (const auto& t : trail) text += (text.empty() ? "" : "; ") + t;
+    return text;
+  }
+  static std::string list(std::span<const std::int64_t> sequences) {
+    std::string text;
+    for (auto s : sequences) text += (text.empty() ? "" : ",") + std::to_string(s);
+    return text;
+  }
 
   static detail::SendWindowOptions options() {
     detail::SendWindowOptions o;
@@ -92,6 +117,7 @@ struct Rig {
           break;
         case Kind::poll:
           ++polls;
+          trail.push_back("poll");
           w.polled(data_version);
           break;
         case Kind::expire:
@@ -104,6 +130,7 @@ struct Rig {
           break;
         case Kind::mark_published:
           REQUIRE(!w.acks().empty());
+          trail.push_back("mark " + list(w.acks()));
           for (auto s : w.acks()) {
             marked.push_back(s);
             if (server && pending.count(s)) acked[s] = pending[s];
@@ -111,6 +138,7 @@ struct Rig {
           }
           ++mark_transactions;
           w.marked();
+          if (after_mark) after_mark();
           break;
         case Kind::read: {
           std::vector<StoredEvent> batch;
@@ -128,7 +156,9 @@ struct Rig {
               texts.push_back(std::string(size, 'x'));
             }
           }
+          trail.push_back("read after " + std::to_string(a.after));
           w.batch_read(std::move(batch), std::move(texts));
+          if (after_read) after_read(a);
           break;
         }
         case Kind::send: {
@@ -142,6 +172,7 @@ struct Rig {
           }
           sent.push_back(seqs.front());
           log.push_back("send " + text);
+          trail.push_back("send " + text);
           messages.push_back(seqs);
           w.sent(a.events, now(), message_bytes);
           break;
@@ -792,6 +823,59 @@ TEST_CASE("live first: events above the backlog end go ahead of the backlog, whi
   ++rig.data_version;
   rig.complete(w, {22, 5}, Outcome::acknowledged);
   CHECK(rig.step(w) == Seqs{23, 8});
+}
+
+TEST_CASE("live first: a live event committed while the step reads the backlog goes before the backlog's next read") {
+  Rig rig;
+  rig.add(1, 20);
+  auto o = live_first_options();
+  o.max_in_flight = 10;
+  o.critical_first = false;  // (its reads left out of the trail)
+  SendWindow w(o, rig.now());
+  w.set_backlog_end(20);
+  rig.after_read = [&](const SendAction& read) {
+    if (read.after == 0) rig.commit(21);  // during the backlog's first read
+  };
+  CHECK(Rig::list(rig.step(w)) == "1,2,3,21,4,5,6,7,8,9");
+  // A poll before each read of the backlog (none before the live lane's):
+  // the live event goes before the backlog's second read.
+  CHECK(rig.trail_text() ==
+        "poll; read after 20; poll; read after 0; send 1; send 2; send 3; poll; read after 20; send 21; "
+        "read after 21; poll; read after 3; send 4; send 5; send 6; poll; read after 6; send 7; send 8; send 9");
+}
+
+TEST_CASE("live first: while a backlog drains acknowledgements are marked a few at a time, a live event going between") {
+  Rig rig;
+  rig.add(1, 6);
+  auto o = live_first_options();
+  o.backlog_marks_per_commit = 2;
+  o.max_in_flight = 10;
+  o.critical_first = false;  // (its reads left out of the trail)
+  SendWindow w(o, rig.now());
+  w.set_backlog_end(6);
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4, 5, 6});
+  rig.complete(w, {1, 2, 3}, Outcome::acknowledged);
+  rig.after_mark = [&] {
+    if (rig.pending.count(7) == 0) rig.commit(7);  // during the first commit
+  };
+  rig.trail.clear();
+  CHECK(Rig::list(rig.step(w)) == "7");
+  CHECK(rig.trail_text() == "poll; mark 1,2; poll; read after 6; send 7; read after 7; poll; mark 3");
+  CHECK(rig.marked == Seqs{1, 2, 3});
+  CHECK(rig.mark_transactions == 2);
+}
+
+TEST_CASE("without a backlog acknowledgements are marked in one commit") {
+  Rig rig;
+  rig.add(1, 10);
+  auto o = live_first_options();
+  o.backlog_marks_per_commit = 2;
+  SendWindow w(o, rig.now());
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4});
+  rig.complete(w, {1, 2, 3, 4}, Outcome::acknowledged);
+  rig.step(w);
+  CHECK(rig.marked == Seqs{1, 2, 3, 4});
+  CHECK(rig.mark_transactions == 1);
 }
 
 TEST_CASE("live first: the backlog drained, the owner forgets its end once, and the window is one lane again") {
