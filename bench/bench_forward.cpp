@@ -61,6 +61,7 @@
 #include <edge_outbox/outbox.h>
 
 #include "bench_util.h"
+#include "paho_message.h"
 #include "support/mosquitto.h"
 #include "support/process.h"
 
@@ -102,13 +103,9 @@ class RawPublisher final : public mqtt::iaction_listener {
         ++in_flight_;
       }
       // Build the message as the forwarder does: per-event properties.
-      auto msg = mqtt::make_message(b::bench_topic, wire.payload, 1, false);
-      mqtt::properties props;
-      props.add({mqtt::property::CONTENT_TYPE, wire.content_type});
-      for (const auto& [k, v] : wire.user_properties) {
-        props.add({mqtt::property::USER_PROPERTY, k, k == "sequence" ? ce::format_sequence(i) : k == "streamid" ? stream : v});
-      }
-      msg->set_properties(std::move(props));
+      auto msg = b::paho_message(b::bench_topic, wire, [&](const std::string& k, const std::string& v) {
+        return k == "sequence" ? ce::format_sequence(i) : k == "streamid" ? stream : v;
+      });
       client_->publish(msg, nullptr, *this);
     }
     std::unique_lock l(mutex_);

@@ -4,7 +4,11 @@
 //
 // The seed design: select all unpublished rows, then for each one publish
 // it, wait for its PUBACK and update that one row (a transaction per event),
-// until the select comes back empty.
+// until the select comes back empty. It publishes each event as the
+// forwarder does (a CloudEvents binary-mode message: the payload, its
+// content type and one user property per attribute; bench/paho_message.h),
+// so both pay the same per-message cost in Paho and the ratio compares the
+// two designs, not two messages.
 //
 // Both run with the same synchronous mode, twice:
 //   forward_vs_naive_ratio         synchronous=FULL, the library's default
@@ -29,18 +33,22 @@
 
 #include <mqtt/async_client.h>
 
+#include <edge_outbox/wire/cloudevents.h>
+
 #include "bench_util.h"
+#include "paho_message.h"
 #include "support/tcp_proxy.h"
 
 namespace eo = edge_outbox;
 namespace b = edge_outbox::bench;
+namespace cloudevents = edge_outbox::cloudevents;
 
 namespace {
 
 struct Row {
   std::int64_t sequence;
   std::string topic;
-  std::string payload;
+  cloudevents::MqttMessage message;  // the event as the forwarder sends it
 };
 
 // Returns events per second.
@@ -53,18 +61,32 @@ double naive_drain(const std::filesystem::path& file, const std::string& uri, st
   client.connect(connect)->wait();
   const auto clock = eo::system_clock();
   const auto boot = clock->boot_id();
+  const auto stream = db.execAndGet("SELECT value FROM outbox_meta WHERE key = 'stream_id'").getString();
   SQLite::Statement mark(db,
                          "UPDATE outbox SET published_at = ?, published_boot = ?, published_mono = ? WHERE sequence = ?");
   std::uint64_t published = 0;
   const auto t0 = b::SteadyClock::now();
   for (;;) {
     std::vector<Row> rows;
-    SQLite::Statement all(db, "SELECT sequence, topic, payload FROM outbox WHERE published_at IS NULL ORDER BY sequence");
-    while (all.executeStep())
-      rows.push_back({all.getColumn(0).getInt64(), all.getColumn(1).getString(), all.getColumn(2).getString()});
+    SQLite::Statement all(db,
+                          "SELECT sequence, topic, event_id, type, content_type, payload, created_at FROM outbox "
+                          "WHERE published_at IS NULL ORDER BY sequence");
+    while (all.executeStep()) {
+      cloudevents::CloudEvent e;
+      e.sequence = static_cast<std::uint64_t>(all.getColumn(0).getInt64());
+      e.id = all.getColumn(2).getString();
+      e.source = b::forwarder_options().source;
+      e.type = all.getColumn(3).getString();
+      e.datacontenttype = all.getColumn(4).getString();
+      e.data = all.getColumn(5).getString();
+      e.time = cloudevents::format_time(all.getColumn(6).getInt64());
+      e.streamid = stream;
+      e.priority = "normal";
+      rows.push_back({all.getColumn(0).getInt64(), all.getColumn(1).getString(), cloudevents::encode_binary(e)});
+    }
     if (rows.empty()) break;
     for (const auto& row : rows) {
-      client.publish(mqtt::make_message(row.topic, row.payload, 1, false))->wait();
+      client.publish(b::paho_message(row.topic, row.message))->wait();
       mark.reset();
       mark.bind(1, clock->wall_ms());
       mark.bind(2, boot);
