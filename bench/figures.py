@@ -44,6 +44,8 @@ TARGETS = {
     "group_commit_ratio": (">= 0.85", lambda v, f: v >= 0.85),
     "forward_vs_paho_ratio": (">= 0.8", lambda v, f: v >= 0.8),
     "forward_vs_naive_ratio": (">= 3.5", lambda v, f: v >= 3.5),
+    "forward_vs_naive_ratio_normal": (">= 1.2", lambda v, f: v >= 1.2),
+    "durable_before_send_cost": ("<= 0.1", lambda v, f: v <= 0.1),
     "drain_vs_paho_buffer_ratio": (">= 4", lambda v, f: v >= 4),
     "rss_backlog_delta_mib": ("<= 2", lambda v, f: v <= 2),
     "restart_first_publish_ms_1m": ("<= 100", lambda v, f: v <= 100),
