@@ -185,9 +185,9 @@ double run_outbox(const std::filesystem::path& file, eo::Durability durability, 
       continue;
     }
     outbox.transact([&](eo::Transaction& tx) {
-      // Prepared inside the call: transaction.h forbids keeping statements.
-      std::optional<SQLite::Statement> reading;
-      if (with_reading) reading.emplace(tx.db(), reading_insert);
+      // Prepared once by the Outbox (Transaction::statement), as the raw
+      // loop prepares its statements once.
+      SQLite::Statement* reading = with_reading ? &tx.statement(reading_insert) : nullptr;
       for (int r = 0; r < records; ++r) {
         if (reading) {
           reading->reset();
@@ -275,7 +275,7 @@ double run_pipeline(const std::filesystem::path& file, eo::Durability durability
     try {
       for (int i = 0; i < events; ++i) {
         outbox.transact([&](eo::Transaction& tx) {
-          SQLite::Statement reading(tx.db(), reading_insert);
+          auto& reading = tx.statement(reading_insert);
           reading.bind(1, "t1");
           reading.bind(2, 21.5);
           reading.bind(3, static_cast<std::int64_t>(i));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
 
 #include <edge_outbox/event.h>
 
@@ -31,6 +32,16 @@ class Transaction {
   // tables here; the outbox_* tables are the library's.
   SQLite::Database& db() noexcept { return db_; }
 
+  // A statement of yours on db(), prepared once per Outbox and kept for the
+  // next transactions (reset, its bindings cleared): a writer that inserts
+  // a reading per transaction then pays SQLite's parse once, not per
+  // transaction. Valid only during this call, like db(); the Outbox keeps
+  // at most 32 such statements (a 33rd drops those of earlier
+  // transactions). Throws
+  // SQLite::Exception as SQLite::Statement's constructor does (SQL that
+  // does not prepare).
+  SQLite::Statement& statement(const std::string& sql);
+
   // Validates and inserts the event; returns its id (generated if empty).
   // Throws Error(invalid_argument | duplicate_id | storage_full), or
   // Error(io) if an id is to be generated and the kernel gives no random
@@ -43,10 +54,15 @@ class Transaction {
   friend class Outbox;
   friend class OpenTransaction;
   Transaction(Outbox& outbox, SQLite::Database& db) : outbox_(outbox), db_(db) {}
+  ~Transaction() { release_statements(); }
+  // Resets the statements statement() handed out (a statement left in the
+  // middle of its rows would keep its read open past the transaction).
+  void release_statements() noexcept;
 
   Outbox& outbox_;
   SQLite::Database& db_;
   std::vector<std::string> ids_;
+  std::vector<SQLite::Statement*> statements_;  // handed out by statement(), owned by the Outbox
 };
 
 }  // namespace edge_outbox

@@ -31,6 +31,7 @@ OpenTransaction::~OpenTransaction() = default;
 
 std::vector<std::string> OpenTransaction::commit() NO_THREAD_SAFETY_ANALYSIS {
   try {
+    transaction_.release_statements();
     record_written(impl_.connection, *impl_.options.clock);
     tx_->commit();
   } catch (const SQLite::Exception& e) {

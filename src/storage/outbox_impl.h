@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
 
 #include <edge_outbox/outbox.h>
 
@@ -35,6 +37,10 @@ struct Outbox::Impl {
     for (const auto& [token, subscriber] : subscribers) subscriber();
   }
 
+  // Transaction::statement, inside transact.
+  // in_use: the statements the transaction holds, kept when the cache is full.
+  SQLite::Statement& app_statement(const std::string& sql, const std::vector<SQLite::Statement*>& in_use)
+      REQUIRES(mutex);
   // Transaction::enqueue, inside transact on `db`.
   std::string enqueue(Event event, SQLite::Database& db) REQUIRES(mutex);
   // Evicts up to `count` of the lowest-priority, oldest pending events.
@@ -57,6 +63,9 @@ struct Outbox::Impl {
   UuidV7Generator ids GUARDED_BY(mutex);
   std::map<std::uint64_t, std::function<void()>> subscribers GUARDED_BY(mutex);
   std::uint64_t next_subscriber GUARDED_BY(mutex) = 1;
+  // Transaction::statement's cache: the application's statements by SQL,
+  // destroyed before the connection they were prepared on.
+  std::map<std::string, std::unique_ptr<SQLite::Statement>> app_statements GUARDED_BY(mutex);
   const std::string stream_id;
   const int schema_version;
 };

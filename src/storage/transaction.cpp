@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <edge_outbox/transaction.h>
 
+#include <algorithm>
+#include <iterator>
+#include <memory>
 #include <optional>
 
 #include <edge_outbox/error.h>
@@ -43,6 +46,37 @@ std::string Transaction::enqueue(Event event) NO_THREAD_SAFETY_ANALYSIS {
   auto id = outbox_.impl_->enqueue(std::move(event), db_);
   ids_.push_back(id);
   return id;
+}
+
+// As enqueue: only inside transact, under the Outbox's mutex.
+SQLite::Statement& Transaction::statement(const std::string& sql) NO_THREAD_SAFETY_ANALYSIS {
+  auto& statement = outbox_.impl_->app_statement(sql, statements_);
+  if (std::find(statements_.begin(), statements_.end(), &statement) == statements_.end())
+    statements_.push_back(&statement);
+  return statement;
+}
+
+void Transaction::release_statements() noexcept {
+  for (auto* statement : statements_) statement->tryReset();
+  statements_.clear();
+}
+
+SQLite::Statement& Outbox::Impl::app_statement(const std::string& sql, const std::vector<SQLite::Statement*>& in_use) {
+  constexpr std::size_t kMaxStatements = 32;
+  auto it = app_statements.find(sql);
+  if (it != app_statements.end()) {
+    it->second->tryReset();  // an error of its last step was the last transaction's
+    it->second->clearBindings();
+    return *it->second;
+  }
+  if (app_statements.size() >= kMaxStatements) {
+    // Full: the statements of earlier transactions go; this one's stay.
+    for (auto i = app_statements.begin(); i != app_statements.end();) {
+      const bool used = std::find(in_use.begin(), in_use.end(), i->second.get()) != in_use.end();
+      i = used ? std::next(i) : app_statements.erase(i);
+    }
+  }
+  return *app_statements.emplace(sql, std::make_unique<SQLite::Statement>(*connection.db, sql)).first->second;
 }
 
 std::string Outbox::Impl::enqueue(Event event, SQLite::Database& db) {

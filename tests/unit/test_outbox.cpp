@@ -62,6 +62,53 @@ TEST_CASE("a committed transaction holds both the application row and its event"
   CHECK(check.execAndGet("SELECT count(*) FROM readings").getInt() == 1);
 }
 
+TEST_CASE("Transaction::statement prepares the application's statement once and hands it back reset, its bindings cleared") {
+  test::TempDir dir;
+  Outbox outbox(dir / "a.db");
+  create_readings(outbox);
+  const std::string insert = "INSERT INTO readings (value) VALUES (?)";
+  const SQLite::Statement* first = nullptr;
+  for (int i = 0; i < 3; ++i) {
+    outbox.transact([&](Transaction& tx) {
+      auto& statement = tx.statement(insert);
+      if (first == nullptr) first = &statement;
+      CHECK(&statement == first);  // the same prepared statement
+      statement.bind(1, 20.0 + i);
+      statement.exec();
+      tx.enqueue(reading_event(i));
+    });
+  }
+  // Unbound, the value would be NULL: the NOT NULL constraint refuses it and
+  // the transaction rolls back.
+  CHECK_THROWS_AS(outbox.transact([&](Transaction& tx) { tx.statement(insert).exec(); }), SQLite::Exception);
+  SQLite::Database check((dir / "a.db").string());
+  CHECK(check.execAndGet("SELECT count(*) FROM readings").getInt() == 3);
+  CHECK(check.execAndGet("SELECT sum(value) FROM readings").getDouble() == 63.0);
+}
+
+TEST_CASE("Transaction::statement: a query left in the middle of its rows keeps no read open after the transaction") {
+  test::TempDir dir;
+  Outbox outbox(dir / "a.db");
+  create_readings(outbox);
+  outbox.transact([](Transaction& tx) { tx.db().exec("INSERT INTO readings (value) VALUES (1), (2), (3)"); });
+  // More statements than the cache keeps, in one transaction: every one
+  // handed out stays valid until it ends.
+  outbox.transact([](Transaction& tx) {
+    std::vector<SQLite::Statement*> held;
+    for (int i = 0; i < 40; ++i) held.push_back(&tx.statement("SELECT value + " + std::to_string(i) + " FROM readings"));
+    for (int i = 0; i < 40; ++i) {
+      REQUIRE(held[static_cast<std::size_t>(i)]->executeStep());  // the first row only
+      CHECK(held[static_cast<std::size_t>(i)]->getColumn(0).getDouble() == 1.0 + i);
+    }
+  });
+  // A checkpoint that must reach the end of the -wal would wait for an open read.
+  SQLite::Database other((dir / "a.db").string(), SQLite::OPEN_READWRITE);
+  other.exec("INSERT INTO readings (value) VALUES (4)");
+  SQLite::Statement checkpoint(other, "PRAGMA wal_checkpoint(TRUNCATE)");
+  REQUIRE(checkpoint.executeStep());
+  CHECK(checkpoint.getColumn(0).getInt() == 0);  // not busy
+}
+
 TEST_CASE("an exception inside transact leaves neither the application row nor the event") {
   test::TempDir dir;
   Outbox outbox(dir / "a.db");
