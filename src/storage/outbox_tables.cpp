@@ -109,11 +109,8 @@ const std::string oldest_pending = "SELECT created_boot, created_mono, created_a
                                    " ORDER BY sequence LIMIT 1";
 const std::string select_pending = "SELECT " + event_columns + " FROM outbox WHERE " + pending_row +
                                    " AND sequence > ? ORDER BY sequence LIMIT ?";
-// Over outbox_pending (revision 4 dropped outbox_unsent): the rows it passes
-// over are unconfirmed ones, which the forwarder's cursor has left behind.
-// Named: the table's rowid range would read published history too.
-const std::string select_unsent = "SELECT " + event_columns + " FROM outbox INDEXED BY outbox_pending WHERE " +
-                                  unsent_row + " AND sequence > ? ORDER BY sequence LIMIT ?";
+const std::string select_unsent = "SELECT " + event_columns + " FROM outbox WHERE " + unsent_row +
+                                  " AND sequence > ? ORDER BY sequence LIMIT ?";
 // A resend that rewrites nothing: the unsent events, and the unconfirmed
 // ones up to ?3 as they are, over the outbox_pending index.
 const std::string select_unsent_or_unconfirmed = "SELECT " + event_columns + " FROM outbox WHERE " + pending_row +
@@ -601,13 +598,7 @@ void OutboxTables::write_backlog_end(std::int64_t sequence) {
   write.exec();
 }
 
-// Without outbox_unsent a read of the first unsent row would pass over every
-// unconfirmed row; two counts over the partial indexes read index entries only.
-bool OutboxTables::has_unsent() {
-  if (!has_pending()) return false;
-  if (!has_unconfirmed()) return true;
-  return pending_count() > unconfirmed_count();
-}
+bool OutboxTables::has_unsent() { return !unsent(0, 1).empty(); }
 
 std::int64_t OutboxTables::floor() {
   const auto lowest = db_.execAndGet(lowest_pending);

@@ -55,7 +55,7 @@ class OutboxTables {
   // pending too.
   std::vector<StoredEvent> pending(std::int64_t after_sequence, std::size_t limit);
   // The same for the pending events not yet sent (acked_at IS NULL), over
-  // the outbox_pending index: what the forwarder reads.
+  // the outbox_unsent index: what the forwarder reads.
   // Requires: schema revision 2 or later.
   std::vector<StoredEvent> unsent(std::int64_t after_sequence, std::size_t limit);
   // The same, and the unconfirmed events with sequence <= unconfirmed_through

@@ -123,7 +123,7 @@ struct SchemaState {
   bool low_index = false;        // revision 4
   // All of revisions 2 to 4 or none of them.
   bool whole() const {
-    const bool all = revision == 4 && acked_at_column && !unsent_index && unconfirmed_index &&
+    const bool all = revision == 4 && acked_at_column && unsent_index && unconfirmed_index &&
                      confirmed_through_key && sent_through_key && critical_index && !evictable_index && low_index;
     const bool none = revision == 1 && !acked_at_column && !unsent_index && !unconfirmed_index &&
                       !confirmed_through_key && !sent_through_key && !critical_index && evictable_index && !low_index;

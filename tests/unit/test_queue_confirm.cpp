@@ -183,16 +183,16 @@ TEST_CASE("floor and for_each_held: what a confirmation is checked against") {
   CHECK(held == std::vector<std::int64_t>{all[2], all[3], all[4]});
 }
 
-TEST_CASE("next_batch reads unsent rows by a range of the outbox_pending index (revision 4 has no outbox_unsent)") {
+TEST_CASE("next_batch reads unsent rows by a range of the outbox_unsent index, never past the unconfirmed ones") {
   test::TempDir dir;
   { Outbox outbox(dir / "i.db"); }
   SQLite::Database db((dir / "i.db").string());
   SQLite::Statement plan(db,
-                         "EXPLAIN QUERY PLAN SELECT sequence FROM outbox INDEXED BY outbox_pending WHERE published_at "
+                         "EXPLAIN QUERY PLAN SELECT sequence FROM outbox WHERE published_at "
                          "IS NULL AND acked_at IS NULL AND sequence > 0 ORDER BY sequence LIMIT 10");
   std::string detail;
   while (plan.executeStep()) detail += plan.getColumn(3).getString() + ";";
-  CHECK(detail.find("USING INDEX outbox_pending (sequence>?)") != std::string::npos);
+  CHECK(detail.find("USING INDEX outbox_unsent (sequence>?)") != std::string::npos);
   CHECK(detail.find("TEMP B-TREE") == std::string::npos);
   SQLite::Statement confirm_plan(db,
                                  "EXPLAIN QUERY PLAN DELETE FROM outbox WHERE published_at IS NULL AND acked_at IS "
