@@ -258,6 +258,8 @@ def figures_section():
             lines.append(f"- **Machine**: {run['machine']}")
         if run.get("load_average"):
             lines.append(f"- **Load average**: {run['load_average']}")
+        if run.get("note"):
+            lines.append(f"- **Note**: {run['note']}")
         if run.get("mode") == "quick":
             lines.append("- A quick run: smaller workloads (named in the `*_rows` / `*_events` / `*_messages` keys);"
                          " its figures are a smoke test, not comparable with a full run's.")
