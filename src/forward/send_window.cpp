@@ -10,7 +10,10 @@ namespace edge_outbox::detail {
 SendWindow::SendWindow(SendWindowOptions options, std::int64_t now_ms)
     : options_(options), ack_timeout_(options.ack_timeout), next_poll_ms_(now_ms), next_expire_ms_(now_ms),
       last_wrap_ms_(now_ms - options.retry_interval.count()), now_ms_(now_ms) {
-  if (options.backlog_bytes_in_flight > 0) backlog_share_.emplace(options.backlog_bytes_in_flight, options.live_delay_target);
+  // Live first only: a resend in commit order (a backlog lane too) keeps the
+  // whole window, as before there were lanes.
+  if (options.live_first && options.backlog_bytes_in_flight > 0)
+    backlog_share_.emplace(options.backlog_bytes_in_flight, options.live_delay_target);
   if (options.max_bytes_per_second > 0)
     bandwidth_.emplace(options.max_bytes_per_second, std::max<std::uint64_t>(options.max_bytes_per_second / 10, 1024),
                        now_ms);

@@ -162,7 +162,8 @@ struct SendWindowOptions {
   // backlog messages in flight at first, which a live message waits behind
   // in the link and the broker; then as much as keeps their acknowledgement
   // round trip within live_delay_target (0: the first limit stays).
-  // backlog_bytes_in_flight 0: no limit.
+  // backlog_bytes_in_flight 0: no limit. Live first only: without it, a
+  // resend's backlog lane takes the whole window.
   std::size_t backlog_bytes_in_flight = 64 * 1024;
   std::chrono::milliseconds live_delay_target{10};
   // While a backlog drains: a mark_published takes at most this many

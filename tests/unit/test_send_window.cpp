@@ -534,6 +534,23 @@ TEST_CASE("resend while disconnected happens at once; the events go out after th
   CHECK(rig.step(w, true) == Seqs{1, 2});
 }
 
+TEST_CASE("in commit order, a resend's backlog lane takes the whole window: no share of the link") {
+  Rig rig;
+  rig.server = true;
+  rig.add(1, 8);
+  for (auto& [s, e] : rig.pending) e.payload = std::string(60, 'x');
+  auto o = Rig::options();
+  o.backlog_bytes_in_flight = 100;  // would hold two messages of 60 bytes in live first
+  SendWindow w(o, rig.now());
+  rig.complete(w, rig.step(w), Outcome::acknowledged);
+  rig.complete(w, rig.step(w), Outcome::acknowledged);
+  rig.step(w);
+  REQUIRE(rig.acked.size() == 8);
+  w.resend_unconfirmed();
+  CHECK(rig.step(w) == Seqs{1, 2, 3, 4});  // max_in_flight, not the share
+  CHECK(w.backlog_end() == 8);
+}
+
 TEST_CASE("a resend of events the owner made unsent again (resend hints) reads every lane again from its start") {
   Rig rig;
   rig.server = true;
