@@ -1138,10 +1138,36 @@ TEST_CASE("BacklogShare: grows while the backlog's round trips stay within the t
   CHECK(share.limit() == 60 * 1024);
   share.completed(4, true, 61);
   CHECK(share.bytes() == 0);
-  for (std::int64_t s = 10; s < 100; ++s) {  // a slow link: down to the floor, never below
+  for (std::int64_t s = 10; s < 100; ++s) {  // 40 ms above the link's own 10: down to the floor, never below
     share.sent(s, 1024, s * 100);
     share.completed(s, true, s * 100 + 50);
   }
   CHECK(share.limit() == detail::BacklogShare::floor);
   CHECK(share.room());
+}
+
+TEST_CASE("BacklogShare: a link's own round trip is not queueing: on a 100 ms link the share grows while round trips stay near it") {
+  detail::BacklogShare share(64 * 1024, std::chrono::milliseconds(10));
+  std::int64_t now = 1'000'000;
+  for (std::int64_t s = 1; s <= 20; ++s) {  // a cellular link: 100-105 ms, no queue
+    share.sent(s, 8 * 1024, now);
+    share.completed(s, true, now + 100 + s % 6);
+    now += 10;
+  }
+  CHECK(share.limit() == 64 * 1024 + 20 * 8 * 1024);
+  share.sent(21, 8 * 1024, now);
+  share.completed(21, true, now + 130);  // 30 ms above the link's own: a queue
+  CHECK(share.limit() < 64 * 1024 + 20 * 8 * 1024);
+  // The route gets slower for good (200 ms): taken for queueing at first,
+  // then, after two base windows, for the link's own, and the share grows
+  // again.
+  auto lowest = share.limit();
+  for (std::int64_t s = 22; s < 200; ++s) {
+    now += 1'000;
+    share.sent(s, 1024, now);
+    share.completed(s, true, now + 200);
+    lowest = std::min(lowest, share.limit());
+  }
+  CHECK(lowest == detail::BacklogShare::floor);
+  CHECK(share.limit() >= lowest + 40 * 1024);
 }
