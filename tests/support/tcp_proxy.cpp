@@ -223,8 +223,9 @@ void TcpProxy::run() {
       }
     }
     const auto now = Clock::now();
+    // Bursts of 10 ms at most, as a link that serializes its bytes.
     tokens = std::min(tokens + std::chrono::duration<double>(now - last_refill).count() * bandwidth,
-                      bandwidth / 10 + 1024);
+                      bandwidth / 100 + 1024);
     last_refill = now;
     const bool forwarding = mode == Mode::pass || mode == Mode::slow || mode == Mode::delay;
 
@@ -251,7 +252,12 @@ void TcpProxy::run() {
     }
 
     const bool reading = forwarding && (mode != Mode::slow || tokens >= 1);
-    Clock::duration timeout = mode == Mode::slow ? std::chrono::milliseconds(10) : std::chrono::milliseconds(50);
+    // Slow and out of tokens: back when the next byte may go.
+    Clock::duration timeout = std::chrono::milliseconds(50);
+    if (mode == Mode::slow && tokens < 1)
+      timeout = std::max<Clock::duration>(std::chrono::microseconds(100),
+                                          std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>((1 - tokens) / bandwidth)));
     std::vector<pollfd> fds;
     fds.push_back({wake_pipe_[0], POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
@@ -295,7 +301,7 @@ void TcpProxy::run() {
         return;
       }
       if (mode == Mode::slow) tokens -= static_cast<double>(r);
-      const auto due = mode == Mode::delay ? Clock::now() + delay : Clock::now();
+      const auto due = mode == Mode::delay || mode == Mode::slow ? Clock::now() + delay : Clock::now();
       flow.queue.push_back({due, std::string(buffer.data(), static_cast<std::size_t>(r)), 0});
     };
     constexpr short readable = POLLIN | POLLHUP | POLLERR;

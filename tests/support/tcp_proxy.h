@@ -14,8 +14,11 @@
 //              and thrown away, it never hears anything again (a NAT that
 //              forgot the flow). New connections get the same treatment, and
 //              a connection made half-open stays so after the mode changes.
-//   slow       forward at most set_bandwidth() bytes per second each way (a
-//              thin link)
+//   slow       forward at most set_bandwidth() bytes per second (both
+//              directions together), each byte held for set_delay() too
+//              (0 by default): a thin link, or a thin WAN link. A reader
+//              that keeps writing fills the kernel's socket buffers in
+//              front of the proxy, as a real link's queue fills.
 //   delay      hold every byte for set_delay() in each direction before
 //              forwarding it (a WAN round trip of twice that); bandwidth is
 //              not limited
@@ -70,7 +73,7 @@ class TcpProxy {
   Mode mode() const;
   // For Mode::slow (default 16 KiB/s). Requires: bytes_per_second > 0.
   void set_bandwidth(std::size_t bytes_per_second);
-  // For Mode::delay (default 0: as pass). Requires: one_way >= 0.
+  // For Mode::delay and Mode::slow (default 0). Requires: one_way >= 0.
   void set_delay(std::chrono::microseconds one_way);
 
   // Connections currently open (half-open ones included), accepted since
