@@ -219,6 +219,18 @@ SendAction SendWindow::read(std::size_t lane) {
   return a;
 }
 
+BatchPolicy SendWindow::policy_for(const Lane& lane) const noexcept {
+  BatchPolicy policy = options_.batch;
+  // A backlog message is a quarter of the backlog's share at most: a live
+  // message waits behind what is in flight of it, and on a thin link one
+  // message of the full size is itself the wait (64 KiB: 64 ms at 1 MB/s),
+  // however few are in flight. Finer messages also bring acknowledgements,
+  // and with them the polls that see a live commit, more often.
+  if (&lane == &lanes_[kBacklog] && backlog_share_)
+    policy.max_bytes = std::min(policy.max_bytes, std::max<std::size_t>(backlog_share_->limit() / 4, 2));
+  return policy;
+}
+
 SendAction SendWindow::mark_published() const {
   SendAction a;
   a.kind = SendAction::Kind::mark_published;
@@ -229,7 +241,7 @@ SendAction SendWindow::mark_published() const {
 // event skipped (again: plan once more), or nothing to send from it now.
 SendWindow::Dispatch SendWindow::dispatch_from(Lane& lane, SendAction& out) {
   using Kind = SendAction::Kind;
-  MessagePlan plan = plan_message(lane.buffer, options_.batch);
+  MessagePlan plan = plan_message(lane.buffer, policy_for(lane));
   if (plan.events == 0 || !plan.full) {
     // Empty, or the message could take events not read yet.
     if (!lane.caught_up) {

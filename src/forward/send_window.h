@@ -46,7 +46,8 @@
 // which so fills the rest of the window; both progress. The backlog's
 // messages in flight are kept to a share of the link (a live message queues
 // behind them) that keeps their round trip near live_delay_target
-// (forward/backlog_share.h), and the live lane does not linger. Without B there is
+// (forward/backlog_share.h), each backlog message a quarter of that share at
+// most (a live message waits behind it), and the live lane does not linger. Without B there is
 // one lane, the live one from sequence 0: plain commit order. A lane's
 // not_sent rewinds that lane; a wrap starts both again, and a resend
 // extends the backlog up to what it resends (above, resending). Once
@@ -342,6 +343,9 @@ class SendWindow {
                : acks_.size();
   }
   Dispatch dispatch_from(Lane& lane, SendAction& out);
+  // The batching rules for lane's next message (the backlog's messages are
+  // kept to a part of its share of the link).
+  BatchPolicy policy_for(const Lane& lane) const noexcept;
   std::int64_t wake_at() const noexcept;
   Lane& lane_of(std::int64_t sequence) noexcept;
   bool buffers_empty() const noexcept;

@@ -882,6 +882,26 @@ TEST_CASE("live first: while a backlog drains acknowledgements are marked a few 
   CHECK(rig.mark_transactions == 2);
 }
 
+TEST_CASE("live first: a backlog message is a quarter of the backlog's share of the link at most; live ones are whole") {
+  Rig rig;
+  rig.elements = true;
+  rig.add(1, 12);
+  for (std::int64_t s = 1; s <= 14; ++s) rig.element_bytes[s] = 100;
+  auto o = batch_options(10);
+  o.live_first = true;
+  o.backlog_bytes_in_flight = 1200;  // a quarter: 300 bytes, "[" + 2 x 100 + "," + "]"
+  o.live_delay_target = 0ms;          // the share stays where it is
+  SendWindow w(o, rig.now());
+  w.set_backlog_end(12);
+  rig.step(w);
+  CHECK(rig.messages == Messages{{1, 2}, {3, 4}, {5, 6}, {7, 8}});
+  rig.add(13, 14);  // live: the batch's own limit (1,024 bytes), not the backlog's
+  ++rig.data_version;
+  rig.complete(w, {1}, Outcome::acknowledged);
+  rig.step(w);
+  CHECK(rig.messages.back() == Seqs{13, 14});
+}
+
 TEST_CASE("without a backlog acknowledgements are marked in one commit") {
   Rig rig;
   rig.add(1, 10);
