@@ -25,6 +25,18 @@
 //       commit's return to the ingest's store commit that holds it;
 //       live_store_p50_ms_during_drain its median. Left out in builds
 //       without the ingest.
+//   live_p99_ms_during_drain_thin_link  a drain of 100,000 events (--quick:
+//       10,000) live first through the testkit's TcpProxy as a thin WAN
+//       link: 1 MB/s (both directions together) and a 50 ms round trip
+//       (thin_link_rtt_ms), the kernel's socket buffers in front of it as a
+//       real link's queue; p99 from the commit to the PUBACK (target:
+//       thin_link_rtt_ms + 50). The link is where live first's share of the
+//       backlog in flight (BacklogShare) is judged: on loopback nothing
+//       queues.
+//       live_p50_ms_during_drain_thin_link; and in commit order,
+//       live_p99_ms_during_drain_thin_link_fifo; the drains' ratio,
+//       drain_thin_link_live_first_vs_fifo_ratio.
+// --only loopback, thin or stored runs that part alone.
 // Live events travel on a topic of their own, so each message's topic says
 // which lane it carried. Each drain also notes (stderr) how a live event's
 // time splits: from the commit to the forwarder's publish call, and from
@@ -48,6 +60,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_util.h"
+#include "support/tcp_proxy.h"
 #ifdef EDGE_OUTBOX_BENCH_INGEST
 #include "ingest/commit/writer.h"
 #include "ingest/intake/message_intake.h"
@@ -218,11 +231,14 @@ struct Ingest {
 };
 #endif
 
-// ingest: nullptr, or one that stores what the forwarder sends.
+// ingest: nullptr, or one that stores what the forwarder sends. link: a
+// name for the broker's address when it is not the broker itself ("": it
+// is).
 Drain drain(const std::filesystem::path& file, std::uint64_t backlog, eo::ForwarderOptions::Order order,
-            const std::string& broker, Ingest* ingest = nullptr) {
+            const std::string& broker, Ingest* ingest = nullptr, const std::string& link = "") {
   const bool live_first = order == eo::ForwarderOptions::Order::live_first;
-  const std::string run = ingest ? "live first, stored" : live_first ? "live first" : "fifo";
+  const std::string run = (ingest ? "live first, stored" : live_first ? "live first" : "fifo") +
+                          (link.empty() ? "" : ", " + link);
   // Keeps the ingest's connection up while waiting.
   const auto wait_for = [&](auto done, std::chrono::seconds timeout, const std::string& what) {
     b::wait_for(
@@ -234,7 +250,7 @@ Drain drain(const std::filesystem::path& file, std::uint64_t backlog, eo::Forwar
   };
   b::remove_database(file);
   b::create_outbox(file);
-  const std::string tag = ingest ? "stored" : live_first ? "live-first" : "fifo";
+  const std::string tag = (link.empty() ? "" : link + "-") + (ingest ? "stored" : live_first ? "live-first" : "fifo");
   b::fill_outbox(file, backlog, false, 120, "backlog-" + tag);
   auto probe_owned = std::make_unique<LiveLatencyProbe>(std::make_unique<eo::MqttPublisher>(
       b::publisher_options(broker, "bench-live-first-" + tag + "-" + std::to_string(::getpid()))));
@@ -316,17 +332,40 @@ int main(int argc, char** argv) try {
   const auto file = dir / "device.db";
   b::note("bench_live_first: a backlog of %llu events, one live event every 100 ms",
           static_cast<unsigned long long>(backlog));
-  const auto fifo = drain(file, backlog, eo::ForwarderOptions::Order::fifo, args.broker);
-  const auto live = drain(file, backlog, eo::ForwarderOptions::Order::live_first, args.broker);
-  b::figure("live_p99_ms_during_drain", percentile(live.live_ms, 0.99));
-  b::figure("live_p50_ms_during_drain", percentile(live.live_ms, 0.5));
-  b::figure("live_max_ms_during_drain", percentile(live.live_ms, 1.0));
-  b::figure("live_p99_ms_during_drain_fifo", percentile(fifo.live_ms, 0.99));
-  b::figure("drain_events_per_s_fifo", fifo.events_per_s);
-  b::figure("drain_events_per_s_live_first", live.events_per_s);
-  b::figure("drain_live_first_vs_fifo_ratio", live.events_per_s / std::max(fifo.events_per_s, 1e-9));
+  if (args.runs("loopback")) {
+    const auto fifo = drain(file, backlog, eo::ForwarderOptions::Order::fifo, args.broker);
+    const auto live = drain(file, backlog, eo::ForwarderOptions::Order::live_first, args.broker);
+    b::figure("live_p99_ms_during_drain", percentile(live.live_ms, 0.99));
+    b::figure("live_p50_ms_during_drain", percentile(live.live_ms, 0.5));
+    b::figure("live_max_ms_during_drain", percentile(live.live_ms, 1.0));
+    b::figure("live_p99_ms_during_drain_fifo", percentile(fifo.live_ms, 0.99));
+    b::figure("drain_events_per_s_fifo", fifo.events_per_s);
+    b::figure("drain_events_per_s_live_first", live.events_per_s);
+    b::figure("drain_live_first_vs_fifo_ratio", live.events_per_s / std::max(fifo.events_per_s, 1e-9));
+  }
+  if (args.runs("thin")) {
+    constexpr std::size_t kThinBytesPerS = 1'000'000;
+    constexpr auto kThinOneWay = std::chrono::milliseconds(25);
+    const std::uint64_t thin_backlog = args.quick ? 10'000 : 100'000;
+    eo::test::TcpProxy thin(b::port_of(args.broker));
+    thin.set_bandwidth(kThinBytesPerS);
+    thin.set_delay(kThinOneWay);
+    thin.set_mode(eo::test::TcpProxy::Mode::slow);
+    b::note("bench_live_first: through a thin link (%zu bytes/s, %lld ms round trip), a backlog of %llu events",
+            kThinBytesPerS, static_cast<long long>(2 * kThinOneWay.count()),
+            static_cast<unsigned long long>(thin_backlog));
+    const auto thin_fifo = drain(file, thin_backlog, eo::ForwarderOptions::Order::fifo, thin.uri(), nullptr, "thin");
+    const auto thin_live =
+        drain(file, thin_backlog, eo::ForwarderOptions::Order::live_first, thin.uri(), nullptr, "thin");
+    b::figure("thin_link_rtt_ms", static_cast<double>(2 * kThinOneWay.count()));
+    b::figure("live_p99_ms_during_drain_thin_link", percentile(thin_live.live_ms, 0.99));
+    b::figure("live_p50_ms_during_drain_thin_link", percentile(thin_live.live_ms, 0.5));
+    b::figure("live_p99_ms_during_drain_thin_link_fifo", percentile(thin_fifo.live_ms, 0.99));
+    b::figure("drain_thin_link_live_first_vs_fifo_ratio",
+              thin_live.events_per_s / std::max(thin_fifo.events_per_s, 1e-9));
+  }
 #ifdef EDGE_OUTBOX_BENCH_INGEST
-  {
+  if (args.runs("stored")) {
     Ingest ingest(dir / "ingest.db", args.broker);
     const auto stored = drain(file, backlog, eo::ForwarderOptions::Order::live_first, args.broker, &ingest);
     b::figure("live_store_p99_ms_during_drain", percentile(stored.live_store_ms, 0.99));

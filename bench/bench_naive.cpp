@@ -113,10 +113,10 @@ struct Setup {
   std::uint64_t naive_events, forwarder_events;
 };
 
-// Alternates the seed design and the forwarder on fresh backlogs, 3 times.
-Medians compare(const std::filesystem::path& file, const Setup& s) {
+// Alternates the seed design and the forwarder on fresh backlogs, reps times.
+Medians compare(const std::filesystem::path& file, const Setup& s, int reps) {
   std::vector<double> naive, forwarder;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     b::remove_database(file);
     b::create_outbox(file);
     b::fill_outbox(file, s.naive_events, false, 120, std::string("naive-") + s.label + std::to_string(rep));
@@ -134,10 +134,6 @@ Medians compare(const std::filesystem::path& file, const Setup& s) {
   return {b::median(naive), b::median(forwarder)};
 }
 
-std::uint16_t port_of(const std::string& uri) {
-  return static_cast<std::uint16_t>(std::stoi(uri.substr(uri.rfind(':') + 1)));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -149,13 +145,13 @@ int main(int argc, char** argv) try {
   const Setup full_setup{"FULL", eo::Durability::full, args.broker, quick ? 300u : 10'000u, quick ? 1'000u : 10'000u};
   const Setup normal_setup{"NORMAL", eo::Durability::normal, args.broker, quick ? 1'000u : 100'000u,
                            quick ? 1'000u : 100'000u};
-  const auto full = compare(file, full_setup);
-  const auto normal = compare(file, normal_setup);
-  eo::test::TcpProxy link(port_of(args.broker));
+  const auto full = compare(file, full_setup, args.reps());
+  const auto normal = compare(file, normal_setup, args.reps());
+  eo::test::TcpProxy link(b::port_of(args.broker));
   link.set_delay(std::chrono::milliseconds(5));
   link.set_mode(eo::test::TcpProxy::Mode::delay);
   const Setup rtt_setup{"RTT 10 ms", eo::Durability::full, link.uri(), quick ? 40u : 300u, quick ? 1'000u : 20'000u};
-  const auto rtt = compare(file, rtt_setup);
+  const auto rtt = compare(file, rtt_setup, args.reps());
 
   b::figure("naive_backlog_events", static_cast<double>(full_setup.naive_events));
   b::figure("naive_events_per_s", full.naive);

@@ -41,6 +41,10 @@ struct Args {
   // which names it knows); empty: all of it.
   std::string only;
   bool runs(const char* part) const { return only.empty() || only == part; }
+  // Repetitions of a measurement whose median is reported: three, one with
+  // --quick (which keeps the code from rotting; its figures are not held to
+  // anything).
+  int reps() const { return quick ? 1 : 3; }
 };
 
 inline Args parse_args(int argc, char** argv) {
@@ -58,6 +62,15 @@ inline Args parse_args(int argc, char** argv) {
     }
   }
   return a;
+}
+
+// The port of --broker's "mqtt://127.0.0.1:PORT" (a TcpProxy in front of
+// the broker needs it). Throws std::invalid_argument for any other address.
+inline std::uint16_t port_of(const std::string& uri) {
+  const auto colon = uri.rfind(':');
+  if (uri.rfind("mqtt://127.0.0.1:", 0) != 0 || colon == std::string::npos)
+    throw std::invalid_argument("--broker must be mqtt://127.0.0.1:PORT, not " + uri);
+  return static_cast<std::uint16_t>(std::stoul(uri.substr(colon + 1)));
 }
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents: the

@@ -63,14 +63,6 @@ namespace {
 const std::string device_id = "bench-device";
 const std::string device_topic = "devices/" + device_id;
 
-// The port of "mqtt://127.0.0.1:PORT".
-std::uint16_t port_of(const std::string& uri) {
-  const auto colon = uri.rfind(':');
-  if (uri.rfind("mqtt://127.0.0.1:", 0) != 0 || colon == std::string::npos)
-    throw std::invalid_argument("--broker must be mqtt://127.0.0.1:PORT, not " + uri);
-  return static_cast<std::uint16_t>(std::stoul(uri.substr(colon + 1)));
-}
-
 // Records n readings as edge-outbox-sim does (3 sensors, 10 per second of
 // simulated time).
 void record_readings(eo::Outbox& outbox, std::uint64_t n) {
@@ -208,7 +200,7 @@ int main(int argc, char** argv) try {
     own.emplace();
     uri = own->uri();
   }
-  const auto port = port_of(uri);
+  const auto port = b::port_of(uri);
   b::ScratchDir dir;
   b::note("bench_wire: %llu of the simulator's readings per run, broker %s", static_cast<unsigned long long>(n),
           uri.c_str());
