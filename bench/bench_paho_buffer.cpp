@@ -12,7 +12,7 @@
 // time runs until all N are acknowledged and marked published.
 // Both keep 64 publishes in flight, the forwarder's default. N is 20,000
 // (--quick: 200, reported as paho_buffer_messages). The three runs
-// alternate; figures are medians of 3 repetitions.
+// alternate; figures are medians of 3 repetitions (--quick: 1).
 //
 // Paho without persistence drains its buffer at only ~65 messages/s here,
 // so it runs with 2,000 messages (--quick: 30; paho_memory_buffer_messages)
@@ -107,7 +107,7 @@ int main(int argc, char** argv) try {
   b::ScratchDir dir;
   eo::test::Mosquitto broker;
   std::vector<double> file_s, mem_s, fwd_s;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < args.reps(); ++rep) {
     const auto persist = dir / ("paho-" + std::to_string(rep));
     std::filesystem::create_directories(persist);
     file_s.push_back(paho_buffer(broker, messages, &persist));

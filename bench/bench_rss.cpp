@@ -9,7 +9,7 @@
 // child's memory is the forwarder's alone. Backlogs: 1,000,000 and 10,000
 // (--quick: 10,000 and 2,000; the large one is reported as
 // rss_backlog_events). The two sizes alternate; figures are medians of 3
-// repetitions.
+// repetitions (--quick: 1).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,7 +58,7 @@ int main(int argc, char** argv) try {
   const std::uint64_t big = args.quick ? 10'000 : 1'000'000, small = args.quick ? 2'000 : 10'000;
   b::ScratchDir dir;
   std::vector<double> big_kib, small_kib;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < args.reps(); ++rep) {
     small_kib.push_back(peak_kib(dir / "rss.db", small, args.broker, rep));
     big_kib.push_back(peak_kib(dir / "rss.db", big, args.broker, rep));
     b::note("bench_rss: rep %d: VmHWM %.0f KiB draining %llu, %.0f KiB draining %llu", rep, small_kib.back(),
