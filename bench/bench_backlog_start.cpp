@@ -200,7 +200,7 @@ int main(int argc, char** argv) try {
   b::ScratchDir dir;
   const std::string broker = args.broker;
   const std::uint64_t large = args.quick ? 100'000 : 1'000'000, small = 1'000;
-  const int reps = args.quick ? 1 : 3;
+  const int reps = args.reps();
   const auto file = dir / "device.db";
   b::note("bench_backlog_start: backlog of %llu events against %llu", static_cast<unsigned long long>(large),
           static_cast<unsigned long long>(small));

@@ -3,7 +3,8 @@
 //
 //   latency_p50_ms, latency_p99_ms   enqueue (Outbox::enqueue, synchronous=
 //       FULL) to the row committed in the ingest's SQLite store (FULL),
-//       online, 100 events/s for 30 s (--quick: 1 s); medians of 3 runs.
+//       online, 100 events/s for 30 s (--quick: 1 s); medians of 3 runs
+//       (--quick: 1).
 //       The device (Outbox, Forwarder, MqttPublisher) and the ingest
 //       (Subscriber, Writer, SQLite store) run in this process against
 //       --broker; the commit time is taken by a Store decorator.
@@ -411,10 +412,11 @@ int main(int argc, char** argv) try {
   b::ScratchDir dir;
   if (args.runs("latency")) {
     const auto duration = std::chrono::seconds(args.quick ? 1 : 30);
-    // Three latency runs, one event per message or batched: the medians.
+    // Latency runs (three; --quick: one), one event per message or batched:
+    // the medians.
     const auto medians = [&](bool batched) {
       std::vector<double> p50, p99;
-      for (int rep = 0; rep < 3; ++rep) {
+      for (int rep = 0; rep < args.reps(); ++rep) {
         const auto l = latency_run(dir, args.broker, rep, duration, batched);
         p50.push_back(l.p50);
         p99.push_back(l.p99);
@@ -436,7 +438,7 @@ int main(int argc, char** argv) try {
   if (args.runs("rate")) {
     const std::uint64_t events = args.quick ? 300 : 10'000;
     std::vector<double> ingest_full, ingest_normal, forward;
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < args.reps(); ++rep) {
       const auto f = ingest_run(dir, args.broker, events, ig::SqliteSync::full, rep);
       const auto n = ingest_run(dir, args.broker, events, ig::SqliteSync::normal, rep);
       ingest_full.push_back(f.ingest);
@@ -455,7 +457,7 @@ int main(int argc, char** argv) try {
 
   }
   // --quick: one rep of each run below (CI's smoke run stays short).
-  const int reps = args.quick ? 1 : 3;
+  const int reps = args.reps();
   if (args.runs("marked")) {
     const std::uint64_t marked_events = args.quick ? 300 : 10'000;
     const auto marked = beside_baseline(

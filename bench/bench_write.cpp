@@ -33,7 +33,7 @@
 //
 // Each repetition runs the raw loop and the library back to back on fresh
 // files, each after sync(), in alternating order; figures are medians of 3
-// repetitions.
+// repetitions (--quick: 1).
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -335,7 +335,7 @@ int main(int argc, char** argv) try {
   const auto args = b::parse_args(argc, argv);
   b::ScratchDir dir;
   const auto file = dir / "write.db";
-  constexpr int reps = 3;
+  const int reps = args.reps();
   const int scale = args.quick ? 10 : 1;
 
   b::note("bench_write: one reading + one event per transaction, synchronous=NORMAL");
