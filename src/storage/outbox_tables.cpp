@@ -123,6 +123,7 @@ const std::string select_unconfirmed = "SELECT " + event_columns + " FROM outbox
                                        " AND sequence > ? ORDER BY sequence LIMIT ?";
 const std::string count_unconfirmed = "SELECT count(*) FROM outbox WHERE " + unconfirmed_row;
 const std::string any_unconfirmed = "SELECT 1 FROM outbox WHERE " + unconfirmed_row + " LIMIT 1";
+const std::string any_unsent = "SELECT 1 FROM outbox WHERE " + unsent_row + " LIMIT 1";
 const std::string lowest_pending = "SELECT min(sequence) FROM outbox WHERE " + pending_row;
 const std::string highest_committed_sequence = "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'";
 // Named: the planner may prefer the table's rowid range, which reads whole rows.
@@ -598,7 +599,10 @@ void OutboxTables::write_backlog_end(std::int64_t sequence) {
   write.exec();
 }
 
-bool OutboxTables::has_unsent() { return !unsent(0, 1).empty(); }
+bool OutboxTables::has_unsent() {
+  SQLite::Statement q(db_, any_unsent);
+  return q.executeStep();
+}
 
 std::int64_t OutboxTables::floor() {
   const auto lowest = db_.execAndGet(lowest_pending);
