@@ -169,7 +169,9 @@ TEST_CASE("a thread that ends inside its transaction has it rolled back as it en
 
   // The write lock is free: another process (which would get BUSY after
   // its busy timeout), another handle and this thread write.
-  const auto [child_status, child_output] = other_process_enqueue(dir, db, busy_timeout_ms);
+  const auto child_result = other_process_enqueue(dir, db, busy_timeout_ms);
+  const int child_status = child_result.first;
+  const std::string& child_output = child_result.second;
   CHECK_MESSAGE(child_status == EDGE_OUTBOX_OK, child_output);
   Handle second(db, busy_timeout_ms);
   CHECK_MESSAGE(enqueue(second.outbox) == EDGE_OUTBOX_OK, edge_outbox_last_error());
@@ -229,7 +231,9 @@ TEST_CASE("a wait for another thread's transaction ends within busy_timeout with
     edge_outbox_txn_t* other = nullptr;
     return edge_outbox_begin(second.outbox, &other);
   });
-  const auto [child_status, child_output] = other_process_enqueue(dir, db, busy_timeout_ms);
+  const auto child_result = other_process_enqueue(dir, db, busy_timeout_ms);
+  const int child_status = child_result.first;
+  const std::string& child_output = child_result.second;
 
   for (const auto* outcome : {&same_handle, &stats, &close, &other_handle}) {
     INFO(outcome->message);

@@ -468,10 +468,11 @@ TEST_CASE("every attribute has a length limit, inclusive") {
     const char* name;
     std::size_t bytes;
   };
-  for (auto [name, bytes] : {Limit{"id", ce::max_id_bytes}, Limit{"source", ce::max_source_bytes},
-                             Limit{"type", ce::max_type_bytes},
-                             Limit{"streamid", ce::max_streamid_bytes}, Limit{"priority", ce::max_priority_bytes},
-                             Limit{"site", ce::max_extension_bytes}}) {
+  for (Limit limit : {Limit{"id", ce::max_id_bytes}, Limit{"source", ce::max_source_bytes},
+                      Limit{"type", ce::max_type_bytes}, Limit{"streamid", ce::max_streamid_bytes},
+                      Limit{"priority", ce::max_priority_bytes}, Limit{"site", ce::max_extension_bytes}}) {
+    const char* name = limit.name;
+    std::size_t bytes = limit.bytes;
     CAPTURE(name);
     CHECK(reject("x", with(binary_props(), name, std::string(bytes, 'v'))) == "accepted");
     std::string over = reject("x", with(binary_props(), name, std::string(bytes + 1, 'v')));
