@@ -34,3 +34,6 @@ EDGE_OUTBOX_BUILD_PACKAGES=(
 # What scripts/package-test.sh needs beyond the build (cpack's
 # dpkg-shlibdeps comes with build-essential's dpkg-dev).
 EDGE_OUTBOX_PACKAGE_TEST_PACKAGES=(lintian file)
+# Clang with its sanitizer runtimes (ASan, UBSan, TSan, libFuzzer): the
+# sanitizer builds (scripts/sanitize.sh) and the fuzzers (scripts/fuzz.sh).
+EDGE_OUTBOX_CLANG_PACKAGES=(clang libclang-rt-14-dev)

@@ -44,7 +44,7 @@ esac
 build_dir=${EDGE_OUTBOX_FUZZ_BUILD_DIR:-build-fuzz}
 cxx=${EDGE_OUTBOX_FUZZ_CXX:-clang++}
 source scripts/deps.sh
-edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}" clang libclang-rt-14-dev
+edge_outbox_need_packages "${EDGE_OUTBOX_BUILD_PACKAGES[@]}" "${EDGE_OUTBOX_CLANG_PACKAGES[@]}"
 command -v "$cxx" >/dev/null || { echo "fuzz.sh: $cxx not found (apt-get install clang)" >&2; exit 2; }
 
 targets=(fuzz_cloudevents_decode fuzz_sim_config fuzz_http_request)

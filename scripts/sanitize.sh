@@ -44,10 +44,10 @@ jobs=$(nproc)
 if [ -f "$build_dir/CMakeCache.txt" ]; then
   cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
 else
-  edge_outbox_need_packages clang libclang-rt-14-dev
   export CC=${CC:-clang} CXX=${CXX:-clang++}
   cxx=$CXX
 fi
+[[ $(basename "$cxx") == clang* ]] && edge_outbox_need_packages "${EDGE_OUTBOX_CLANG_PACKAGES[@]}"
 # Debug information and the optimisation below: readable stacks at a
 # bearable speed.
 #   address: Clang at -O0. ASan and UBSan check every access and operation
