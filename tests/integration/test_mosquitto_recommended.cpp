@@ -55,7 +55,8 @@ std::string substituted_config(const std::map<std::string, std::string>& replace
       out << line << '\n';
     }
   }
-  for (const auto& [key, value] : replace) {
+  for (const auto& entry : replace) {
+    const auto& key = entry.first;  // not a structured binding: CAPTURE's lambda captures it (Clang 14)
     CAPTURE(key);
     CHECK(seen[key] == 1);
   }

@@ -150,7 +150,11 @@ TEST_CASE("early acknowledgement: the ingest SIGKILLed with acknowledged, uncomm
   // 5. Stop producing; each device drains in its last mode (server mode:
   // until every event is confirmed).
   std::vector<std::pair<std::string, test::Child>> drains;
-  for (auto& [id, d] : devices) {
+  // Named from entry.first, not structured bindings: CHECK_MESSAGE's lambda
+  // captures the name, which Clang 14 refuses for a binding.
+  for (auto& entry : devices) {
+    const auto& id = entry.first;
+    auto& d = entry.second;
     CHECK_MESSAGE(stop_producing(d) == 0, id << " did not stop cleanly");
     auto args = sim_args(d, broker.uri());
     args.insert(args.end(), {"--count", "0", "--exit-when-drained", "--drain-timeout", "40s"});
@@ -158,7 +162,9 @@ TEST_CASE("early acknowledgement: the ingest SIGKILLed with acknowledged, uncomm
                                                dir / (id + "-drain.err")));
   }
   std::uint64_t resends = 0;
-  for (auto& [id, child] : drains) {
+  for (auto& entry : drains) {
+    const auto& id = entry.first;
+    auto& child = entry.second;
     const int status = child.wait(60s);
     CHECK_MESSAGE(status == 0, id << " drain exited with " << status << ": "
                                   << test::read_text(dir / (id + "-drain.err")));
